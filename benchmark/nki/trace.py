@@ -1,0 +1,204 @@
+"""The instruction trace: what the simulator executed, in a compact columnar form.
+
+The simulator appends one row per executed instruction; the performance model replays the rows as a
+schedule. Columns are `array.array`s while recording (a few bytes per instruction, so millions fit) and
+become numpy arrays on `freeze()`. Memory accesses live in a second table, indexed by
+`access_start`/`access_count`, so an instruction can read and write any number of tensor regions.
+
+A region is a tensor id plus a partition range and a byte range within each partition (the bounding box
+of the elements touched). Dependencies between instructions are overlaps of regions on the same tensor.
+"""
+
+from __future__ import annotations
+
+from array import array
+from dataclasses import dataclass, field
+from enum import IntEnum
+
+import numpy as np
+
+
+class Engine(IntEnum):
+    TENSOR = 0  # PE array: matmul, transpose
+    VECTOR = 1
+    SCALAR = 2  # activation engine
+    GPSIMD = 3
+    DMA = 4
+
+
+class Memory(IntEnum):
+    HBM = 0
+    SBUF = 1
+    PSUM = 2
+
+
+class LoopKind(IntEnum):
+    AFFINE = 0  # iterations independent: the hardware may overlap them
+    SEQUENTIAL = 1  # loop-carried dependence: no overlap across iterations
+    STATIC = 2  # unrolled at trace time
+
+
+# Instruction columns: name -> array typecode. 'q' = int64, 'i' = int32, 'd' = float64.
+INSTRUCTION_COLUMNS: dict[str, str] = {
+    "engine": "b",  # Engine
+    "opcode": "i",  # index into Trace.op_names
+    "dtype": "b",  # index into Trace.dtype_names: the dtype the instruction computes in
+    "partitions": "i",  # partitions touched (<= 128)
+    "free_elems": "q",  # elements per partition processed (the N of the ISA cost formulas)
+    "flops": "q",  # arithmetic operations (matmul: 2*M*N*K; elementwise: elements)
+    "is_transpose": "b",  # Tensor Engine transpose (counted as transpose_flops)
+    "hbm_read": "q",  # bytes
+    "hbm_write": "q",
+    "sbuf_read": "q",
+    "sbuf_write": "q",
+    "psum_read": "q",
+    "psum_write": "q",
+    "loop_ctx": "i",  # index into Trace.loop_contexts
+    "line": "i",  # kernel source line (0 when unknown)
+    "access_start": "q",  # first row of this instruction in the access table
+    "access_count": "i",
+}
+
+ACCESS_COLUMNS: dict[str, str] = {
+    "tensor": "i",  # index into Trace.tensors
+    "is_write": "b",
+    "part_lo": "i",  # partition range [part_lo, part_hi)
+    "part_hi": "i",
+    "byte_lo": "q",  # byte range within a partition [byte_lo, byte_hi)
+    "byte_hi": "q",
+}
+
+
+@dataclass(frozen=True)
+class TensorInfo:
+    name: str
+    memory: Memory
+    shape: tuple[int, ...]
+    dtype: str
+    partition_axis: int  # -1 for HBM tensors
+    bytes_per_partition: int  # on-chip footprint per partition (0 for HBM)
+    total_bytes: int
+
+
+@dataclass(frozen=True)
+class LoopInfo:
+    kind: LoopKind
+    trip_count: int
+    line: int
+
+
+@dataclass
+class Trace:
+    """Columnar instruction trace. Record with `append`, then `freeze()` before replaying."""
+
+    op_names: list[str] = field(default_factory=list)
+    dtype_names: list[str] = field(default_factory=list)
+    tensors: list[TensorInfo] = field(default_factory=list)
+    loops: list[LoopInfo] = field(default_factory=list)
+    # Each loop context is the enclosing loop nest, outermost first: ((loop_id, iteration), ...).
+    loop_contexts: list[tuple[tuple[int, int], ...]] = field(default_factory=list)
+    columns: dict[str, array | np.ndarray] = field(default_factory=dict)
+    access: dict[str, array | np.ndarray] = field(default_factory=dict)
+    frozen: bool = False
+
+    def __post_init__(self) -> None:
+        if not self.columns:
+            self.columns = {name: array(code) for name, code in INSTRUCTION_COLUMNS.items()}
+        if not self.access:
+            self.access = {name: array(code) for name, code in ACCESS_COLUMNS.items()}
+        self._op_index = {name: i for i, name in enumerate(self.op_names)}
+        self._dtype_index = {name: i for i, name in enumerate(self.dtype_names)}
+        self._ctx_index = {ctx: i for i, ctx in enumerate(self.loop_contexts)}
+
+    def __len__(self) -> int:
+        return len(self.columns["engine"])
+
+    # -- recording -------------------------------------------------------------------------------
+
+    def add_tensor(self, info: TensorInfo) -> int:
+        self.tensors.append(info)
+        return len(self.tensors) - 1
+
+    def add_loop(self, info: LoopInfo) -> int:
+        self.loops.append(info)
+        return len(self.loops) - 1
+
+    def context_id(self, nest: tuple[tuple[int, int], ...]) -> int:
+        cid = self._ctx_index.get(nest)
+        if cid is None:
+            cid = len(self.loop_contexts)
+            self.loop_contexts.append(nest)
+            self._ctx_index[nest] = cid
+        return cid
+
+    def _intern(self, names: list[str], index: dict[str, int], name: str) -> int:
+        i = index.get(name)
+        if i is None:
+            i = len(names)
+            names.append(name)
+            index[name] = i
+        return i
+
+    def append(
+        self,
+        *,
+        engine: Engine,
+        op: str,
+        dtype: str,
+        partitions: int,
+        free_elems: int,
+        flops: int = 0,
+        is_transpose: bool = False,
+        hbm_read: int = 0,
+        hbm_write: int = 0,
+        sbuf_read: int = 0,
+        sbuf_write: int = 0,
+        psum_read: int = 0,
+        psum_write: int = 0,
+        loop_ctx: int = 0,
+        line: int = 0,
+        accesses: tuple[tuple[int, bool, int, int, int, int], ...] = (),
+    ) -> None:
+        """Record one instruction; `accesses` rows are (tensor, is_write, part_lo, part_hi, byte_lo, byte_hi)."""
+        if self.frozen:
+            raise RuntimeError("trace is frozen")
+        c = self.columns
+        c["engine"].append(int(engine))
+        c["opcode"].append(self._intern(self.op_names, self._op_index, op))
+        c["dtype"].append(self._intern(self.dtype_names, self._dtype_index, dtype))
+        c["partitions"].append(partitions)
+        c["free_elems"].append(free_elems)
+        c["flops"].append(flops)
+        c["is_transpose"].append(1 if is_transpose else 0)
+        c["hbm_read"].append(hbm_read)
+        c["hbm_write"].append(hbm_write)
+        c["sbuf_read"].append(sbuf_read)
+        c["sbuf_write"].append(sbuf_write)
+        c["psum_read"].append(psum_read)
+        c["psum_write"].append(psum_write)
+        c["loop_ctx"].append(loop_ctx)
+        c["line"].append(line)
+        a = self.access
+        c["access_start"].append(len(a["tensor"]))
+        c["access_count"].append(len(accesses))
+        for tensor, is_write, part_lo, part_hi, byte_lo, byte_hi in accesses:
+            a["tensor"].append(tensor)
+            a["is_write"].append(1 if is_write else 0)
+            a["part_lo"].append(part_lo)
+            a["part_hi"].append(part_hi)
+            a["byte_lo"].append(byte_lo)
+            a["byte_hi"].append(byte_hi)
+
+    def freeze(self) -> Trace:
+        """Turn the columns into numpy arrays (zero-copy views of the recorded buffers)."""
+        if not self.frozen:
+            self.columns = {k: np.frombuffer(v, dtype=v.typecode) if len(v) else np.zeros(0, v.typecode)
+                            for k, v in self.columns.items()}
+            self.access = {k: np.frombuffer(v, dtype=v.typecode) if len(v) else np.zeros(0, v.typecode)
+                           for k, v in self.access.items()}
+            self.frozen = True
+        return self
+
+    def nbytes(self) -> int:
+        """Memory held by the columns, for the benchmarks' accounting."""
+        return sum(v.itemsize * len(v) for v in (*self.columns.values(), *self.access.values()))
