@@ -1,0 +1,221 @@
+"""Problems, kernels and their evaluations: the state behind the benchmark pages, API and CLI.
+
+Models hold state only; evaluating, caching and importing live in `benchmark.services`.
+"""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+from django.urls import reverse
+
+# A problem is addressed as `[SUITE/]SLUG[:CASE]`; without a case the mini one is meant, because it
+# evaluates in seconds (the published full shapes take minutes in the simulator).
+DEFAULT_SUITE = "nkibench"
+DEFAULT_CASE = "mini"
+
+
+class Visibility(models.TextChoices):
+    PUBLIC = "public", "Public"
+    PRIVATE = "private", "Private (owner only)"
+
+
+class Problem(models.Model):
+    """One case (shape set) of one problem of one suite, e.g. nkibench/silu:mini."""
+
+    suite = models.CharField(max_length=64, default=DEFAULT_SUITE)
+    slug = models.SlugField(max_length=100)
+    case = models.CharField(max_length=32, default=DEFAULT_CASE)
+    family = models.CharField(max_length=64, blank=True)
+    title = models.CharField(max_length=200, blank=True)
+    description = models.TextField(blank=True)
+    parameters = models.JSONField(default=dict, blank=True)  # shape values, e.g. {"M": 256, "N": 512}
+    # NKIBench's reference format: get_inputs(), forward(*inputs), transform_to_nki_inputs(inputs),
+    # transform_nki_outputs(outputs, reference).
+    reference_source = models.TextField()
+    # Counts for the theoretical peak; null when unknown (a user's own reference), so no peak fraction.
+    vector_flops = models.BigIntegerField(null=True, blank=True)
+    matmul_flops = models.BigIntegerField(null=True, blank=True)
+    hbm_bytes = models.BigIntegerField(null=True, blank=True)
+    tolerance = models.FloatField(null=True, blank=True)  # null: the evaluation pipeline's default
+    # The suite's current baseline; older baselines stay as kernels when the suite's source changes.
+    baseline_kernel = models.ForeignKey(
+        "Kernel", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    visibility = models.CharField(max_length=16, choices=Visibility.choices, default=Visibility.PUBLIC)
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created = models.DateTimeField(auto_now_add=True)
+    updated = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["suite", "slug", "case"]
+        constraints = [
+            models.UniqueConstraint(fields=["suite", "slug", "case"], name="benchmark_problem_unique_address"),
+        ]
+
+    def __str__(self) -> str:
+        return self.address
+
+    @property
+    def address(self) -> str:
+        prefix = "" if self.suite == DEFAULT_SUITE else f"{self.suite}/"
+        return f"{prefix}{self.slug}:{self.case}"
+
+    @property
+    def has_peak_counts(self) -> bool:
+        return None not in (self.vector_flops, self.matmul_flops, self.hbm_bytes)
+
+    @property
+    def peak_counts(self) -> tuple[int, int, int] | None:
+        if not self.has_peak_counts:
+            return None
+        return (self.vector_flops, self.matmul_flops, self.hbm_bytes)
+
+    @property
+    def shape_text(self) -> str:
+        return " ".join(f"{key}={value}" for key, value in self.parameters.items())
+
+    def get_absolute_url(self) -> str:
+        return reverse("benchmark:problem_detail", args=[self.pk])
+
+
+class KernelOrigin(models.TextChoices):
+    BASELINE = "baseline", "Baseline"
+    UPLOADED = "uploaded", "Uploaded"
+    GENERATED = "generated", "Generated"
+    IMPORTED = "imported", "Imported"
+
+
+class Kernel(models.Model):
+    problem = models.ForeignKey(Problem, on_delete=models.CASCADE, related_name="kernels")
+    name = models.CharField(max_length=200, blank=True)  # file name or a label such as "baseline"
+    source = models.TextField()
+    sha256 = models.CharField(max_length=64)
+    origin = models.CharField(max_length=16, choices=KernelOrigin.choices, default=KernelOrigin.UPLOADED)
+    parent = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="children"
+    )
+    author = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="kernels"
+    )
+    # The optimization run that wrote it. A plain integer, not a foreign key, so that benchmark does not
+    # depend on the optimizer app (dependencies point optimizer -> benchmark).
+    run_id = models.PositiveBigIntegerField(null=True, blank=True, db_index=True)
+    created = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-created", "-id"]
+        constraints = [
+            # The same source for the same problem is the same kernel: uploads and generated rewrites dedupe.
+            models.UniqueConstraint(fields=["problem", "sha256"], name="benchmark_kernel_unique_source"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.display_name} ({self.problem.address})"
+
+    @property
+    def display_name(self) -> str:
+        return self.name or f"kernel {self.sha256[:10]}"
+
+    def get_absolute_url(self) -> str:
+        return reverse("benchmark:kernel_detail", args=[self.pk])
+
+
+class Platform(models.TextChoices):
+    TRN1 = "trn1", "trn1 (NeuronCore-v2)"
+    TRN2 = "trn2", "trn2 (NeuronCore-v3)"
+
+
+class Backend(models.TextChoices):
+    SIMULATOR = "simulator", "Simulator (CPU, predicted latency)"
+    NEURON = "neuron", "Neuron hardware (measured)"
+
+
+class EvaluationStatus(models.TextChoices):
+    QUEUED = "queued", "Queued"
+    RUNNING = "running", "Running"
+    DONE = "done", "Done"
+
+
+class ErrorKind(models.TextChoices):
+    """The failure taxonomy shared by every layer (blank: no failure)."""
+
+    REJECTED = "rejected", "Rejected by the static check"
+    COMPILE_ERROR = "compile_error", "Compile error"
+    RUNTIME_ERROR = "runtime_error", "Runtime error"
+    INCORRECT = "incorrect", "Incorrect result"
+    TIMEOUT = "timeout", "Timed out"
+    RESOURCE_LIMIT = "resource_limit", "Resource limit exceeded"
+    SUSPICIOUS = "suspicious", "Suspicious (held for review)"
+    INFRASTRUCTURE_ERROR = "infrastructure_error", "Infrastructure error (ours, retried)"
+
+
+class Evaluation(models.Model):
+    """One kernel on one platform and backend; the cache entry for that combination."""
+
+    kernel = models.ForeignKey(Kernel, on_delete=models.CASCADE, related_name="evaluations")
+    platform = models.CharField(max_length=16, choices=Platform.choices, default=Platform.TRN1)
+    backend = models.CharField(max_length=32, choices=Backend.choices, default=Backend.SIMULATOR)
+    # For the simulator, the performance-model version: a new model means new numbers, a new cache entry.
+    backend_version = models.CharField(max_length=64)
+    status = models.CharField(max_length=16, choices=EvaluationStatus.choices, default=EvaluationStatus.QUEUED)
+    compiled = models.BooleanField(null=True)
+    runnable = models.BooleanField(null=True)
+    correct = models.BooleanField(null=True)
+    error_kind = models.CharField(max_length=32, choices=ErrorKind.choices, blank=True)
+    error_message = models.TextField(blank=True)
+    error_line = models.PositiveIntegerField(null=True, blank=True)
+    correctness = models.JSONField(default=dict, blank=True)  # relative L2 error per output and seed
+    seeds = models.JSONField(default=list, blank=True)
+    latency_ms = models.FloatField(null=True, blank=True)
+    peak_fraction = models.FloatField(null=True, blank=True)
+    profile = models.JSONField(default=dict, blank=True)  # neuron-profile summary field names
+    timeline = models.JSONField(default=dict, blank=True)  # per-engine busy intervals
+    provenance = models.JSONField(default=dict, blank=True)  # versions, platform, seeds: enough to reproduce
+    result = models.JSONField(default=dict, blank=True)  # the full EvaluationResult.to_dict()
+    wall_time_s = models.FloatField(null=True, blank=True)
+    attempts = models.PositiveIntegerField(default=0)  # > 1 when infrastructure errors were retried
+    requested_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created = models.DateTimeField(auto_now_add=True)
+    started = models.DateTimeField(null=True, blank=True)
+    finished = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created", "-id"]
+        constraints = [
+            # The cache key: the kernel row stands for (problem, sha256).
+            models.UniqueConstraint(
+                fields=["kernel", "platform", "backend", "backend_version"],
+                name="benchmark_evaluation_cache_key",
+            ),
+        ]
+        indexes = [
+            # best_evaluation(): the fastest correct evaluation per platform.
+            models.Index(fields=["platform", "correct", "latency_ms"], name="benchmark_eval_best"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.kernel.display_name} on {self.platform}/{self.backend}: {self.outcome}"
+
+    @property
+    def is_pending(self) -> bool:
+        return self.status != EvaluationStatus.DONE
+
+    @property
+    def is_simulated(self) -> bool:
+        return self.backend == Backend.SIMULATOR
+
+    @property
+    def outcome(self) -> str:
+        if self.is_pending:
+            return self.get_status_display().lower()
+        if self.error_kind:
+            return self.get_error_kind_display()
+        return "correct" if self.correct else "incorrect"
+
+    def get_absolute_url(self) -> str:
+        return reverse("benchmark:kernel_detail", args=[self.kernel_id]) + f"#evaluation-{self.pk}"
