@@ -1,0 +1,117 @@
+"""The optimization memory: slow -> fast kernel rewrites the Planner learns from, with their edit history.
+
+Provenance points at optimizer rows by plain ids, not foreign keys: the dependency direction is
+optimizer -> memory -> benchmark, so this app must not import or migrate against the optimizer app.
+"""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+
+
+class Polarity(models.TextChoices):
+    POSITIVE = "positive", "positive rewrite (made the kernel faster)"
+    NEGATIVE = "negative", "negative rewrite (made the kernel slower)"
+
+
+class EntryStatus(models.TextChoices):
+    ACTIVE = "active", "active"
+    PINNED = "pinned", "pinned (always given to the Planner)"
+    PRUNED = "pruned", "pruned (never given to the Planner)"
+
+
+class SourceKind(models.TextChoices):
+    RUN = "run", "an optimization run"
+    PERSON = "person", "written by a person"
+    IMPORT = "import", "imported from an AccelOpt experience file"
+
+
+class MemoryEntry(models.Model):
+    title = models.CharField(max_length=300)
+    summary = models.TextField(blank=True, help_text="General description of the rewrite, for the Planner.")
+    slow_kernel = models.TextField(help_text="Kernel source before the rewrite (the slower one).")
+    fast_kernel = models.TextField(help_text="Kernel source after the rewrite (the faster one).")
+    speedup = models.FloatField(
+        help_text="Latency of the slow kernel over that of the fast one (always >= 1, as AccelOpt stores it)."
+    )
+    polarity = models.CharField(max_length=16, choices=Polarity.choices, default=Polarity.POSITIVE)
+    status = models.CharField(max_length=16, choices=EntryStatus.choices, default=EntryStatus.ACTIVE)
+
+    problem = models.ForeignKey(
+        "benchmark.Problem", null=True, blank=True, on_delete=models.SET_NULL, related_name="memory_entries"
+    )
+    family = models.CharField(max_length=100, blank=True, help_text="Problem family, e.g. matmul, rmsnorm_matmul.")
+
+    source_kind = models.CharField(max_length=16, choices=SourceKind.choices, default=SourceKind.PERSON)
+    source_run_id = models.BigIntegerField(null=True, blank=True, help_text="optimizer Run id, if from a run.")
+    source_candidate_id = models.BigIntegerField(
+        null=True, blank=True, help_text="optimizer Candidate id whose rewrite this summarises."
+    )
+    # Stable identity given by the writer (a run uses "run:<id>:<candidate key>"): adding the same key
+    # twice returns the existing entry, so a summarizer step replayed after a crash never duplicates.
+    source_key = models.CharField(max_length=200, blank=True)
+    source_label = models.CharField(
+        max_length=300, blank=True, help_text="Free-form origin, e.g. the AccelOpt service/case name."
+    )
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    # sha256 over (slow, fast): import skips an entry it already holds.
+    content_sha256 = models.CharField(max_length=64, db_index=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["source_key"], condition=~models.Q(source_key=""), name="memory_entry_unique_source_key"
+            ),
+        ]
+        indexes = [
+            # select_entries() filters on status and orders by recency.
+            models.Index(fields=["status", "-created_at"], name="memory_status_recent"),
+        ]
+        verbose_name_plural = "memory entries"
+
+    def __str__(self) -> str:
+        return f"{self.title} ({self.polarity}, x{self.speedup:.2f})"
+
+    @property
+    def is_selectable(self) -> bool:
+        return self.status != EntryStatus.PRUNED
+
+
+class ChangeKind(models.TextChoices):
+    CREATED = "created", "created"
+    IMPORTED = "imported", "imported"
+    EDITED = "edited", "edited"
+    PINNED = "pinned", "pinned"
+    UNPINNED = "unpinned", "unpinned"
+    PRUNED = "pruned", "pruned"
+    RESTORED = "restored", "restored"
+
+
+class MemoryEntryVersion(models.Model):
+    """A snapshot of an entry's editable fields after each change: who, when, what."""
+
+    entry = models.ForeignKey(MemoryEntry, on_delete=models.CASCADE, related_name="versions")
+    number = models.PositiveIntegerField()
+    change = models.CharField(max_length=16, choices=ChangeKind.choices)
+    title = models.CharField(max_length=300)
+    summary = models.TextField(blank=True)
+    status = models.CharField(max_length=16, choices=EntryStatus.choices)
+    changed_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    changed_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["entry", "number"]
+        constraints = [
+            models.UniqueConstraint(fields=["entry", "number"], name="memory_version_unique_number"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.entry_id} v{self.number} {self.change}"

@@ -1,0 +1,303 @@
+"""Everything done to the optimization memory: add, select for the Planner, curate, import and export.
+
+Web pages, the API, management commands and the run worker all call these functions; each change to an
+entry records a MemoryEntryVersion saying who changed what, so curation can be audited and undone.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.db import IntegrityError, models, transaction
+
+from memory.models import ChangeKind, EntryStatus, MemoryEntry, MemoryEntryVersion, Polarity, SourceKind
+
+# AccelOpt's summarizer writes this title when it found nothing worth remembering.
+ACCELOPT_NOTHING_FOUND_TITLE = "No optimization found"
+TITLE_MAX_LENGTH = MemoryEntry._meta.get_field("title").max_length
+
+
+class MemoryImportError(ValueError):
+    """An experience file that cannot be read as AccelOpt's JSON list of rewrites."""
+
+
+def content_sha256(slow_kernel: str, fast_kernel: str) -> str:
+    digest = hashlib.sha256()
+    digest.update(slow_kernel.encode())
+    digest.update(b"\0--fast--\0")
+    digest.update(fast_kernel.encode())
+    return digest.hexdigest()
+
+
+def _record_version(entry: MemoryEntry, change: str, user: Any = None) -> MemoryEntryVersion:
+    last = entry.versions.aggregate(last=models.Max("number"))["last"] or 0
+    return MemoryEntryVersion.objects.create(
+        entry=entry,
+        number=last + 1,
+        change=change,
+        title=entry.title,
+        summary=entry.summary,
+        status=entry.status,
+        changed_by=user if getattr(user, "is_authenticated", False) else None,
+    )
+
+
+def _clean_title(title: str) -> str:
+    # AccelOpt titles arrive wrapped in markdown bold (**Title**).
+    return title.strip().strip("*").strip()[:TITLE_MAX_LENGTH]
+
+
+def add_entry(
+    *,
+    title: str,
+    summary: str,
+    slow_kernel: str,
+    fast_kernel: str,
+    speedup: float,
+    polarity: str = Polarity.POSITIVE,
+    problem: Any = None,
+    family: str = "",
+    source_kind: str = SourceKind.PERSON,
+    source_run_id: int | None = None,
+    source_candidate_id: int | None = None,
+    source_key: str = "",
+    source_label: str = "",
+    user: Any = None,
+) -> MemoryEntry:
+    """Create an entry (and its first version). Idempotent per `source_key`.
+
+    A run that crashed after summarizing but before checkpointing replays the summarizer step; the
+    entry with that key is then returned instead of duplicated.
+    """
+    if speedup <= 0:
+        raise ValueError(f"add_entry: speedup must be positive, got {speedup!r}")
+    if polarity not in Polarity.values:
+        raise ValueError(f"add_entry: polarity must be one of {Polarity.values}, got {polarity!r}")
+    if source_key:
+        existing = MemoryEntry.objects.filter(source_key=source_key).first()
+        if existing is not None:
+            return existing
+    if problem is not None and not family:
+        family = getattr(problem, "family", "") or ""
+    try:
+        with transaction.atomic():
+            entry = MemoryEntry.objects.create(
+                title=_clean_title(title) or "(untitled rewrite)",
+                summary=summary.strip(),
+                slow_kernel=slow_kernel,
+                fast_kernel=fast_kernel,
+                speedup=float(speedup),
+                polarity=polarity,
+                problem=problem,
+                family=family,
+                source_kind=source_kind,
+                source_run_id=source_run_id,
+                source_candidate_id=source_candidate_id,
+                source_key=source_key[:200],
+                source_label=source_label[:300],
+                created_by=user if getattr(user, "is_authenticated", False) else None,
+                content_sha256=content_sha256(slow_kernel, fast_kernel),
+            )
+            change = ChangeKind.IMPORTED if source_kind == SourceKind.IMPORT else ChangeKind.CREATED
+            _record_version(entry, change, user)
+    except IntegrityError:
+        # Two writers raced on the same key: the other one won, hand back its entry.
+        if not source_key:
+            raise
+        return MemoryEntry.objects.get(source_key=source_key)
+    return entry
+
+
+def select_entries(*, problem: Any = None, family: str = "", limit: int = 8) -> list[MemoryEntry]:
+    """The bounded memory given to the Planner.
+
+    Pinned entries always (even past `limit`), pruned entries never; the remaining slots go to active
+    entries from the same problem first, then the same family, then any, newest first within each tier.
+    """
+    pinned = list(MemoryEntry.objects.filter(status=EntryStatus.PINNED).order_by("-created_at", "-id"))
+    free_slots = max(0, limit - len(pinned))
+    if free_slots == 0:
+        return pinned
+    tiers = [models.When(problem_id=problem.pk, then=models.Value(2))] if problem is not None else []
+    if family:
+        tiers.append(models.When(family=family, then=models.Value(1)))
+    active = MemoryEntry.objects.filter(status=EntryStatus.ACTIVE).annotate(
+        relevance=models.Case(*tiers, default=models.Value(0), output_field=models.IntegerField())
+    )
+    return pinned + list(active.order_by("-relevance", "-created_at", "-id")[:free_slots])
+
+
+def _set_status(
+    entry: MemoryEntry, status: str, change: str, user: Any, *, only_from: str | None = None
+) -> MemoryEntry:
+    """Move an entry to `status` (if it is in `only_from`, when given); re-read under a lock, so a stale
+    instance in the caller's hands never decides what happens."""
+    with transaction.atomic():
+        entry = MemoryEntry.objects.select_for_update().get(pk=entry.pk)
+        if entry.status == status or (only_from is not None and entry.status != only_from):
+            return entry
+        entry.status = status
+        entry.save(update_fields=["status", "updated_at"])
+        _record_version(entry, change, user)
+    return entry
+
+
+def pin_entry(entry: MemoryEntry, user: Any = None) -> MemoryEntry:
+    return _set_status(entry, EntryStatus.PINNED, ChangeKind.PINNED, user)
+
+
+def unpin_entry(entry: MemoryEntry, user: Any = None) -> MemoryEntry:
+    return _set_status(entry, EntryStatus.ACTIVE, ChangeKind.UNPINNED, user, only_from=EntryStatus.PINNED)
+
+
+def prune_entry(entry: MemoryEntry, user: Any = None) -> MemoryEntry:
+    """Hide an entry from the Planner. Reversible with restore_entry()."""
+    return _set_status(entry, EntryStatus.PRUNED, ChangeKind.PRUNED, user)
+
+
+def prune_entries(entries: Iterable[MemoryEntry], user: Any = None) -> int:
+    """Bulk prune; returns how many entries changed status."""
+    changed = 0
+    for entry in entries:
+        before = entry.versions.count()
+        prune_entry(entry, user)
+        changed += entry.versions.count() != before
+    return changed
+
+
+def restore_entry(entry: MemoryEntry, user: Any = None) -> MemoryEntry:
+    """Bring a pruned entry back as active."""
+    return _set_status(entry, EntryStatus.ACTIVE, ChangeKind.RESTORED, user, only_from=EntryStatus.PRUNED)
+
+
+def edit_entry(
+    entry: MemoryEntry, user: Any = None, *, title: str | None = None, summary: str | None = None
+) -> MemoryEntry:
+    """Change the title and/or summary; a no-op edit records nothing."""
+    with transaction.atomic():
+        entry = MemoryEntry.objects.select_for_update().get(pk=entry.pk)
+        new_title = entry.title if title is None else _clean_title(title)
+        new_summary = entry.summary if summary is None else summary.strip()
+        if not new_title:
+            raise ValueError("edit_entry: title cannot be empty")
+        if (new_title, new_summary) == (entry.title, entry.summary):
+            return entry
+        entry.title, entry.summary = new_title, new_summary
+        entry.save(update_fields=["title", "summary", "updated_at"])
+        _record_version(entry, ChangeKind.EDITED, user)
+    return entry
+
+
+def revert_entry(entry: MemoryEntry, version_number: int, user: Any = None) -> MemoryEntry:
+    """Put back the title and summary an earlier version had (recorded as a new edit)."""
+    version = entry.versions.filter(number=version_number).first()
+    if version is None:
+        raise ValueError(f"revert_entry: entry {entry.pk} has no version {version_number}")
+    return edit_entry(entry, user, title=version.title, summary=version.summary)
+
+
+# --- AccelOpt experience files ------------------------------------------------------------------------
+#
+# The public AccelOpt scripts write their memory as a JSON list of objects with (at least) slow_kernel,
+# fast_kernel, speedup (always >= 1), speedup_original (< 1 for a rewrite that slowed the kernel down),
+# title, summary, plus service_name / case_name / id naming where it came from.
+
+
+def export_entries(entries: Iterable[MemoryEntry] | None = None) -> list[dict[str, Any]]:
+    """Entries as AccelOpt's experience list; our extra keys (polarity, status, family) are ignored by it."""
+    if entries is None:
+        entries = MemoryEntry.objects.exclude(status=EntryStatus.PRUNED).select_related("problem")
+    exported = []
+    for entry in entries:
+        positive = entry.polarity == Polarity.POSITIVE
+        problem_slug = getattr(entry.problem, "slug", "") if entry.problem_id else ""
+        exported.append(
+            {
+                "service_name": entry.source_label or entry.family,
+                "case_name": problem_slug,
+                "id": entry.pk,
+                "speedup_original": entry.speedup if positive else 1.0 / entry.speedup,
+                "speedup": entry.speedup,
+                "slow_kernel": entry.slow_kernel,
+                "fast_kernel": entry.fast_kernel,
+                "title": f"**{entry.title}**",
+                "summary": entry.summary,
+                "polarity": entry.polarity,
+                "status": entry.status,
+                "family": entry.family,
+            }
+        )
+    return exported
+
+
+@dataclass
+class ImportReport:
+    created: list[MemoryEntry] = field(default_factory=list)
+    duplicates: int = 0
+    skipped_empty: int = 0
+
+    def __str__(self) -> str:
+        return (
+            f"imported {len(self.created)} entries, skipped {self.duplicates} already present and "
+            f"{self.skipped_empty} with no optimization"
+        )
+
+
+def _required(item: dict[str, Any], key: str, index: int) -> Any:
+    if key not in item or item[key] in (None, ""):
+        raise MemoryImportError(f"experience item {index}: missing {key!r} (keys present: {sorted(item)})")
+    return item[key]
+
+
+def import_entries(data: Any, user: Any = None, *, problem: Any = None, family: str = "") -> ImportReport:
+    """Read an AccelOpt experience list. All or nothing: a malformed item imports none of the file."""
+    if not isinstance(data, list):
+        raise MemoryImportError(f"experience file must be a JSON list of objects, got {type(data).__name__}")
+    report = ImportReport()
+    seen: set[str] = set()
+    with transaction.atomic():
+        for index, item in enumerate(data):
+            if not isinstance(item, dict):
+                raise MemoryImportError(f"experience item {index}: expected an object, got {type(item).__name__}")
+            slow_kernel = str(_required(item, "slow_kernel", index))
+            fast_kernel = str(_required(item, "fast_kernel", index))
+            title = str(item.get("title") or "")
+            summary = str(item.get("summary") or "")
+            if ACCELOPT_NOTHING_FOUND_TITLE.lower() in title.lower() and not summary:
+                report.skipped_empty += 1
+                continue
+            try:
+                speedup = float(_required(item, "speedup", index))
+                original = float(item.get("speedup_original", speedup))
+            except (TypeError, ValueError) as exc:
+                raise MemoryImportError(f"experience item {index}: speedup is not a number ({exc})") from None
+            if speedup <= 0 or original <= 0:
+                raise MemoryImportError(f"experience item {index}: speedup must be positive, got {speedup}")
+            polarity = item.get("polarity")
+            if polarity not in Polarity.values:
+                polarity = Polarity.NEGATIVE if original < 1.0 else Polarity.POSITIVE
+            sha = content_sha256(slow_kernel, fast_kernel)
+            if sha in seen or MemoryEntry.objects.filter(content_sha256=sha).exists():
+                report.duplicates += 1
+                continue
+            seen.add(sha)
+            label = "/".join(str(item[k]) for k in ("service_name", "case_name") if item.get(k))
+            report.created.append(
+                add_entry(
+                    title=title or (summary.splitlines() or [""])[0],
+                    summary=summary,
+                    slow_kernel=slow_kernel,
+                    fast_kernel=fast_kernel,
+                    speedup=max(speedup, 1.0 / speedup),
+                    polarity=polarity,
+                    problem=problem,
+                    family=family or str(item.get("family") or ""),
+                    source_kind=SourceKind.IMPORT,
+                    source_label=label,
+                    user=user,
+                )
+            )
+    return report
