@@ -1,13 +1,38 @@
-"""Settings for AccelOpt Studio: read from the environment, defaults give the offline embedded mode."""
+"""Settings for AccelOpt Studio.
+
+Everything that differs between machines comes from the environment (see docs/operations.md, which lists
+every variable). The defaults give the embedded mode: one daphne process, SQLite under var/, the
+in-memory channel layer, no internet needed. DATABASE_URL and REDIS_URL switch on scale-out.
+"""
+
+from __future__ import annotations
 
 from pathlib import Path
 
-BASE_DIR = Path(__file__).resolve().parent.parent
-VAR_DIR = BASE_DIR / "var"
+from accelopt_site.env import (
+    channel_layers_from_url,
+    database_from_url,
+    env_bool,
+    env_choice,
+    env_list,
+    env_secret,
+    env_str,
+    persistent_secret,
+)
 
-SECRET_KEY = "placeholder-replaced-by-foundation"
-DEBUG = False
-ALLOWED_HOSTS = ["127.0.0.1", "localhost"]
+BASE_DIR = Path(__file__).resolve().parent.parent
+# Runtime state (database, generated secret key, collected static files) lives here, never in git.
+VAR_DIR = Path(env_str("ACCELOPT_VAR_DIR", str(BASE_DIR / "var"))).resolve()
+VAR_DIR.mkdir(parents=True, exist_ok=True)  # SQLite creates the file but not its directory
+
+# --- Core -----------------------------------------------------------------------------------------
+
+DEBUG = env_bool("ACCELOPT_DEBUG", False)
+# No fixed default key: generate one per installation and keep it, so sessions survive restarts.
+SECRET_KEY = env_secret("ACCELOPT_SECRET_KEY") or persistent_secret(VAR_DIR / "secret_key")
+ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["127.0.0.1", "localhost", "[::1]"])
+# Needed only behind an HTTPS proxy on another host name, e.g. https://studio.example.com
+CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])
 
 INSTALLED_APPS = [
     "daphne",
@@ -19,6 +44,9 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "channels",
     "django_htmx",
+    "ninja",  # listed so /api/docs uses its bundled Swagger UI instead of a CDN
+    "accelopt_site",
+    "accounts",
     "benchmark",
     "memory",
     "optimizer",
@@ -48,16 +76,59 @@ TEMPLATES = [
                 "django.template.context_processors.request",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
+                "accelopt_site.context_processors.site",
             ],
         },
     },
 ]
 
-DATABASES = {"default": {"ENGINE": "django.db.backends.sqlite3", "NAME": VAR_DIR / "accelopt.sqlite3"}}
-CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+# --- Data and messaging ---------------------------------------------------------------------------
+
+DATABASES = {
+    "default": database_from_url(
+        env_str("DATABASE_URL", f"sqlite:///{VAR_DIR / 'accelopt.sqlite3'}"), base_dir=BASE_DIR
+    )
+}
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+CHANNEL_LAYERS = channel_layers_from_url(env_str("REDIS_URL"))
+
+# --- People ---------------------------------------------------------------------------------------
+
+LOGIN_URL = "accounts:login"
+LOGIN_REDIRECT_URL = "home"
+LOGOUT_REDIRECT_URL = "home"
+
+# --- Static files ---------------------------------------------------------------------------------
 
 STATIC_URL = "static/"
 STATICFILES_DIRS = [BASE_DIR / "static"]
 STATIC_ROOT = VAR_DIR / "staticfiles"
+STATICFILES_FINDERS = [
+    "django.contrib.staticfiles.finders.FileSystemFinder",
+    "django.contrib.staticfiles.finders.AppDirectoriesFinder",
+    # plotly.min.js straight from the installed plotly package: no vendored copy in git, no CDN.
+    "accelopt_site.staticfinders.PackageFileFinder",
+]
+# Served from the packages that ship them, under these URL paths (relative to STATIC_URL).
+ACCELOPT_PACKAGE_STATIC_FILES = {
+    "vendor/plotly.min.js": ("plotly", "package_data/plotly.min.js"),
+}
+# Embedded mode: daphne serves /static/ itself (accelopt_site/asgi.py). Turn off when a reverse proxy
+# serves `manage.py collectstatic` output from STATIC_ROOT.
+ACCELOPT_SERVE_STATIC = env_bool("ACCELOPT_SERVE_STATIC", True)
+
+# --- Misc -----------------------------------------------------------------------------------------
+
 USE_TZ = True
 TIME_ZONE = "UTC"
+LANGUAGE_CODE = "en-us"
+
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "root": {"handlers": ["console"], "level": env_choice("ACCELOPT_LOG_LEVEL", "INFO", LOG_LEVELS)},
+}
+
+# --- App settings (each app appends its own block below, reading the environment via env.py) ------

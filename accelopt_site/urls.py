@@ -1,6 +1,21 @@
+"""Site URLs. Apps mount at the root and own their first path segment (benchmark: problems/, kernels/,
+leaderboard/; optimizer: runs/; memory: memory/). Reserved here: admin/, accounts/, api/, healthz, static/."""
+
+from __future__ import annotations
+
 from django.contrib import admin
-from django.urls import path
+from django.urls import include, path
+
+from accelopt_site import views
+from accelopt_site.api import api
 
 urlpatterns = [
+    path("", views.home, name="home"),
+    path("healthz", views.healthz, name="healthz"),
     path("admin/", admin.site.urls),
+    path("accounts/", include("accounts.urls")),
+    path("api/", api.urls),
+    path("", include("benchmark.urls")),
+    path("", include("optimizer.urls")),
+    path("", include("memory.urls")),
 ]

@@ -1,0 +1,36 @@
+"""ASGI entry point: `daphne accelopt_site.asgi:application`.
+
+HTTP goes to Django (with /static/ served in-process in the embedded mode); websockets go through the
+origin check (ALLOWED_HOSTS) and the session/auth middleware to the consumers in accelopt_site/routing.py.
+"""
+
+from __future__ import annotations
+
+import os
+
+from django.core.asgi import get_asgi_application
+
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "accelopt_site.settings")
+# Django must be set up before anything imports models (the consumers do, through routing).
+django_http_application = get_asgi_application()
+
+from channels.auth import AuthMiddlewareStack  # noqa: E402
+from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
+from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
+from django.conf import settings  # noqa: E402
+from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler  # noqa: E402
+
+from accelopt_site.routing import websocket_urlpatterns  # noqa: E402
+
+# Django's own static handler (finders, Last-Modified/304): enough for one team on loopback, and it needs
+# no collectstatic step. Behind a reverse proxy set ACCELOPT_SERVE_STATIC=0 and serve STATIC_ROOT there.
+http_application = (
+    ASGIStaticFilesHandler(django_http_application) if settings.ACCELOPT_SERVE_STATIC else django_http_application
+)
+
+application = ProtocolTypeRouter(
+    {
+        "http": http_application,
+        "websocket": AllowedHostsOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
+    }
+)

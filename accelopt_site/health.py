@@ -1,0 +1,52 @@
+"""Liveness checks behind GET /healthz: each returns a small JSON-able dict with an "ok" flag."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+from asgiref.sync import sync_to_async
+from channels.layers import get_channel_layer
+from django.db import connections
+
+CHANNEL_LAYER_TIMEOUT_S = 2.0
+
+
+def check_database(alias: str = "default") -> dict[str, Any]:
+    connection = connections[alias]
+    started = time.perf_counter()
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT 1")
+            cursor.fetchone()
+    except Exception as error:  # any driver error means "not healthy"; the message says which
+        return {"ok": False, "vendor": connection.vendor, "error": f"{type(error).__name__}: {error}"}
+    return {"ok": True, "vendor": connection.vendor, "latency_ms": round((time.perf_counter() - started) * 1e3, 2)}
+
+
+async def check_channel_layer() -> dict[str, Any]:
+    """Round-trip one message through the layer: proves publish/subscribe works, not just that it loads."""
+    layer = get_channel_layer()
+    if layer is None:
+        return {"ok": False, "error": "CHANNEL_LAYERS has no default layer"}
+    backend = type(layer).__name__
+    started = time.perf_counter()
+    try:
+        channel = await layer.new_channel()
+        await layer.send(channel, {"type": "health.ping"})
+        message = await asyncio.wait_for(layer.receive(channel), CHANNEL_LAYER_TIMEOUT_S)
+    except TimeoutError:
+        return {"ok": False, "backend": backend, "error": f"no reply within {CHANNEL_LAYER_TIMEOUT_S} s"}
+    except Exception as error:  # e.g. Redis refused the connection
+        return {"ok": False, "backend": backend, "error": f"{type(error).__name__}: {error}"}
+    if message.get("type") != "health.ping":
+        return {"ok": False, "backend": backend, "error": f"unexpected message {message!r}"}
+    return {"ok": True, "backend": backend, "latency_ms": round((time.perf_counter() - started) * 1e3, 2)}
+
+
+async def site_health() -> dict[str, Any]:
+    database = await sync_to_async(check_database)()
+    channel_layer = await check_channel_layer()
+    ok = database["ok"] and channel_layer["ok"]
+    return {"status": "ok" if ok else "failing", "database": database, "channel_layer": channel_layer}

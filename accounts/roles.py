@@ -1,0 +1,119 @@
+"""Who may do what: the three roles, as Django groups, and the checks every app uses.
+
+Roles are cumulative: a curator can do everything an engineer can, an admin everything a curator can,
+and a superuser holds every role. Anonymous visitors (and accounts in no group) are viewers: they can
+read public pages only.
+
+    from accounts.roles import CURATOR, has_role, require_role
+
+    @require_role(CURATOR)           # HTML views: anonymous -> login page, wrong role -> 403
+    def prune_entry(request, pk): ...
+
+For the API use accounts.auth (ApiAuth / api_role); for websocket consumers call has_role(scope["user"], …)
+inside database_sync_to_async.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from functools import wraps
+from typing import Any
+
+from asgiref.sync import iscoroutinefunction, sync_to_async
+from django.contrib.auth.models import AnonymousUser, Group
+from django.contrib.auth.views import redirect_to_login
+from django.core.exceptions import PermissionDenied
+from django.http import HttpRequest, HttpResponse
+
+ENGINEER = "engineer"
+CURATOR = "curator"
+ADMIN = "admin"
+# Lowest to highest; each role includes the ones before it.
+ROLES: tuple[str, ...] = (ENGINEER, CURATOR, ADMIN)
+
+ROLE_DESCRIPTIONS = {
+    ENGINEER: "upload kernels, launch and cancel their own runs",
+    CURATOR: "edit, pin, prune and restore optimization-memory entries",
+    ADMIN: "manage users and roles",
+}
+
+_CACHE_ATTRIBUTE = "_accelopt_roles"
+
+
+def _check_role_name(role: str) -> None:
+    if role not in ROLES:
+        raise ValueError(f"unknown role {role!r}; roles are {', '.join(ROLES)}")
+
+
+def roles_of(user: Any) -> list[str]:
+    """The roles a user effectively holds, lowest first (cached on the user object for the request)."""
+    if user is None or isinstance(user, AnonymousUser) or not user.is_authenticated or not user.is_active:
+        return []
+    cached = getattr(user, _CACHE_ATTRIBUTE, None)
+    if cached is not None:
+        return list(cached)
+    if user.is_superuser:
+        effective = list(ROLES)
+    else:
+        groups = set(user.groups.filter(name__in=ROLES).values_list("name", flat=True))
+        highest = max((ROLES.index(name) for name in groups), default=-1)
+        effective = list(ROLES[: highest + 1])
+    setattr(user, _CACHE_ATTRIBUTE, tuple(effective))
+    return effective
+
+
+def has_role(user: Any, role: str) -> bool:
+    _check_role_name(role)
+    return role in roles_of(user)
+
+
+def is_engineer(user: Any) -> bool:
+    return has_role(user, ENGINEER)
+
+
+def is_curator(user: Any) -> bool:
+    return has_role(user, CURATOR)
+
+
+def is_admin(user: Any) -> bool:
+    return has_role(user, ADMIN)
+
+
+def grant_role(user: Any, role: str) -> None:
+    """Put the user in the role's group (creating the group if bootstrap_roles has not run)."""
+    _check_role_name(role)
+    group, _ = Group.objects.get_or_create(name=role)
+    user.groups.add(group)
+    if hasattr(user, _CACHE_ATTRIBUTE):
+        delattr(user, _CACHE_ATTRIBUTE)
+
+
+def require_role(role: str) -> Callable[[Callable[..., HttpResponse]], Callable[..., HttpResponse]]:
+    """Decorator for HTML views: anonymous visitors go to the login page, others without the role get 403."""
+    _check_role_name(role)
+
+    def decorator(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
+        if iscoroutinefunction(view):
+
+            @wraps(view)
+            async def wrapped_async(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+                user = await request.auser()
+                if not user.is_authenticated:
+                    return redirect_to_login(request.get_full_path())
+                if not await sync_to_async(has_role)(user, role):
+                    raise PermissionDenied(f"This page needs the {role} role.")
+                return await view(request, *args, **kwargs)
+
+            return wrapped_async
+
+        @wraps(view)
+        def wrapped(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+            if not request.user.is_authenticated:
+                return redirect_to_login(request.get_full_path())
+            if not has_role(request.user, role):
+                raise PermissionDenied(f"This page needs the {role} role.")
+            return view(request, *args, **kwargs)
+
+        return wrapped
+
+    return decorator

@@ -1,0 +1,9 @@
+"""HTML pages of the memory app, included at the site root by accelopt_site/urls.py."""
+
+from __future__ import annotations
+
+from django.urls import URLPattern
+
+app_name = "memory"
+
+urlpatterns: list[URLPattern] = []
