@@ -1,7 +1,20 @@
 """Per-platform NeuronCore constants, one table per platform, each value with its source.
 
-Pure Python: imported by the simulator (capacities, rules) and the performance model (rates). The
-performance-model work extends this table; keep every constant here and nowhere else.
+Pure Python: imported by the simulator (capacities, rules) and the performance model (rates). Keep every
+constant here and nowhere else. Sources, abbreviated in the comments:
+
+- [ARCH-V2]  Neuron docs, "Trainium/Inferentia2 Architecture Guide for NKI" and "NeuronCore-v2 Architecture"
+             (2 NeuronCores and 32 DMA engines per Trainium device, HBM 820 GB/s per device).
+- [ARCH-V3]  Neuron docs, "Trainium2 Architecture Guide for NKI", "NeuronCore-v3 Architecture", "Trainium2
+             Architecture" (8 NeuronCore-v3 and 128 DMA engines per device, HBM 2.9 TB/s per device,
+             79 BF16 TFLOPS per core, 181 FP32 TFLOPS per 8-core chip).
+- [ISA]      `nki.isa` reference pages, SDK 2.21-2.26, "Estimated instruction cost" of each instruction
+             (MIN_II ~64 cycles; activation/tensor_scalar max(MIN_II, N); tensor_tensor max(MIN_II, 2N) with
+             both inputs in SBUF; reciprocal max(MIN_II, 8N); nc_matmul 4*max(min(64, N_st), N_mov) for
+             fp32; GpSimd startup ~150 cycles; activation_reduce/tensor_scalar_reduce + MIN_II).
+- [DESIGN]   ../shared/DESIGN.md section 11: the trn1 peak figures NKIBench uses.
+- [FIT]      fitted to ../shared/calibration/trn1_nkibench_baselines.csv by benchmarks/fit_perf_model.py; the
+             fitted values are written below by hand, with the fit's date in docs/benchmarks.md.
 """
 
 from __future__ import annotations
@@ -10,6 +23,7 @@ from dataclasses import dataclass
 
 KIB = 1024
 MIB = 1024 * KIB
+GIB = 1024 * MIB
 
 
 @dataclass(frozen=True)
@@ -21,6 +35,33 @@ class Platform:
     psum_bytes_per_partition: int
     psum_bank_bytes_per_partition: int  # one PSUM tile: 2 KiB = 512 fp32 per partition
 
+    # --- performance model: peaks (what "fraction of peak" divides by) --------------------------------
+    hbm_bytes_per_s: float  # HBM bandwidth one NeuronCore can draw
+    vector_flops_per_s: float  # Vector + Scalar elementwise peak (NKIBench's definition)
+    matmul_fp32_flops_per_s: float  # Tensor Engine peak, fp32 operands
+
+    # --- performance model: engines ----------------------------------------------------------------------
+    engine_clock_hz: float  # Vector / Scalar / GpSimd cycle (the ISA cost formulas count these)
+    engine_lanes: int  # one lane per partition
+    min_ii_cycles: float  # minimum instruction initiation interval
+    gpsimd_start_cycles: float  # GpSimd per-instruction startup
+    engine_dispatch_cycles: float  # extra fixed cost per compute instruction (semaphores, decode)
+    tensor_clock_hz: float  # PE-array cycle of the nc_matmul cost formula
+    tensor_fp32_passes: float  # fp32 operands take this many passes through the PE array
+    tensor_min_stationary: int  # the min(64, N_stationary) term of the nc_matmul formula
+    tensor_fixed_cycles: float  # per-matmul fixed cost (stationary load not hidden by back-to-back issue)
+    tensor_tensor_cycles_per_elem: float  # both inputs in SBUF, fp32 (ISA says 2; fitted)
+    reciprocal_cycles_per_elem: float  # Vector Engine reciprocal (ISA says 8; fitted)
+
+    # --- performance model: DMA ----------------------------------------------------------------------------
+    dma_queues: int  # DMA engines one core may drive concurrently
+    dma_fixed_s: float  # fixed latency of one DMA (descriptor processing, round trip)
+    dma_efficiency: float  # fraction of HBM bandwidth a stream of large DMAs reaches
+    dma_sbuf_bytes_per_s: float  # SBUF->SBUF DMA rate (no HBM involved)
+
+    # --- performance model: the profile counters ------------------------------------------------------------
+    hfu_peak_flops_per_s: float  # denominator of neuron-profile's hfu_estimated_percent
+
 
 TRN1 = Platform(
     name="trn1",
@@ -30,6 +71,26 @@ TRN1 = Platform(
     sbuf_bytes_per_partition=24 * MIB // 128,
     psum_bytes_per_partition=2 * MIB // 128,
     psum_bank_bytes_per_partition=2 * KIB,
+    hbm_bytes_per_s=410 * GIB,  # [DESIGN]; [ARCH-V2]: 820 GB/s per device, 2 cores
+    vector_flops_per_s=2 * 128 * 1.12e9,  # [DESIGN]
+    matmul_fp32_flops_per_s=23.75e12,  # [DESIGN]
+    engine_clock_hz=1.12e9,  # [DESIGN]: the 1.12e9 of the vector peak is the engine clock
+    engine_lanes=128,  # [ARCH-V2]: one lane per SBUF partition
+    min_ii_cycles=64,  # [ISA]
+    gpsimd_start_cycles=150,  # [ISA] iota / affine_select
+    engine_dispatch_cycles=0.0,  # [FIT]
+    # [DESIGN] + [ISA]: 23.75 TFLOP/s = 2*128*128 MACs * clock / 4 fp32 passes -> clock 2.9 GHz equivalent.
+    tensor_clock_hz=23.75e12 * 4 / (2 * 128 * 128),
+    tensor_fp32_passes=4,  # [ISA] nc_matmul: 4x the bf16 cost for fp32 inputs
+    tensor_min_stationary=64,  # [ISA]
+    tensor_fixed_cycles=0.0,  # [FIT]
+    tensor_tensor_cycles_per_elem=2.0,  # [ISA]; refitted in [FIT]
+    reciprocal_cycles_per_elem=8.0,  # [ISA]; refitted in [FIT]
+    dma_queues=16,  # [ARCH-V2]: 32 DMA engines per device, 2 NeuronCores
+    dma_fixed_s=2.0e-6,  # [FIT] (starting point: the NKI performance guide's ~2 us per DMA)
+    dma_efficiency=1.0,  # [FIT]
+    dma_sbuf_bytes_per_s=410 * GIB,  # assumption: the DMA engines' own rate, same as HBM's
+    hfu_peak_flops_per_s=4 * 23.75e12,  # [DESIGN] x [ISA]: bf16 rate (4x fp32) is what hfu divides by
 )
 
 TRN2 = Platform(
@@ -40,6 +101,26 @@ TRN2 = Platform(
     sbuf_bytes_per_partition=24 * MIB // 128,
     psum_bytes_per_partition=2 * MIB // 128,
     psum_bank_bytes_per_partition=2 * KIB,
+    hbm_bytes_per_s=2.9e12 / 8,  # [ARCH-V3]: 2.9 TB/s per device shared by 8 NeuronCore-v3
+    # Assumption: the docs corpus gives no Vector/Scalar clock for NeuronCore-v3; we keep trn1's 1.12 GHz.
+    vector_flops_per_s=2 * 128 * 1.12e9,
+    matmul_fp32_flops_per_s=181e12 / 8,  # [ARCH-V3]: 181 FP32 TFLOPS per chip, 8 cores
+    engine_clock_hz=1.12e9,  # assumption, see vector_flops_per_s
+    engine_lanes=128,
+    min_ii_cycles=64,  # [ISA]
+    gpsimd_start_cycles=150,  # [ISA]
+    engine_dispatch_cycles=0.0,  # [FIT] on trn1, carried over
+    tensor_clock_hz=79e12 / (2 * 128 * 128),  # [ARCH-V3]: 79 BF16 TFLOPS per core, one pass for bf16
+    tensor_fp32_passes=79e12 / (181e12 / 8),  # [ARCH-V3]: bf16/fp32 ratio (~3.5)
+    tensor_min_stationary=64,  # [ISA]
+    tensor_fixed_cycles=0.0,  # [FIT] on trn1, carried over
+    tensor_tensor_cycles_per_elem=2.0,  # [ISA]; trn1 fit carried over
+    reciprocal_cycles_per_elem=8.0,  # [ISA]; trn1 fit carried over
+    dma_queues=16,  # [ARCH-V3]: 128 DMA engines per device, 8 cores
+    dma_fixed_s=2.0e-6,  # [FIT] on trn1, carried over
+    dma_efficiency=1.0,  # [FIT] on trn1, carried over
+    dma_sbuf_bytes_per_s=2.9e12 / 8,  # assumption, as trn1
+    hfu_peak_flops_per_s=79e12,  # [ARCH-V3]
 )
 
 PLATFORMS: dict[str, Platform] = {p.name: p for p in (TRN1, TRN2)}

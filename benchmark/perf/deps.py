@@ -1,0 +1,173 @@
+"""Dependencies between instructions, found from the tensor regions they touch, vectorised with numpy.
+
+Every access is cut into chunks of its tensor's byte axis (the chunk is the largest size that divides every
+access to that tensor, so tiles are usually one or a few chunks). Sorting the chunk rows by (chunk, program
+order) puts each chunk's history in a run; forward-filling the positions of writes and reads then gives, for
+every access, the last earlier instruction that wrote (read-after-write, write-after-write) or read
+(write-after-read) the same bytes. Partition ranges are not split: two accesses to disjoint partitions of the
+same bytes count as overlapping, which can only add (false) dependencies.
+
+HBM tensors only carry read-after-write dependencies (a kernel reading back what it stored): the stores of
+an output never wait for each other, the DMA queues order them.
+
+The same chunk rows give the program-order liveness of SBUF data, from which `spill_bytes` derives spills.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from benchmark.nki.trace import LoopKind, Memory, Trace
+
+_MAX_CHUNKS_PER_ACCESS = 64
+
+
+@dataclass(frozen=True)
+class Dependencies:
+    indptr: np.ndarray  # CSR over instructions: predecessors of i are indices[indptr[i]:indptr[i+1]]
+    indices: np.ndarray
+    sbuf_live_bytes: np.ndarray  # per instruction: live SBUF bytes per partition just after it issues
+
+
+def _owner(trace: Trace) -> np.ndarray:
+    counts = np.asarray(trace.columns["access_count"], dtype=np.int64)
+    return np.repeat(np.arange(len(trace), dtype=np.int64), counts)
+
+
+def _chunk_sizes(tensor: np.ndarray, lo: np.ndarray, hi: np.ndarray, n_tensors: int) -> np.ndarray:
+    """Per tensor, the gcd of every access boundary, coarsened so no access spans too many chunks."""
+    gran = np.zeros(n_tensors, dtype=np.int64)
+    if len(tensor):
+        order = np.argsort(tensor, kind="stable")
+        t_sorted = tensor[order]
+        starts = np.flatnonzero(np.r_[True, t_sorted[1:] != t_sorted[:-1]])
+        g = np.gcd.reduceat(np.gcd(lo[order], hi[order]), starts)
+        gran[t_sorted[starts]] = g
+        width = np.zeros(n_tensors, dtype=np.int64)
+        np.maximum.at(width, tensor, hi - lo)
+        gran = np.maximum(gran, 1)
+        gran = np.maximum(gran, -(-width // _MAX_CHUNKS_PER_ACCESS))
+    return np.maximum(gran, 1)
+
+
+def _exclusive_last(pos: np.ndarray, group_start: np.ndarray, run_start: np.ndarray) -> np.ndarray:
+    """For each row, the largest marked position before its own instruction's run in its chunk, or -1."""
+    filled = np.maximum.accumulate(pos)
+    prev = run_start - 1
+    out = np.where(prev >= 0, filled[np.maximum(prev, 0)], -1)
+    return np.where(out >= group_start, out, -1)
+
+
+def build_dependencies(trace: Trace) -> Dependencies:
+    n = len(trace)
+    acc = trace.access
+    if n == 0 or len(acc["tensor"]) == 0:
+        return Dependencies(np.zeros(n + 1, dtype=np.int64), np.zeros(0, dtype=np.int64), np.zeros(n))
+    tensor = np.asarray(acc["tensor"], dtype=np.int64)
+    is_write = np.asarray(acc["is_write"]) != 0
+    lo = np.asarray(acc["byte_lo"], dtype=np.int64)
+    hi = np.maximum(np.asarray(acc["byte_hi"], dtype=np.int64), lo + 1)
+    owner = _owner(trace)
+    memory = np.array([int(t.memory) for t in trace.tensors], dtype=np.int64)
+    n_tensors = len(trace.tensors)
+
+    # HBM tensors matter only if something reads them after something wrote them.
+    written = np.zeros(n_tensors, dtype=bool)
+    written[tensor[is_write]] = True
+    read = np.zeros(n_tensors, dtype=bool)
+    read[tensor[~is_write]] = True
+    keep = (memory[tensor] != Memory.HBM) | (written[tensor] & read[tensor])
+    tensor, is_write, lo, hi, owner = tensor[keep], is_write[keep], lo[keep], hi[keep], owner[keep]
+
+    gran = _chunk_sizes(tensor, lo, hi, n_tensors)
+    g = gran[tensor]
+    c_lo = lo // g
+    c_hi = -(-hi // g)
+    span = c_hi - c_lo
+    extent = np.zeros(n_tensors, dtype=np.int64)
+    np.maximum.at(extent, tensor, c_hi)
+    base = np.concatenate(([0], np.cumsum(extent)[:-1]))
+
+    # One row per (access, chunk), in program order.
+    row_access = np.repeat(np.arange(len(tensor)), span)
+    offset = np.arange(len(row_access)) - np.repeat(np.cumsum(span) - span, span)
+    chunk = base[tensor[row_access]] + c_lo[row_access] + offset
+    order = np.argsort(chunk, kind="stable")
+    chunk = chunk[order]
+    row_access = row_access[order]
+    inst = owner[row_access]
+    w = is_write[row_access]
+    hbm = memory[tensor[row_access]] == Memory.HBM
+    m = len(chunk)
+    pos = np.arange(m)
+    new_group = np.r_[True, chunk[1:] != chunk[:-1]]
+    group_start = np.maximum.accumulate(np.where(new_group, pos, 0))
+    new_run = new_group | np.r_[True, inst[1:] != inst[:-1]]
+    run_start = np.maximum.accumulate(np.where(new_run, pos, 0))
+
+    last_write = _exclusive_last(np.where(w, pos, -1), group_start, run_start)
+    last_read = _exclusive_last(np.where(~w, pos, -1), group_start, run_start)
+
+    raw = (~w) & (last_write >= 0)
+    waw = w & ~hbm & (last_write >= 0)
+    war = w & ~hbm & (last_read >= 0)
+    succ = np.concatenate((inst[raw], inst[waw], inst[war]))
+    pred = np.concatenate((inst[last_write[raw]], inst[last_write[waw]], inst[last_read[war]]))
+    pairs = np.unique(succ * n + pred)
+    succ, pred = pairs // n, pairs % n
+    indptr = np.zeros(n + 1, dtype=np.int64)
+    np.add.at(indptr, succ + 1, 1)
+    indptr = np.cumsum(indptr)
+
+    live = _sbuf_liveness(n, inst, w, raw, last_write, memory[tensor[row_access]], g[row_access])
+    return Dependencies(indptr, pred.astype(np.int64), live)
+
+
+def _sbuf_liveness(n, inst, w, raw, last_write, memory, chunk_bytes) -> np.ndarray:
+    """Live SBUF bytes per partition along program order: a written chunk lives until its last reader."""
+    sbuf_write = w & (memory == Memory.SBUF)
+    last_use = np.where(sbuf_write, inst, -1)
+    readers = raw & (memory == Memory.SBUF)
+    np.maximum.at(last_use, last_write[readers], inst[readers])
+    rows = np.flatnonzero(sbuf_write)
+    delta = np.zeros(n + 1, dtype=np.float64)
+    np.add.at(delta, inst[rows], chunk_bytes[rows])
+    np.add.at(delta, last_use[rows] + 1, -chunk_bytes[rows])
+    return np.cumsum(delta)[:n]
+
+
+def spill_bytes(live_per_partition: np.ndarray, capacity_per_partition: float, partitions: int) -> np.ndarray:
+    """Bytes evicted to HBM at each instruction: the rises of the live set above capacity, all partitions.
+
+    Each evicted byte is saved once and reloaded once; the caller charges both.
+    """
+    excess = np.maximum(live_per_partition - capacity_per_partition, 0.0)
+    rise = np.diff(excess, prepend=0.0)
+    return np.maximum(rise, 0.0) * partitions
+
+
+def sequential_barriers(trace: Trace) -> np.ndarray:
+    """Per instruction: True where it starts a new iteration of an enclosing sequential_range loop."""
+    n = len(trace)
+    ctx = np.asarray(trace.columns["loop_ctx"], dtype=np.int64)
+    out = np.zeros(n, dtype=bool)
+    if n < 2 or not trace.loop_contexts:
+        return out
+    seq_loops = {i for i, loop in enumerate(trace.loops) if loop.kind == LoopKind.SEQUENTIAL}
+    if not seq_loops:
+        return out
+    seq_iters = [{lid: it for lid, it in nest if lid in seq_loops} for nest in trace.loop_contexts]
+    change = np.flatnonzero(ctx[1:] != ctx[:-1]) + 1
+    if len(change) == 0:
+        return out
+    pair_keys = ctx[change - 1] * len(trace.loop_contexts) + ctx[change]
+    unique_keys, inverse = np.unique(pair_keys, return_inverse=True)
+    is_barrier = np.zeros(len(unique_keys), dtype=bool)
+    for k, key in enumerate(unique_keys):
+        before = seq_iters[int(key) // len(trace.loop_contexts)]
+        after = seq_iters[int(key) % len(trace.loop_contexts)]
+        is_barrier[k] = any(lid in before and before[lid] != it for lid, it in after.items())
+    out[change] = is_barrier[inverse]
+    return out

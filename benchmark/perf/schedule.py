@@ -1,0 +1,131 @@
+"""Replay of a trace as a schedule on one NeuronCore.
+
+Each compute engine is an in-order queue: an instruction starts when its engine is free, every instruction
+it depends on (deps.py) has finished, and, inside a `sequential_range` loop, the previous iteration has
+drained. `affine_range` iterations carry no such barrier, so the next iteration's loads overlap the current
+iteration's compute whenever the data allows it.
+
+DMAs go to the first free of `dma_queues` queues; the bytes of all queues share one HBM bandwidth, modelled
+as a calendar of fixed time buckets whose byte capacity transfers fill in order (a DMA ready early can use
+bandwidth a later-issued DMA left free, so a store waiting for compute does not block the next load).
+A DMA finishes `dma_fixed_s` after its last byte moves. Spill traffic (deps.spill_bytes) is charged to the
+same calendar, and the instruction whose data caused the spill waits for it.
+"""
+
+from __future__ import annotations
+
+import heapq
+from dataclasses import dataclass
+
+import numpy as np
+
+from benchmark.hardware import Platform
+from benchmark.nki.trace import Engine, Trace
+from benchmark.perf.costs import InstructionCosts
+from benchmark.perf.deps import Dependencies
+
+_BUCKET_S = 0.5e-6
+
+
+class _Bandwidth:
+    """Bytes per time bucket still free; `consume` books a transfer and returns when its last byte moves."""
+
+    def __init__(self, bytes_per_s: float) -> None:
+        self.capacity = bytes_per_s * _BUCKET_S
+        self.free: list[float] = []
+        self.first_open = 0  # every bucket before this one is full
+
+    def consume(self, start: float, nbytes: float) -> float:
+        if nbytes <= 0:
+            return start
+        b = max(int(start / _BUCKET_S), self.first_open)
+        free = self.free
+        cap = self.capacity
+        while True:
+            while b >= len(free):
+                free.extend([cap] * 1024)
+            avail = free[b]
+            if avail > 0.0:
+                # Inside the starting bucket, bytes can only move after `start`.
+                if b * _BUCKET_S < start:
+                    avail = min(avail, cap * ((b + 1) * _BUCKET_S - start) / _BUCKET_S)
+                if nbytes <= avail:
+                    free[b] -= nbytes
+                    used = cap - free[b]
+                    if b == self.first_open and free[b] <= 0.0:
+                        self.first_open = b + 1
+                    return max(start, b * _BUCKET_S + _BUCKET_S * used / cap)
+                free[b] -= avail
+                nbytes -= avail
+            if b == self.first_open and free[b] <= 1e-9:
+                self.first_open = b + 1
+            b += 1
+
+
+@dataclass(frozen=True)
+class Schedule:
+    start_s: np.ndarray
+    end_s: np.ndarray
+    latency_s: float
+
+
+def replay(
+    trace: Trace,
+    platform: Platform,
+    costs: InstructionCosts,
+    deps: Dependencies,
+    barriers: np.ndarray,
+    spills: np.ndarray,
+) -> Schedule:
+    n = len(trace)
+    start = np.zeros(n)
+    end = np.zeros(n)
+    if n == 0:
+        return Schedule(start, end, 0.0)
+    engine = np.asarray(trace.columns["engine"], dtype=np.int64).tolist()
+    seconds = costs.seconds.tolist()
+    dma_bytes = costs.dma_bytes.tolist()
+    touches_hbm = costs.dma_touches_hbm.tolist()
+    indptr = deps.indptr.tolist()
+    preds = deps.indices.tolist()
+    barrier_at = barriers.tolist()
+    spill_at = (2.0 * spills).tolist()  # save + reload
+    spill_any = bool(spills.any())
+
+    hbm = _Bandwidth(platform.hbm_bytes_per_s * platform.dma_efficiency)
+    onchip = _Bandwidth(platform.dma_sbuf_bytes_per_s)
+    queues = [0.0] * platform.dma_queues  # a heap of the times the queues become free
+    engine_free = [0.0] * 5
+    fixed = platform.dma_fixed_s
+    dma = int(Engine.DMA)
+    start_l = [0.0] * n
+    end_l = [0.0] * n
+    drained = 0.0  # latest end so far: where a sequential iteration boundary waits
+    floor = 0.0
+    for i in range(n):
+        if barrier_at[i]:
+            floor = drained
+        ready = floor
+        for k in range(indptr[i], indptr[i + 1]):
+            t = end_l[preds[k]]
+            if t > ready:
+                ready = t
+        if spill_any and spill_at[i] > 0.0:
+            ready = hbm.consume(ready, spill_at[i])
+        e = engine[i]
+        if e == dma:
+            s = max(ready, queues[0])
+            last_byte = (hbm if touches_hbm[i] else onchip).consume(s, dma_bytes[i])
+            f = last_byte + fixed
+            heapq.heapreplace(queues, f)
+        else:
+            s = ready if ready > engine_free[e] else engine_free[e]
+            f = s + seconds[i]
+            engine_free[e] = f
+        start_l[i] = s
+        end_l[i] = f
+        if f > drained:
+            drained = f
+    start[:] = start_l
+    end[:] = end_l
+    return Schedule(start, end, float(end.max()))

@@ -1,0 +1,55 @@
+"""Hand-built traces for the performance-model tests: the shapes a simulator would record for small kernels."""
+
+from __future__ import annotations
+
+from benchmark.nki.trace import Engine, LoopInfo, LoopKind, Memory, TensorInfo, Trace
+
+
+def hbm(trace: Trace, name: str, nbytes: int) -> int:
+    return trace.add_tensor(TensorInfo(name, Memory.HBM, (nbytes // 4,), "float32", -1, 0, nbytes))
+
+
+def sbuf(trace: Trace, name: str, bytes_per_partition: int, memory: Memory = Memory.SBUF) -> int:
+    return trace.add_tensor(TensorInfo(name, memory, (128, bytes_per_partition // 4), "float32", 0,
+                                       bytes_per_partition, 128 * bytes_per_partition))
+
+
+def streaming_kernel(tiles: int, free: int, *, kind: LoopKind = LoopKind.AFFINE, ops_per_tile: int = 1,
+                     loads_per_tile: int = 1, resident: bool = False, engine: Engine = Engine.SCALAR) -> Trace:
+    """out[t] = f(x[t]) tile by tile: load, `ops_per_tile` elementwise ops, store.
+
+    `loads_per_tile` > 1 re-loads the same input (redundant HBM traffic). `resident` keeps every loaded
+    tile in one SBUF tensor that is read only at the end of the kernel (a working set that grows).
+    """
+    tr = Trace()
+    tile_bytes = free * 4
+    x = hbm(tr, "x", tiles * 128 * tile_bytes)
+    out = hbm(tr, "out", tiles * 128 * tile_bytes)
+    loop = tr.add_loop(LoopInfo(kind, tiles, 1))
+    big = sbuf(tr, "resident", tiles * tile_bytes) if resident else -1
+    for t in range(tiles):
+        ctx = tr.context_id(((loop, t),))
+        buf = big if resident else sbuf(tr, f"in{t}", tile_bytes)
+        lo = t * tile_bytes if resident else 0
+        for _ in range(loads_per_tile):
+            tr.append(engine=Engine.DMA, op="load", dtype="float32", partitions=128, free_elems=free,
+                      hbm_read=128 * tile_bytes, sbuf_write=128 * tile_bytes, loop_ctx=ctx,
+                      accesses=((x, False, 0, 1, t * 128 * tile_bytes, (t + 1) * 128 * tile_bytes),
+                                (buf, True, 0, 128, lo, lo + tile_bytes)))
+        src, src_lo = buf, lo
+        for k in range(ops_per_tile):
+            dst = sbuf(tr, f"y{t}_{k}", tile_bytes)
+            tr.append(engine=engine, op="activation", dtype="float32", partitions=128, free_elems=free,
+                      flops=128 * free, loop_ctx=ctx,
+                      accesses=((src, False, 0, 128, src_lo, src_lo + tile_bytes),
+                                (dst, True, 0, 128, 0, tile_bytes)))
+            src, src_lo = dst, 0
+        tr.append(engine=Engine.DMA, op="store", dtype="float32", partitions=128, free_elems=free,
+                  hbm_write=128 * tile_bytes, sbuf_read=128 * tile_bytes, loop_ctx=ctx,
+                  accesses=((src, False, 0, 128, src_lo, src_lo + tile_bytes),
+                            (out, True, 0, 1, t * 128 * tile_bytes, (t + 1) * 128 * tile_bytes)))
+    if resident:
+        # A final reduction-like pass that reads the whole resident tensor keeps it live to the end.
+        tr.append(engine=Engine.VECTOR, op="tensor_reduce", dtype="float32", partitions=128,
+                  free_elems=tiles * free, accesses=((big, False, 0, 128, 0, tiles * tile_bytes),))
+    return tr.freeze()
