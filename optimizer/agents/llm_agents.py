@@ -1,0 +1,84 @@
+"""The four roles played by models behind an OpenAI-compatible endpoint (`LLMClient`).
+
+Each role renders its prompt template, makes one call, and parses the reply; a failed call or an
+unusable reply comes back as `AgentResult(value=None, unusable=...)` with the call recorded.
+"""
+
+from __future__ import annotations
+
+import ast
+
+from optimizer.agents import prompting
+from optimizer.agents.base import (
+    AgentResult,
+    CallRecord,
+    FixRequest,
+    MemoryDraft,
+    PlanRequest,
+    SummaryRequest,
+    WriteRequest,
+)
+from optimizer.agents.llm import LLMClient
+from optimizer.agents.parsing import UnusableReply, extract_kernel, parse_plans, parse_summary
+
+
+def kernel_function_name(source: str) -> str:
+    """The kernel's entry point: the top-level function decorated with `...jit`, else the last one."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return ""
+    functions = [n for n in tree.body if isinstance(n, ast.FunctionDef)]
+    for fn in functions:
+        for deco in fn.decorator_list:
+            target = deco.func if isinstance(deco, ast.Call) else deco
+            name = target.attr if isinstance(target, ast.Attribute) else getattr(target, "id", "")
+            if name == "jit":
+                return fn.name
+    return functions[-1].name if functions else ""
+
+
+class LLMAgents:
+    def __init__(self, client: LLMClient) -> None:
+        self.client = client
+        models = sorted({client.settings(r).model for r in client.roles})
+        self.label = "llm: " + ", ".join(models)
+
+    async def plan(self, request: PlanRequest) -> AgentResult[list[str]]:
+        call = await self.client.chat("planner", prompting.planner_messages(request), seed=request.seed)
+        if call.error:
+            return AgentResult(None, [call], unusable=f"planner call failed: {call.error}")
+        try:
+            return AgentResult(parse_plans(call.response, request.count), [call])
+        except UnusableReply as exc:
+            return AgentResult(None, [call], unusable=_unusable("planner", exc, call.finish_reason))
+
+    async def write(self, request: WriteRequest) -> AgentResult[str]:
+        call = await self.client.chat("executor", prompting.executor_messages(request), seed=request.seed)
+        return self._kernel_result("executor", call, kernel_function_name(request.kernel.source))
+
+    async def fix(self, request: FixRequest) -> AgentResult[str]:
+        call = await self.client.chat("fixer", prompting.fixer_messages(request), seed=request.seed)
+        return self._kernel_result("fixer", call, kernel_function_name(request.kernel.source))
+
+    async def summarize(self, request: SummaryRequest) -> AgentResult[MemoryDraft]:
+        call = await self.client.chat("summarizer", prompting.summarizer_messages(request), seed=request.seed)
+        if call.error:
+            return AgentResult(None, [call], unusable=f"summarizer call failed: {call.error}")
+        try:
+            return AgentResult(parse_summary(call.response), [call])
+        except UnusableReply as exc:
+            return AgentResult(None, [call], unusable=_unusable("summarizer", exc, call.finish_reason))
+
+    def _kernel_result(self, role: str, call: CallRecord, function_name: str) -> AgentResult[str]:
+        if call.error:
+            return AgentResult(None, [call], unusable=f"{role} call failed: {call.error}")
+        try:
+            return AgentResult(extract_kernel(call.response, function_name), [call])
+        except UnusableReply as exc:
+            return AgentResult(None, [call], unusable=_unusable(role, exc, call.finish_reason))
+
+
+def _unusable(role: str, exc: UnusableReply, finish_reason: str) -> str:
+    suffix = " (the reply hit the max-tokens limit)" if finish_reason == "length" else ""
+    return f"unusable {role} reply: {exc}{suffix}"

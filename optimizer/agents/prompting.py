@@ -1,0 +1,192 @@
+"""Prompt templates (the `prompts/*.md` files) and what fills them: profile counters with their
+meanings, the hardware rules of the platform, and memory entries.
+
+A template is a system part and a user part separated by a line `<!-- user -->`; placeholders are
+`{{name}}` (double braces, so kernel code with `{}` needs no escaping). Rendering fails loudly on a
+placeholder that has no value, so a template edit cannot silently send `{{kernel}}` to a model.
+"""
+
+from __future__ import annotations
+
+import re
+from functools import cache
+from pathlib import Path
+
+from benchmark.hardware import get_platform
+from optimizer.agents.base import (
+    NEGATIVE,
+    POSITIVE,
+    FixRequest,
+    KernelView,
+    MemoryItem,
+    PlanRequest,
+    ProblemContext,
+    SummaryRequest,
+    WriteRequest,
+)
+
+PROMPT_DIR = Path(__file__).with_name("prompts")
+_SEPARATOR = "<!-- user -->"
+_PLACEHOLDER = re.compile(r"\{\{(\w+)\}\}")
+
+# Profile counters (neuron-profile summary names, as our performance model reports them) and what each
+# tells the Planner. Counters not listed are shown without a meaning.
+PROFILE_MEANINGS: dict[str, str] = {
+    "latency_ms": "end-to-end kernel time; the number to lower",
+    "hbm_read_bytes": "bytes read from device memory (HBM); ideally each input once",
+    "hbm_write_bytes": "bytes written to HBM; ideally each output once",
+    "psum_read_bytes": "bytes read from the matmul accumulator (PSUM)",
+    "psum_write_bytes": "bytes written to PSUM by matmuls and copies",
+    "sbuf_read_bytes": "bytes read from on-chip SBUF by the engines",
+    "sbuf_write_bytes": "bytes written to SBUF (loads and engine outputs)",
+    "spill_reload_bytes": "bytes reloaded after SBUF ran out of space; nonzero means live data is too large",
+    "spill_save_bytes": "bytes saved to HBM because SBUF ran out of space",
+    "hardware_flops": "floating-point operations executed by the Tensor Engine",
+    "transpose_flops": "Tensor Engine work spent on transposes rather than useful matmuls",
+    "peak_flops_bandwidth_ratio": "peak FLOP rate over memory bandwidth of the hardware",
+    "mm_arithmetic_intensity": "matmul FLOPs per HBM byte; low means the kernel is memory-bound",
+    "hfu_estimated_percent": "fraction of the Tensor Engine's peak FLOP rate achieved",
+    "scalar_engine_active_time_percent": "share of the time the Scalar (activation) Engine is busy",
+    "vector_engine_active_time_percent": "share of the time the Vector Engine is busy",
+    "gpsimd_engine_active_time_percent": "share of the time the GpSimd Engine is busy",
+    "dma_active_time_percent": "share of the time the DMA queues move data",
+    "peak_fraction": "theoretical-peak latency over this latency; 1.0 is the hardware limit",
+}
+
+
+def hardware_rules(platform: str, extra: str = "") -> str:
+    """The rules every kernel must follow on `platform`, in the words the simulator's errors use."""
+    p = get_platform(platform)
+    psum_fp32 = p.psum_bank_bytes_per_partition // 4
+    rules = [
+        f"# Hardware rules ({p.name}, {p.core})",
+        f"- On-chip tiles have a partition dimension (the first one) of at most {p.partitions}.",
+        f"- SBUF holds {p.sbuf_bytes_per_partition // 1024} KiB per partition; PSUM "
+        f"{p.psum_bytes_per_partition // 1024} KiB per partition, in tiles of at most "
+        f"{p.psum_bank_bytes_per_partition // 1024} KiB ({psum_fp32} float32) per partition.",
+        "- `nl.load` / `nl.store` (DMA) move data between HBM and SBUF; engines compute on SBUF and PSUM.",
+        f"- `nisa.nc_matmul(stationary, moving)` contracts over the partition dimension (at most {p.partitions}); "
+        f"it computes `stationary.T @ moving` with stationary [K, M<={p.partitions}] and moving [K, N<={psum_fp32}], "
+        "and the [M, N] result lands in PSUM (accumulate with `+=`, copy to SBUF before storing).",
+        "- `nl.affine_range` iterations must be independent (the hardware may overlap them); use "
+        "`nl.sequential_range` when an iteration depends on the previous one.",
+        "- Fewer, larger DMAs beat many small ones; every instruction has a fixed cost, so larger free sizes "
+        "amortize it; engines (Tensor, Vector, Scalar, GpSimd, DMA) run in parallel when data allows.",
+        "- `nisa.activation(op, data, bias, scale)` computes op(data * scale + bias) in one Scalar Engine pass.",
+    ]
+    if extra.strip():
+        rules.append(extra.strip())
+    return "\n".join(rules)
+
+
+def format_profile(kernel: KernelView) -> str:
+    rows = []
+    if kernel.latency_ms is not None:
+        rows.append(("latency_ms", kernel.latency_ms))
+    if kernel.peak_fraction is not None:
+        rows.append(("peak_fraction", kernel.peak_fraction))
+    rows.extend(sorted(kernel.profile.items()))
+    if not rows:
+        return "(no profile: this kernel has not been profiled)"
+    lines = ["| counter | value | meaning |", "| --- | --- | --- |"]
+    for name, value in rows:
+        shown = f"{value:.6g}" if isinstance(value, float) else str(value)
+        lines.append(f"| {name} | {shown} | {PROFILE_MEANINGS.get(name, '')} |")
+    return "\n".join(lines)
+
+
+def format_memory(items: tuple[MemoryItem, ...] | list[MemoryItem]) -> str:
+    if not items:
+        return "(the memory is empty)"
+    parts = []
+    for n, item in enumerate(items, 1):
+        verdict = (f"made a kernel {item.speedup:.2f}x faster" if item.polarity == POSITIVE
+                   else f"made a kernel {item.speedup:.2f}x slower: avoid it")
+        origin = f" (from {item.problem})" if item.problem else ""
+        parts.append(f"## {n}. {item.title}{origin}\nThis rewrite {verdict}.\n{item.summary.strip()}")
+    return "\n\n".join(parts)
+
+
+@cache
+def load_template(role: str) -> tuple[str, str]:
+    path = PROMPT_DIR / f"{role}.md"
+    text = path.read_text(encoding="utf-8")
+    if _SEPARATOR not in text:
+        raise ValueError(f"prompt template {path} has no '{_SEPARATOR}' line between system and user parts")
+    system, user = text.split(_SEPARATOR, 1)
+    return system.strip(), user.strip()
+
+
+def fill(template: str, values: dict[str, str], name: str) -> str:
+    def replace(match: re.Match[str]) -> str:
+        key = match.group(1)
+        if key not in values:
+            raise KeyError(f"prompt template {name!r} uses {{{{{key}}}}} but no value was given for it")
+        return values[key]
+
+    # One pass: a value that itself contains "{{x}}" (kernel code, memory text) is never re-expanded.
+    return _PLACEHOLDER.sub(replace, template)
+
+
+def render(role: str, values: dict[str, str]) -> list[dict[str, str]]:
+    system, user = load_template(role)
+    return [{"role": "system", "content": fill(system, values, role)},
+            {"role": "user", "content": fill(user, values, role)}]
+
+
+def _problem_values(problem: ProblemContext) -> dict[str, str]:
+    return {
+        "problem_slug": problem.slug,
+        "platform": problem.platform,
+        "reference": problem.reference_source.strip(),
+        "hardware_rules": hardware_rules(problem.platform, problem.hardware_rules),
+    }
+
+
+def planner_messages(request: PlanRequest) -> list[dict[str, str]]:
+    return render("planner", {
+        **_problem_values(request.problem),
+        "kernel": request.kernel.source.strip(),
+        "profile": format_profile(request.kernel),
+        "memory": format_memory(request.memory),
+        "count": str(request.count),
+    })
+
+
+def executor_messages(request: WriteRequest) -> list[dict[str, str]]:
+    return render("executor", {
+        **_problem_values(request.problem),
+        "kernel": request.kernel.source.strip(),
+        "profile": format_profile(request.kernel),
+        "plan": request.plan.strip(),
+        "memory": format_memory(request.memory),
+    })
+
+
+def fixer_messages(request: FixRequest) -> list[dict[str, str]]:
+    return render("fixer", {
+        **_problem_values(request.problem),
+        "kernel": request.kernel.source.strip(),
+        "plan": request.plan.strip(),
+        "failing_kernel": request.failing_source.strip(),
+        "attempt": str(request.attempt),
+        "error_kind": request.error_kind,
+        "error_message": request.error_message.strip(),
+    })
+
+
+def summarizer_messages(request: SummaryRequest) -> list[dict[str, str]]:
+    direction = ("The planned change made the kernel faster: describe what to do."
+                 if request.polarity == POSITIVE else
+                 "The planned change made the kernel slower (the slow kernel is the changed one): "
+                 "describe what to avoid and why it hurt.")
+    if request.polarity not in (POSITIVE, NEGATIVE):
+        raise ValueError(f"summary polarity must be {POSITIVE!r} or {NEGATIVE!r}, got {request.polarity!r}")
+    return render("summarizer", {
+        "problem_slug": request.problem.slug,
+        "direction": direction,
+        "slow_kernel": request.slow_source.strip(),
+        "fast_kernel": request.fast_source.strip(),
+        "speedup": f"{request.speedup:.3f}",
+        "plan": request.plan.strip(),
+    })
