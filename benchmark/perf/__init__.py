@@ -12,16 +12,16 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
-from benchmark.hardware import get_platform
+from benchmark.hardware import Platform, get_platform
 from benchmark.nki.trace import Engine, Trace
 from benchmark.perf.costs import instruction_costs
-from benchmark.perf.deps import build_dependencies, sequential_barriers, spill_bytes
+from benchmark.perf.deps import Dependencies, build_dependencies, sequential_barriers, spill_bytes
 from benchmark.perf.profile import COUNTER_NAMES, counters, timeline
 from benchmark.perf.schedule import replay
 
 PERF_MODEL_VERSION = "perf-1"
 
-__all__ = ["PERF_MODEL_VERSION", "COUNTER_NAMES", "PerfReport", "estimate"]
+__all__ = ["PERF_MODEL_VERSION", "COUNTER_NAMES", "PerfReport", "PreparedTrace", "estimate", "prepare"]
 
 
 @dataclass(frozen=True)
@@ -38,15 +38,28 @@ class PerfReport:
         return d
 
 
-def estimate(trace: Trace, platform: str = "trn1") -> PerfReport:
-    """Predicted latency and profile of one kernel run, from the simulator's instruction trace."""
-    p = get_platform(platform)
+@dataclass(frozen=True)
+class PreparedTrace:
+    """The platform-independent part of a replay (dependencies, barriers), reusable across platforms/fits."""
+
+    trace: Trace
+    deps: Dependencies
+    barriers: np.ndarray
+
+
+def prepare(trace: Trace) -> PreparedTrace:
     trace.freeze()
+    return PreparedTrace(trace, build_dependencies(trace), sequential_barriers(trace))
+
+
+def estimate(trace: Trace | PreparedTrace, platform: str | Platform = "trn1") -> PerfReport:
+    """Predicted latency and profile of one kernel run, from the simulator's instruction trace."""
+    p = platform if isinstance(platform, Platform) else get_platform(platform)
+    prepared = trace if isinstance(trace, PreparedTrace) else prepare(trace)
+    trace, deps = prepared.trace, prepared.deps
     costs = instruction_costs(trace, p)
-    deps = build_dependencies(trace)
     spills = spill_bytes(deps.sbuf_live_bytes, p.sbuf_bytes_per_partition, p.partitions)
-    barriers = sequential_barriers(trace)
-    sched = replay(trace, p, costs, deps, barriers, spills)
+    sched = replay(trace, p, costs, deps, prepared.barriers, spills)
     engine = np.asarray(trace.columns["engine"])
     busy = {int(e): float(costs.seconds[engine == e].sum()) for e in (Engine.VECTOR, Engine.SCALAR, Engine.GPSIMD)}
     profile = counters(trace, p, float(spills.sum()), sched.latency_s, busy)
