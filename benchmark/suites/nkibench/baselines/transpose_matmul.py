@@ -1,0 +1,49 @@
+"""NKIBench baseline for transpose_matmul: out = lhs.T @ rhs with lhs given as K x M.
+
+lhs already has the contraction dimension first, so its tiles are nc_matmul's stationary operand as
+loaded. For each block of up to 128 output rows the kernel loads that column block of lhs once; then for
+each block of up to 512 output columns (456 for N=10944) it streams the rhs tiles, accumulates over K in
+PSUM and stores the result.
+"""
+
+import neuronxcc.nki as nki
+import neuronxcc.nki.isa as nisa
+import neuronxcc.nki.language as nl
+
+
+def _even_tile(extent, limit):
+    # The largest tile size <= limit that divides extent: every tile is full, no tail handling.
+    for size in range(min(extent, limit), 0, -1):
+        if extent % size == 0:
+            return size
+    return 1
+
+
+@nki.jit
+def kernel(lhs, rhs):
+    depth, rows = lhs.shape
+    depth_rhs, cols = rhs.shape
+    assert depth == depth_rhs, f"transpose_matmul: lhs is {lhs.shape} but rhs is {rhs.shape}"
+    out = nl.ndarray((rows, cols), dtype=lhs.dtype, buffer=nl.shared_hbm)
+    tile_m = _even_tile(rows, nl.tile_size.gemm_stationary_fmax)
+    tile_k = _even_tile(depth, nl.tile_size.pmax)
+    tile_n = _even_tile(cols, nl.tile_size.gemm_moving_fmax)
+    k_tiles = depth // tile_k
+
+    for m in nl.affine_range(rows // tile_m):
+        m0 = m * tile_m
+        # stationary[:, k*tile_m:(k+1)*tile_m] is lhs[k-th block of K, m0:m0+tile_m].
+        stationary = nl.ndarray((tile_k, k_tiles * tile_m), dtype=lhs.dtype, buffer=nl.sbuf)
+        for k in nl.affine_range(k_tiles):
+            stationary[:, k * tile_m:(k + 1) * tile_m] = nl.load(
+                lhs[k * tile_k:(k + 1) * tile_k, m0:m0 + tile_m]
+            )
+
+        for n in nl.affine_range(cols // tile_n):
+            n0 = n * tile_n
+            acc = nl.zeros((tile_m, tile_n), dtype=nl.float32, buffer=nl.psum)
+            for k in nl.affine_range(k_tiles):
+                rhs_tile = nl.load(rhs[k * tile_k:(k + 1) * tile_k, n0:n0 + tile_n])
+                acc += nisa.nc_matmul(stationary[:, k * tile_m:(k + 1) * tile_m], rhs_tile)
+            nl.store(out[m0:m0 + tile_m, n0:n0 + tile_n], value=nl.copy(acc, dtype=out.dtype))
+    return out

@@ -1,0 +1,36 @@
+"""NKIBench reference: RMSNorm without gain or epsilon on the rows of x (M x K), then x @ W (K x N)."""
+
+import numpy as np
+
+M = 4096
+N = 2048
+K = 1024
+
+
+def get_inputs():
+    x = np.random.normal(loc=0.0, scale=1.0, size=(M, K)).astype(np.float32)
+    w = np.random.normal(loc=0.0, scale=1.0, size=(K, N)).astype(np.float32)
+    return [x, w]
+
+
+def forward(x, w):
+    rms = np.sqrt(np.sum(np.square(x) / np.float32(x.shape[1]), axis=1, keepdims=True))
+    return (x / rms) @ w
+
+
+def transform_to_nki_inputs(inputs):
+    # The baseline kernel takes every input in its natural layout.
+    return list(inputs)
+
+
+def transform_nki_outputs(outputs, reference):
+    # Compare each kernel output in the shape of the matching reference output (NKIBench reshapes, so a
+    # kernel may return the same elements in a tiled shape).
+    outputs = outputs if isinstance(outputs, (tuple, list)) else (outputs,)
+    references = reference if isinstance(reference, (tuple, list)) else (reference,)
+    if len(outputs) != len(references):
+        raise ValueError(f"kernel returned {len(outputs)} output(s); the reference has {len(references)}")
+    for index, (out, ref) in enumerate(zip(outputs, references, strict=True)):
+        if np.size(out) != ref.size:
+            raise ValueError(f"output {index} has shape {np.shape(out)}; expected {ref.shape}")
+    return [np.reshape(out, ref.shape) for out, ref in zip(outputs, references, strict=True)]

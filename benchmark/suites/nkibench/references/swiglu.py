@@ -1,0 +1,39 @@
+"""NKIBench reference: SwiGLU MLP, (silu(x @ W_gate) * (x @ W_up)) @ W_down."""
+
+import numpy as np
+
+M = 4096
+N = 3072
+K = 1024
+
+
+def get_inputs():
+    x = np.random.normal(loc=0.0, scale=1.0, size=(M, K)).astype(np.float32)
+    w_up = np.random.normal(loc=0.0, scale=1.0, size=(K, N)).astype(np.float32)
+    w_down = np.random.normal(loc=0.0, scale=1.0, size=(N, K)).astype(np.float32)
+    w_gate = np.random.normal(loc=0.0, scale=1.0, size=(K, N)).astype(np.float32)
+    return [x, w_up, w_down, w_gate]
+
+
+def forward(x, w_up, w_down, w_gate):
+    gate = x @ w_gate
+    hidden = gate / (np.float32(1.0) + np.exp(-gate)) * (x @ w_up)
+    return hidden @ w_down
+
+
+def transform_to_nki_inputs(inputs):
+    # The baseline kernel takes every input in its natural layout.
+    return list(inputs)
+
+
+def transform_nki_outputs(outputs, reference):
+    # Compare each kernel output in the shape of the matching reference output (NKIBench reshapes, so a
+    # kernel may return the same elements in a tiled shape).
+    outputs = outputs if isinstance(outputs, (tuple, list)) else (outputs,)
+    references = reference if isinstance(reference, (tuple, list)) else (reference,)
+    if len(outputs) != len(references):
+        raise ValueError(f"kernel returned {len(outputs)} output(s); the reference has {len(references)}")
+    for index, (out, ref) in enumerate(zip(outputs, references, strict=True)):
+        if np.size(out) != ref.size:
+            raise ValueError(f"output {index} has shape {np.shape(out)}; expected {ref.shape}")
+    return [np.reshape(out, ref.shape) for out, ref in zip(outputs, references, strict=True)]
