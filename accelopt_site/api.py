@@ -36,4 +36,6 @@ class MeOut(Schema):
 @api.get("/me", auth=api_auth, response=MeOut, tags=["accounts"], summary="Who am I")
 def me(request: HttpRequest) -> MeOut:
     user = request.auth
-    return MeOut(username=user.get_username(), email=user.email, roles=roles_of(user), is_superuser=user.is_superuser)
+    return MeOut(
+        username=user.get_username(), email=user.email, roles=roles_of(user), is_superuser=user.is_superuser
+    )

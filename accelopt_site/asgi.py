@@ -25,7 +25,9 @@ from accelopt_site.routing import websocket_urlpatterns  # noqa: E402
 # Django's own static handler (finders, Last-Modified/304): enough for one team on loopback, and it needs
 # no collectstatic step. Behind a reverse proxy set ACCELOPT_SERVE_STATIC=0 and serve STATIC_ROOT there.
 http_application = (
-    ASGIStaticFilesHandler(django_http_application) if settings.ACCELOPT_SERVE_STATIC else django_http_application
+    ASGIStaticFilesHandler(django_http_application)
+    if settings.ACCELOPT_SERVE_STATIC
+    else django_http_application
 )
 
 application = ProtocolTypeRouter(

@@ -93,7 +93,9 @@ def env_secret(name: str, default: str = "") -> str:
         try:
             content = Path(file_name).read_text(encoding="utf-8").strip()
         except OSError as error:
-            raise ImproperlyConfigured(f"{name}_FILE={file_name!r} cannot be read: {error.strerror}") from None
+            raise ImproperlyConfigured(
+                f"{name}_FILE={file_name!r} cannot be read: {error.strerror}"
+            ) from None
         if not content:
             raise ImproperlyConfigured(f"{name}_FILE={file_name!r} is empty")
         return content
@@ -132,7 +134,9 @@ def database_from_url(url: str, *, base_dir: Path) -> dict[str, Any]:
         # urlsplit("sqlite:///a/b").path == "/a/b": strip the one slash that separates host from path.
         raw_path = unquote(parts.path[1:] if parts.path.startswith("/") else parts.path)
         if not raw_path:
-            raise ImproperlyConfigured(f"DATABASE_URL {url!r} names no SQLite file (use sqlite:///var/db.sqlite3)")
+            raise ImproperlyConfigured(
+                f"DATABASE_URL {url!r} names no SQLite file (use sqlite:///var/db.sqlite3)"
+            )
         path = Path(raw_path)
         name = path if path.is_absolute() else base_dir / path
         return {
@@ -171,7 +175,9 @@ def channel_layers_from_url(redis_url: str) -> dict[str, Any]:
         return {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
     scheme = urlsplit(redis_url).scheme.lower()
     if scheme not in {"redis", "rediss", "unix"}:
-        raise ImproperlyConfigured(f"REDIS_URL must start with redis://, rediss:// or unix://; got {redis_url!r}")
+        raise ImproperlyConfigured(
+            f"REDIS_URL must start with redis://, rediss:// or unix://; got {redis_url!r}"
+        )
     if importlib.util.find_spec("channels_redis") is None:
         raise ImproperlyConfigured(
             "REDIS_URL is set but channels-redis is not installed; install the extra: pip install -e '.[scale]'"

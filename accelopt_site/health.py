@@ -22,7 +22,11 @@ def check_database(alias: str = "default") -> dict[str, Any]:
             cursor.fetchone()
     except Exception as error:  # any driver error means "not healthy"; the message says which
         return {"ok": False, "vendor": connection.vendor, "error": f"{type(error).__name__}: {error}"}
-    return {"ok": True, "vendor": connection.vendor, "latency_ms": round((time.perf_counter() - started) * 1e3, 2)}
+    return {
+        "ok": True,
+        "vendor": connection.vendor,
+        "latency_ms": round((time.perf_counter() - started) * 1e3, 2),
+    }
 
 
 async def check_channel_layer() -> dict[str, Any]:

@@ -53,7 +53,7 @@ class PackageFileFinder(BaseFinder):
     def find(self, path: str, find_all: bool = False, **kwargs: Any) -> str | list[str]:
         found = self.files.get(path)
         if found is None:
-            return [] if find_all else ""
+            return []  # what Django's own finders return for "not here", whatever find_all says
         return [str(found)] if find_all else str(found)
 
     def list(self, ignore_patterns: list[str] | None) -> Any:

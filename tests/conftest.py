@@ -1,0 +1,74 @@
+"""Fixtures shared by every test area: people with each role, and API tokens for them.
+
+Roles come from accounts.roles; each fixture user holds exactly the role its name says (plus, because
+roles are cumulative, the ones below it).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from django.contrib.auth import get_user_model
+
+from accounts.roles import ADMIN, CURATOR, ENGINEER, grant_role
+from accounts.services import create_token
+
+TEST_PASSWORD = "correct horse battery staple"
+
+
+@pytest.fixture(autouse=True)
+def _fast_password_hashing(settings: Any) -> None:
+    # PBKDF2's deliberate slowness costs ~0.2 s per login; tests need none of it.
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+
+@pytest.fixture
+def make_user(db: Any) -> Callable[..., Any]:
+    """make_user("ann", role="engineer") -> a saved user whose password is TEST_PASSWORD."""
+
+    def make(username: str, *, role: str | None = None, **fields: Any) -> Any:
+        user = get_user_model().objects.create_user(username=username, password=TEST_PASSWORD, **fields)
+        if role is not None:
+            grant_role(user, role)
+        return user
+
+    return make
+
+
+@pytest.fixture
+def viewer(make_user: Callable[..., Any]) -> Any:
+    """Signed in, but holding no role: sees what anonymous visitors see."""
+    return make_user("vera")
+
+
+@pytest.fixture
+def engineer(make_user: Callable[..., Any]) -> Any:
+    return make_user("erin", role=ENGINEER)
+
+
+@pytest.fixture
+def teammate(make_user: Callable[..., Any]) -> Any:
+    """A second engineer, for "someone else's object" checks."""
+    return make_user("tom", role=ENGINEER)
+
+
+@pytest.fixture
+def curator(make_user: Callable[..., Any]) -> Any:
+    return make_user("cora", role=CURATOR)
+
+
+@pytest.fixture
+def site_admin(make_user: Callable[..., Any]) -> Any:
+    return make_user("ada", role=ADMIN)
+
+
+@pytest.fixture
+def make_token(db: Any) -> Callable[[Any], str]:
+    """make_token(user) -> the plain bearer token (only its digest is stored)."""
+
+    def make(user: Any, name: str = "test client") -> str:
+        return create_token(user, name).secret
+
+    return make
