@@ -140,8 +140,9 @@ class LLMClient:
                         continue
                     record.error = self._describe(exc, s)
                     break
-                except openai.OpenAIError as exc:  # e.g. a body that is not a completion
-                    record.error = self._describe(exc, s)
+                except (openai.OpenAIError, ValueError, TypeError, KeyError) as exc:
+                    # A body that is not a completion (HTML from a proxy, truncated JSON): not retried.
+                    record.error = "malformed response: " + self._describe(exc, s)
                     break
                 record.error = ""
                 self._fill(record, completion, s)
