@@ -1,0 +1,58 @@
+"""Our references follow NKIBench's reference contract and compute the same math as AccelOpt's."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from benchmark.suites import load_suite, read_nkibench_dir
+from benchmark.suites.specs import render_reference
+
+from .conftest import exec_reference, relative_l2, seeded_inputs
+
+ACCELOPT_NKIBENCH = Path("/work/ext/AccelOpt/NKIBench")
+SLUGS = [spec.slug for spec in load_suite("nkibench").problems]
+
+
+@pytest.mark.parametrize("slug", SLUGS)
+def test_the_mini_reference_runs_and_round_trips_through_the_nki_transforms(suite, slug):
+    module = exec_reference(suite.problem(slug).reference_source("mini"))
+    inputs = seeded_inputs(module)
+    expected = module.forward(*inputs)
+    assert expected.dtype == np.float32 and np.all(np.isfinite(expected))
+    nki_inputs = module.transform_to_nki_inputs(inputs)
+    assert [np.shape(a) for a in nki_inputs] == [np.shape(a) for a in inputs]
+    (compared,) = module.transform_nki_outputs(expected.copy(), expected)
+    assert compared.shape == expected.shape
+
+
+def test_the_output_transform_names_a_wrong_output_size(suite):
+    module = exec_reference(suite.problem("silu").reference_source("mini"))
+    expected = module.forward(*seeded_inputs(module))
+    with pytest.raises(ValueError, match=r"output 0 has shape \(256, 256\); expected \(256, 512\)"):
+        module.transform_nki_outputs(np.zeros((256, 256), np.float32), expected)
+
+
+def test_inputs_are_reproducible_from_the_seed(suite):
+    module = exec_reference(suite.problem("adamw").reference_source("mini"))
+    first, second = seeded_inputs(module, seed=7), seeded_inputs(module, seed=7)
+    assert all(np.array_equal(a, b) for a, b in zip(first, second, strict=True))
+    assert np.all(first[3] >= 0), "v (the second moment) must be non-negative"
+
+
+@pytest.mark.skipif(not ACCELOPT_NKIBENCH.is_dir(), reason="the AccelOpt checkout is not on this machine")
+@pytest.mark.parametrize("slug", SLUGS)
+def test_our_reference_matches_accelopts_on_the_mini_case(suite, slug):
+    ours = suite.problem(slug)
+    theirs = {spec.slug: spec for spec in read_nkibench_dir(ACCELOPT_NKIBENCH)}[slug]
+    mini = ours.case("mini")
+    our_module = exec_reference(ours.reference_source("mini"), "ours")
+    their_source = render_reference(theirs.references[theirs.case_names[0]], mini)
+    their_module = exec_reference(their_source, "theirs")
+    inputs = seeded_inputs(our_module)
+    assert [np.shape(a) for a in inputs] == [np.shape(a) for a in seeded_inputs(their_module)]
+    ours_out = our_module.forward(*[np.copy(a) for a in inputs])
+    theirs_out = their_module.forward(*[np.copy(a) for a in inputs])
+    assert relative_l2(ours_out, theirs_out) < 1e-6
