@@ -131,6 +131,8 @@ class Platform(models.TextChoices):
 class Backend(models.TextChoices):
     SIMULATOR = "simulator", "Simulator (CPU, predicted latency)"
     NEURON = "neuron", "Neuron hardware (measured)"
+    # Runs the kernel as plain numpy with no latency: for testing the pipeline, never ranked.
+    NULL = "null", "Null (pipeline tests)"
 
 
 class EvaluationStatus(models.TextChoices):

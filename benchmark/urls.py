@@ -2,8 +2,18 @@
 
 from __future__ import annotations
 
-from django.urls import URLPattern
+from django.urls import path
+
+from benchmark import views
 
 app_name = "benchmark"
 
-urlpatterns: list[URLPattern] = []
+urlpatterns = [
+    path("problems/", views.problem_list, name="problems"),
+    path("problems/<int:pk>/", views.problem_detail, name="problem_detail"),
+    path("kernels/", views.kernel_list, name="kernels"),
+    path("kernels/upload/", views.kernel_upload, name="kernel_upload"),
+    path("kernels/<int:pk>/", views.kernel_detail, name="kernel_detail"),
+    path("kernels/<int:pk>/evaluate/", views.kernel_evaluate, name="kernel_evaluate"),
+    path("evaluations/<int:pk>/fragment/", views.evaluation_fragment, name="evaluation_fragment"),
+]

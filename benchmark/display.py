@@ -1,0 +1,153 @@
+"""How evaluation results are shown: the per-engine timeline as a Plotly figure, counters and errors as rows.
+
+Figures are built on the server with the plotly package and rendered without plotly.js
+(`include_plotlyjs=False`): the base template's `includes/plotly.html` serves the copy inside the package.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from benchmark.models import Evaluation
+
+# A full-size trace has millions of instructions; the browser draws at most this many bars per engine,
+# merging neighbouring busy intervals (gaps under one bar's resolution are invisible anyway).
+MAX_BARS_PER_ENGINE = 2000
+ENGINE_ORDER = ("tensor", "vector", "scalar", "gpsimd", "dma")
+
+
+def _intervals_by_engine(timeline: Any) -> tuple[dict[str, list[tuple[float, float]]], str]:
+    """Accepts {engine: [[start, end], ...]}, {"unit": .., "engines": {...}} or [{"engine", "start", "end"}]."""
+    unit = "µs"
+    if isinstance(timeline, dict) and "engines" in timeline:
+        unit = str(timeline.get("unit", unit))
+        timeline = timeline["engines"]
+    by_engine: dict[str, list[tuple[float, float]]] = {}
+    if isinstance(timeline, dict):
+        for engine, intervals in timeline.items():
+            if isinstance(intervals, dict):  # columnar: {"start": [...], "end": [...]}
+                pairs = zip(intervals.get("start", []), intervals.get("end", []), strict=False)
+            else:
+                pairs = ((item[0], item[1]) for item in intervals if len(item) >= 2)
+            by_engine[str(engine)] = [(float(start), float(end)) for start, end in pairs]
+    elif isinstance(timeline, list):
+        for item in timeline:
+            if isinstance(item, dict) and {"engine", "start", "end"} <= item.keys():
+                by_engine.setdefault(str(item["engine"]), []).append((float(item["start"]), float(item["end"])))
+    return by_engine, unit
+
+
+def _merge(intervals: list[tuple[float, float]], limit: int) -> list[tuple[float, float]]:
+    if not intervals:
+        return []
+    intervals = sorted(intervals)
+    span = max(end for _, end in intervals) - intervals[0][0]
+    resolution = span / limit if span > 0 else 0.0
+    merged = [intervals[0]]
+    for start, end in intervals[1:]:
+        last_start, last_end = merged[-1]
+        if start - last_end <= resolution:
+            merged[-1] = (last_start, max(last_end, end))
+        else:
+            merged.append((start, end))
+    return merged
+
+
+def timeline_figure_html(timeline: Any) -> str:
+    """An HTML fragment with the per-engine busy intervals, or "" when there is nothing to draw."""
+    by_engine, unit = _intervals_by_engine(timeline)
+    if not any(by_engine.values()):
+        return ""
+    import plotly.graph_objects as go
+
+    order = [e for e in ENGINE_ORDER if e in by_engine] + sorted(e for e in by_engine if e not in ENGINE_ORDER)
+    figure = go.Figure()
+    for engine in order:
+        intervals = _merge(by_engine[engine], MAX_BARS_PER_ENGINE)
+        if not intervals:
+            continue
+        figure.add_trace(
+            go.Bar(
+                name=engine,
+                y=[engine] * len(intervals),
+                base=[start for start, _ in intervals],
+                x=[end - start for start, end in intervals],
+                orientation="h",
+                hovertemplate=f"{engine}: %{{base:.3f}}–%{{customdata:.3f}} {unit}<extra></extra>",
+                customdata=[end for _, end in intervals],
+            )
+        )
+    figure.update_layout(
+        barmode="overlay",
+        height=80 + 40 * len(order),
+        margin={"l": 70, "r": 20, "t": 10, "b": 40},
+        xaxis_title=f"time ({unit}, simulated)",
+        yaxis={"categoryorder": "array", "categoryarray": list(reversed(order))},
+        showlegend=False,
+    )
+    return figure.to_html(include_plotlyjs=False, full_html=False, config={"displaylogo": False, "responsive": True})
+
+
+# neuron-profile summary fields, in the order the calibration CSV has them, with what each means.
+PROFILE_FIELD_HELP: dict[str, str] = {
+    "hbm_read_bytes": "bytes read from HBM",
+    "hbm_write_bytes": "bytes written to HBM",
+    "psum_read_bytes": "bytes read from PSUM",
+    "psum_write_bytes": "bytes written to PSUM",
+    "sbuf_read_bytes": "bytes read from SBUF",
+    "sbuf_write_bytes": "bytes written to SBUF",
+    "spill_reload_bytes": "bytes reloaded after SBUF spills",
+    "spill_save_bytes": "bytes saved by SBUF spills",
+    "hardware_flops": "floating-point operations executed",
+    "transpose_flops": "Tensor Engine operations spent on transposes",
+    "peak_flops_bandwidth_ratio": "peak FLOP rate over HBM bandwidth",
+    "mm_arithmetic_intensity": "matmul FLOPs per HBM byte",
+    "hfu_estimated_percent": "hardware FLOPs utilisation",
+    "scalar_engine_active_time_percent": "Scalar Engine busy time",
+    "vector_engine_active_time_percent": "Vector Engine busy time",
+    "gpsimd_engine_active_time_percent": "GpSimd Engine busy time",
+}
+
+
+def _format_counter(name: str, value: Any) -> str:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return str(value)
+    if name.endswith("_percent"):  # neuron-profile reports these as fractions (0.41 is 41%)
+        return f"{value * 100:.1f}%"
+    if name.endswith("_bytes"):
+        return f"{value:,.0f}"
+    if isinstance(value, int) or float(value).is_integer():
+        return f"{value:,.0f}"
+    return f"{value:.4g}"
+
+
+def profile_rows(evaluation: Evaluation) -> list[dict[str, str]]:
+    profile = evaluation.profile or {}
+    names = [n for n in PROFILE_FIELD_HELP if n in profile] + sorted(n for n in profile if n not in PROFILE_FIELD_HELP)
+    return [
+        {"name": name, "value": _format_counter(name, profile[name]), "help": PROFILE_FIELD_HELP.get(name, "")}
+        for name in names
+    ]
+
+
+def correctness_rows(evaluation: Evaluation) -> list[dict[str, Any]]:
+    """One row per seed: its value distribution and the relative L2 error of each output."""
+    detail = evaluation.correctness or {}
+    errors: Iterable[Any] = detail.get("relative_l2_errors") or []
+    seeds = list(evaluation.seeds or [])
+    distributions = list(detail.get("distributions") or [])
+    tolerance = detail.get("tolerance")
+    rows = []
+    for index, per_output in enumerate(errors):
+        rows.append(
+            {
+                "seed": seeds[index] if index < len(seeds) else None,
+                "distribution": distributions[index] if index < len(distributions) else "",
+                "errors": [
+                    {"value": error, "ok": error is not None and tolerance is not None and error <= tolerance}
+                    for error in per_output
+                ],
+            }
+        )
+    return rows

@@ -1,0 +1,77 @@
+"""The kernel upload form: a problem (or the user's own reference file), a platform, and the source."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django import forms
+from django.core.files.uploadedfile import UploadedFile
+
+from benchmark.models import Platform, Problem
+from benchmark.services import kernel_source_limit
+
+
+def _read_text_upload(upload: UploadedFile, what: str) -> str:
+    limit = kernel_source_limit()
+    if upload.size is not None and upload.size > limit:
+        raise forms.ValidationError(f"the {what} is {upload.size / 1024:.1f} KiB; the limit is {limit // 1024} KiB")
+    data = upload.read(limit + 1)
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise forms.ValidationError(
+            f"the {what} is not UTF-8 text (byte {error.start}); upload a Python source file"
+        ) from None
+
+
+class KernelUploadForm(forms.Form):
+    problem = forms.ModelChoiceField(
+        queryset=Problem.objects.none(),
+        required=False,
+        empty_label="— choose a problem —",
+        help_text="The problem and shape case the kernel solves.",
+    )
+    reference_file = forms.FileField(
+        required=False,
+        label="…or your own reference",
+        help_text="A reference in NKIBench's format (get_inputs, forward, transform_to_nki_inputs, "
+        "transform_nki_outputs). It becomes a private problem; without FLOP counts there is no peak fraction.",
+    )
+    platform = forms.ChoiceField(choices=Platform.choices, initial=Platform.TRN1)
+    kernel_file = forms.FileField(required=False, label="Kernel file (.py)")
+    source = forms.CharField(
+        required=False,
+        label="…or paste the source",
+        widget=forms.Textarea(attrs={"rows": 18, "spellcheck": "false", "class": "code-input"}),
+    )
+
+    def __init__(self, *args: Any, problems: Any = None, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        if problems is not None:
+            self.fields["problem"].queryset = problems
+        self.fields["problem"].label_from_instance = lambda problem: (
+            f"{problem.address} — {problem.shape_text}" if problem.shape_text else problem.address
+        )
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean()
+        kernel_file, pasted = data.get("kernel_file"), (data.get("source") or "")
+        if kernel_file and pasted.strip():
+            raise forms.ValidationError("give the kernel either as a file or pasted, not both")
+        if kernel_file:
+            data["kernel_source"] = _read_text_upload(kernel_file, "kernel file")
+            data["kernel_name"] = kernel_file.name
+        elif pasted.strip():
+            data["kernel_source"] = pasted
+            data["kernel_name"] = ""
+        else:
+            raise forms.ValidationError("upload a kernel file or paste its source")
+        reference = data.get("reference_file")
+        if data.get("problem") and reference:
+            raise forms.ValidationError("choose a problem or upload a reference, not both")
+        if reference:
+            data["reference_source"] = _read_text_upload(reference, "reference file")
+            data["reference_name"] = reference.name
+        elif not data.get("problem") and "problem" not in self.errors:
+            raise forms.ValidationError("choose a problem, or upload your own reference file")
+        return data

@@ -1,0 +1,103 @@
+"""python manage.py evaluate KERNEL.py (--problem SLUG[:CASE] | --reference REF.py): one sandboxed evaluation.
+
+Nothing is stored. The exit status is 0 whenever the evaluation ran (read `correct` in the output) and 1
+when the command could not start it (a missing file, an unknown problem).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.http import Http404
+
+from benchmark import services
+from benchmark.display import PROFILE_FIELD_HELP
+from benchmark.models import Backend, Platform
+
+
+def _read_source(path: str, what: str) -> str:
+    file = Path(path)
+    try:
+        data = file.read_bytes()
+    except FileNotFoundError:
+        raise CommandError(f"{what} {path}: no such file") from None
+    except OSError as error:
+        raise CommandError(f"{what} {path}: {error.strerror}") from None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise CommandError(f"{what} {path}: not UTF-8 text (byte {error.start})") from None
+
+
+def _yes_no(value: Any) -> str:
+    return "—" if value is None else ("yes" if value else "no")
+
+
+class Command(BaseCommand):
+    help = "Evaluate a kernel file against a problem or a reference file and print the result."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("kernel", help="kernel source file (an @nki.jit function)")
+        target = parser.add_mutually_exclusive_group(required=True)
+        target.add_argument("--problem", help="[SUITE/]SLUG[:CASE], e.g. silu or silu:full (default case: mini)")
+        target.add_argument("--reference", help="a reference file in NKIBench's format")
+        parser.add_argument("--platform", choices=Platform.values, default=Platform.TRN1)
+        parser.add_argument("--backend", choices=Backend.values, default=Backend.SIMULATOR)
+        parser.add_argument("--json", action="store_true", help="print the full result as JSON")
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        kernel_source = _read_source(options["kernel"], "kernel")
+        problem = None
+        reference_source = None
+        if options["problem"]:
+            try:
+                problem = services.get_problem_by_address(options["problem"], require_visible=False)
+            except (ValueError, Http404) as error:
+                raise CommandError(str(error)) from None
+        else:
+            reference_source = _read_source(options["reference"], "reference")
+        result = services.evaluate_source(
+            kernel_source,
+            problem=problem,
+            reference_source=reference_source,
+            platform=options["platform"],
+            backend=options["backend"],
+        )
+        data = result.to_dict() if hasattr(result, "to_dict") else dict(result)
+        if options["json"]:
+            self.stdout.write(json.dumps(data, indent=2, sort_keys=True))
+            return
+        self._print_human(options, problem, data)
+
+    def _print_human(self, options: dict[str, Any], problem: Any, data: dict[str, Any]) -> None:
+        target = problem.address if problem is not None else options["reference"]
+        write = self.stdout.write
+        write(f"kernel {options['kernel']} on {target}, {data.get('platform') or options['platform']}, "
+              f"{data.get('backend') or options['backend']} {data.get('backend_version', '')}".rstrip())
+        write(f"compiled: {_yes_no(data.get('compiled'))}  runnable: {_yes_no(data.get('runnable'))}  "
+              f"correct: {_yes_no(data.get('correct'))}")
+        if data.get("error_kind"):
+            where = f" at line {data['error_line']}" if data.get("error_line") else ""
+            write(f"error: {data['error_kind']}{where}: {data.get('error_message', '')}")
+        errors = data.get("output_errors") or []
+        if errors:
+            shown = ", ".join("not finite" if e is None else f"{e:.2e}" for e in errors)
+            write(f"relative L2 error per output (worst over seeds {data.get('seeds', [])}): {shown}"
+                  f" (tolerance {data.get('tolerance')})")
+        if data.get("latency_ms") is not None:
+            simulated = " (predicted by the performance model)" if data.get("backend") == Backend.SIMULATOR else ""
+            write(f"latency_ms: {data['latency_ms']:.6g}{simulated}")
+        if data.get("peak_fraction") is not None:
+            write(f"peak_fraction: {data['peak_fraction']:.4f} (theoretical peak {data.get('theoretical_peak_ms'):.6g} ms)")
+        elif problem is None and data.get("latency_ms") is not None:
+            write("peak_fraction: unknown (no FLOP/byte counts for a reference file; use --problem)")
+        profile = data.get("profile") or {}
+        if profile:
+            write("profile:")
+            width = max(len(name) for name in profile)
+            for name in [n for n in PROFILE_FIELD_HELP if n in profile] + sorted(set(profile) - set(PROFILE_FIELD_HELP)):
+                write(f"  {name:<{width}}  {profile[name]}")
+        write(f"wall time: {data.get('wall_time_s', 0.0):.2f} s")

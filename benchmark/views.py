@@ -1,0 +1,204 @@
+"""HTML pages of the benchmark app: problems, kernels, upload, and the evaluation fragment htmx polls.
+
+Views parse, authorize, call one service and render; the work lives in `benchmark.services`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib import messages
+from django.core.exceptions import ValidationError
+from django.core.paginator import Paginator
+from django.db.models import Prefetch
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
+
+from accounts.roles import ENGINEER, require_role
+from benchmark import services
+from benchmark.display import correctness_rows, profile_rows, timeline_figure_html
+from benchmark.forms import KernelUploadForm
+from benchmark.models import Evaluation, KernelOrigin, Platform
+
+KERNELS_PER_PAGE = 50
+
+
+def _first(items: list[Evaluation]) -> Evaluation | None:
+    return items[0] if items else None
+
+
+@require_GET
+def problem_list(request: HttpRequest) -> HttpResponse:
+    case = request.GET.get("case", "")
+    problems = services.problems_with_baselines(request.user, Platform.TRN1)
+    if case:
+        problems = problems.filter(case=case)
+    rows = [
+        {"problem": problem, "baseline": _first(getattr(problem.baseline_kernel, "current_evaluations", []))}
+        for problem in problems
+    ]
+    cases = sorted({row["problem"].case for row in rows} | ({case} if case else set()))
+    return render(
+        request,
+        "benchmark/problem_list.html",
+        {"rows": rows, "case": case, "cases": ["mini", "full"] if not case else cases,
+         "can_upload": services.can_create_kernels(request.user)},
+    )
+
+
+@require_GET
+def problem_detail(request: HttpRequest, pk: int) -> HttpResponse:
+    problem = services.get_problem_for_user(request.user, pk)
+    kernels = problem.kernels.select_related("author").prefetch_related(
+        Prefetch("evaluations", queryset=services.current_evaluations(), to_attr="current_evaluations")
+    )
+    kernel_rows = []
+    for kernel in kernels:
+        best = {platform: services.best_of(kernel.current_evaluations, platform) for platform in Platform.values}
+        latest = {
+            platform: next((e for e in kernel.current_evaluations if e.platform == platform), None)
+            for platform in Platform.values
+        }
+        # Best correct result per platform; failing or pending kernels show their latest evaluation.
+        cells = [best[platform] or latest[platform] for platform in Platform.values]
+        kernel_rows.append({"kernel": kernel, "best": best, "cells": cells})
+    kernel_rows.sort(key=services.kernel_row_sort_key)
+    return render(
+        request,
+        "benchmark/problem_detail.html",
+        {
+            "problem": problem,
+            "peaks": services.theoretical_peaks(problem),
+            "other_cases": services.visible_problems(request.user)
+            .filter(suite=problem.suite, slug=problem.slug)
+            .exclude(pk=problem.pk),
+            "kernel_rows": kernel_rows,
+            "platforms": Platform.values,
+            "can_upload": services.can_create_kernels(request.user),
+        },
+    )
+
+
+@require_GET
+def kernel_list(request: HttpRequest) -> HttpResponse:
+    kernels = (
+        services.visible_kernels(request.user)
+        .select_related("problem", "author")
+        .prefetch_related(
+            Prefetch("evaluations", queryset=services.current_evaluations(), to_attr="current_evaluations")
+        )
+    )
+    origin = request.GET.get("origin", "")
+    if origin in KernelOrigin.values:
+        kernels = kernels.filter(origin=origin)
+    problem_filter = request.GET.get("problem", "")
+    if problem_filter.isdigit():
+        kernels = kernels.filter(problem_id=int(problem_filter))
+    if request.GET.get("mine") and request.user.is_authenticated:
+        kernels = kernels.filter(author=request.user)
+    page = Paginator(kernels, KERNELS_PER_PAGE).get_page(request.GET.get("page"))
+    rows = [
+        {"kernel": kernel, "latest": {e.platform: e for e in reversed(kernel.current_evaluations)}}
+        for kernel in page.object_list
+    ]
+    return render(
+        request,
+        "benchmark/kernel_list.html",
+        {
+            "page": page,
+            "rows": rows,
+            "origin": origin,
+            "origins": KernelOrigin.choices,
+            "can_upload": services.can_create_kernels(request.user),
+        },
+    )
+
+
+@require_role(ENGINEER)
+@require_http_methods(["GET", "POST"])
+def kernel_upload(request: HttpRequest) -> HttpResponse:
+    problems = services.visible_problems(request.user)
+    if request.method == "POST":
+        form = KernelUploadForm(request.POST, request.FILES, problems=problems)
+        if form.is_valid():
+            try:
+                kernel, created, evaluation = services.upload_kernel(
+                    request.user,
+                    kernel_source=form.cleaned_data["kernel_source"],
+                    kernel_name=form.cleaned_data["kernel_name"],
+                    platform=form.cleaned_data["platform"],
+                    problem=form.cleaned_data.get("problem"),
+                    reference_source=form.cleaned_data.get("reference_source"),
+                    reference_name=form.cleaned_data.get("reference_name", ""),
+                )
+            except ValidationError as error:
+                form.add_error(None, error)
+            else:
+                if not created:
+                    messages.info(request, "This exact source was already uploaded for this problem; showing it.")
+                return redirect(f"{kernel.get_absolute_url()}?evaluation={evaluation.pk}")
+    else:
+        initial: dict[str, Any] = {}
+        if request.GET.get("problem", "").isdigit():
+            initial["problem"] = problems.filter(pk=int(request.GET["problem"])).first()
+        if request.GET.get("platform") in Platform.values:
+            initial["platform"] = request.GET["platform"]
+        form = KernelUploadForm(initial=initial, problems=problems)
+    return render(request, "benchmark/kernel_upload.html", {"form": form})
+
+
+@require_GET
+def kernel_detail(request: HttpRequest, pk: int) -> HttpResponse:
+    kernel = services.get_kernel_for_user(request.user, pk)
+    evaluations = list(kernel.evaluations.select_related("requested_by").order_by("-created", "-id"))
+    selected = None
+    if request.GET.get("evaluation", "").isdigit():
+        selected = next((e for e in evaluations if e.pk == int(request.GET["evaluation"])), None)
+    if selected is None:
+        selected = services.preferred_evaluation(evaluations)
+    return render(
+        request,
+        "benchmark/kernel_detail.html",
+        {
+            "kernel": kernel,
+            "problem": kernel.problem,
+            "evaluations": evaluations,
+            **_evaluation_context(request, selected),
+            "platforms": Platform.choices,
+        },
+    )
+
+
+def _evaluation_context(request: HttpRequest, evaluation: Evaluation | None) -> dict[str, Any]:
+    return {
+        "evaluation": evaluation,
+        "can_evaluate": services.can_create_kernels(request.user),
+        "is_stale": evaluation is not None and services.evaluation_is_stale(evaluation),
+        "timeline_html": timeline_figure_html(evaluation.timeline) if evaluation and not evaluation.is_pending else "",
+        "profile_rows": profile_rows(evaluation) if evaluation else [],
+        "correctness_rows": correctness_rows(evaluation) if evaluation else [],
+    }
+
+
+@require_GET
+def evaluation_fragment(request: HttpRequest, pk: int) -> HttpResponse:
+    """The evaluation panel; while it runs, htmx polls this every second and swaps in the result."""
+    evaluation = services.get_evaluation_for_user(request.user, pk)
+    return render(request, "benchmark/partials/evaluation.html", _evaluation_context(request, evaluation))
+
+
+@require_role(ENGINEER)
+@require_POST
+def kernel_evaluate(request: HttpRequest, pk: int) -> HttpResponse:
+    """Evaluate a kernel on a platform: the cached result if there is one, else a new run."""
+    kernel = services.get_kernel_for_user(request.user, pk, write=True)
+    try:
+        evaluation = services.request_evaluation(
+            kernel, request.POST.get("platform", Platform.TRN1), request.POST.get("backend", "simulator"),
+            user=request.user,
+        )
+    except ValidationError as error:
+        messages.error(request, " ".join(error.messages))
+        return redirect(kernel)
+    return redirect(f"{kernel.get_absolute_url()}?evaluation={evaluation.pk}")
