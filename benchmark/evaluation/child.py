@@ -1,0 +1,281 @@
+"""The evaluation child: `python -m benchmark.evaluation.child ROLE CONFIG_JSON`.
+
+Roles, each its own process (the parent never lets them talk to each other):
+
+* `reference` renders inputs for a seed and computes the expected outputs (it holds them; the kernel
+  child never sees them), and applies the reference's `transform_nki_outputs`;
+* `kernel` loads the untrusted kernel and runs it on inputs the parent sends;
+* `profile` runs the performance model on a trace (only our code runs there).
+
+The protocol travels over file descriptors duplicated from stdin/stdout at start-up; fd 0 is then
+/dev/null and fd 1 goes to stderr, so a kernel's `print` cannot corrupt a frame. Replies carry
+`{"ok": true, ...}` or `{"ok": false, "kind": ..., "message": ..., "line": ...}`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import sys
+import traceback
+import types
+from typing import Any
+
+KERNEL_FILENAME = "<kernel>"
+REFERENCE_FILENAME = "<reference>"
+
+
+def _apply_limits(limits: dict[str, int]) -> None:
+    # Both soft and hard: untrusted code cannot raise them back (unless we run as root; see docs).
+    cpu = limits["cpu_seconds"]
+    resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))  # SIGXCPU at the soft limit, SIGKILL one second on
+    resource.setrlimit(resource.RLIMIT_AS, (limits["memory_bytes"], limits["memory_bytes"]))
+    resource.setrlimit(resource.RLIMIT_NOFILE, (limits["open_files"], limits["open_files"]))
+    resource.setrlimit(resource.RLIMIT_FSIZE, (limits["file_bytes"], limits["file_bytes"]))
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    # Not enforced for root; then fork is refused by the audit guard and contained by the process group.
+    resource.setrlimit(resource.RLIMIT_NPROC, (limits["processes"], limits["processes"]))
+
+
+def _take_protocol_streams() -> tuple[Any, Any]:
+    proto_in = os.fdopen(os.dup(0), "rb", buffering=0)
+    proto_out = os.fdopen(os.dup(1), "wb")
+    devnull = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(devnull, 0)
+    os.close(devnull)
+    os.dup2(2, 1)
+    sys.stdin = open(os.devnull)  # noqa: SIM115
+    sys.stdout = sys.stderr
+    return proto_in, proto_out
+
+
+def _error_line(exc: BaseException, filename: str) -> int | None:
+    line = None
+    for frame, lineno in traceback.walk_tb(exc.__traceback__):
+        if frame.f_code.co_filename == filename:
+            line = lineno
+    if line is None and isinstance(exc, SyntaxError) and exc.filename == filename:
+        line = exc.lineno
+    explicit = getattr(exc, "line", None)  # simulator errors may carry the kernel line themselves
+    if isinstance(explicit, int) and explicit > 0:
+        line = explicit
+    return line
+
+
+def _own_frames(exc: BaseException, filename: str) -> str:
+    """The traceback lines inside the user's file, then the exception: what the author needs to see."""
+    frames = [f for f in traceback.extract_tb(exc.__traceback__) if f.filename == filename]
+    text = "".join(traceback.format_list(frames)) + "".join(traceback.format_exception_only(type(exc), exc))
+    return text[-8000:]
+
+
+def _failure(kind: str, exc: BaseException, filename: str, prefix: str = "") -> dict[str, Any]:
+    message = f"{type(exc).__name__}: {exc}"
+    return {"ok": False, "kind": kind, "message": prefix + message, "line": _error_line(exc, filename),
+            "detail": _own_frames(exc, filename)}
+
+
+class KernelRole:
+    def __init__(self, config: dict[str, Any]) -> None:
+        from benchmark.evaluation.backends import get_backend
+
+        self.backend = get_backend(config["backend"])
+        self.platform = config["platform"]
+        self.guards = config.get("guards", {})
+        self.kernel: Any = None
+
+    def classify(self, exc: BaseException) -> str:
+        from benchmark.evaluation.guards import GuardViolation
+
+        kind = self.backend.classify(exc)
+        if kind is not None:
+            return kind.value
+        if isinstance(exc, MemoryError):
+            return "resource_limit"
+        if isinstance(exc, GuardViolation) or (isinstance(exc, ImportError) and "not allowed" in str(exc)):
+            return "rejected"
+        return "runtime_error"
+
+    def load(self, header: dict[str, Any], arrays: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+        from benchmark.evaluation.backends import BackendUnavailable
+        from benchmark.evaluation.guards import install_audit_guard, kernel_builtins
+
+        try:
+            self.backend.prepare()
+        except BackendUnavailable as exc:
+            return {"ok": False, "kind": "infrastructure_error", "retry": False, "message": str(exc)}, {}
+        try:
+            code = compile(header["source"], KERNEL_FILENAME, "exec")
+        except SyntaxError as exc:
+            return {"ok": False, "kind": "rejected", "message": f"syntax error: {exc.msg}", "line": exc.lineno}, {}
+        if self.guards.get("audit", True):
+            install_audit_guard(_read_roots())
+        module = types.ModuleType("accelopt_kernel")
+        module.__file__ = KERNEL_FILENAME
+        if self.guards.get("imports", True):
+            module.__dict__["__builtins__"] = kernel_builtins()
+        sys.modules["accelopt_kernel"] = module
+        try:
+            exec(code, module.__dict__)
+        except BaseException as exc:  # noqa: BLE001 - any failure at import time is the kernel's
+            return _failure(self.classify(exc), exc, KERNEL_FILENAME, "while loading the kernel module: "), {}
+        kernel = module.__dict__.get(header["kernel_name"])
+        if kernel is None or not callable(kernel):
+            return {"ok": False, "kind": "rejected",
+                    "message": f"the kernel module defines no callable {header['kernel_name']!r}"}, {}
+        self.kernel = kernel
+        return {"ok": True}, {}
+
+    def run(self, header: dict[str, Any], arrays: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+        import numpy as np
+
+        from benchmark.evaluation.protocol import encode_trace
+
+        inputs = [arrays[f"in{i}"] for i in range(header["input_count"])]
+        try:
+            run = self.backend.run(self.kernel, inputs, self.platform)
+            outputs = [np.asarray(o) for o in run.outputs]
+        except BaseException as exc:  # noqa: BLE001 - reported, not swallowed
+            return _failure(self.classify(exc), exc, KERNEL_FILENAME), {}
+        if any(o.dtype.kind not in "biufc" for o in outputs):
+            kinds = [o.dtype.name for o in outputs]
+            return {"ok": False, "kind": "incorrect", "message": f"kernel returned non-numeric outputs {kinds}"}, {}
+        reply: dict[str, Any] = {"ok": True, "output_count": len(outputs), "latency_ms": run.latency_ms}
+        out_arrays = {f"out{i}": o for i, o in enumerate(outputs)}
+        out_arrays.update({f"after{i}": np.asarray(a) for i, a in enumerate(inputs)})
+        if run.trace is not None:
+            meta, trace_arrays = encode_trace(run.trace, "trace.")
+            reply["trace"] = meta
+            out_arrays.update(trace_arrays)
+        return reply, out_arrays
+
+
+class ReferenceRole:
+    def __init__(self, config: dict[str, Any]) -> None:
+        self.module: types.ModuleType | None = None
+        self.expected: dict[int, Any] = {}
+        self.guards = config.get("guards", {})
+
+    def load(self, header: dict[str, Any], arrays: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+        from benchmark.evaluation.guards import install_audit_guard
+
+        if self.guards.get("audit", True):
+            install_audit_guard(_read_roots())
+        module = types.ModuleType("accelopt_reference")
+        module.__file__ = REFERENCE_FILENAME
+        try:
+            exec(compile(header["source"], REFERENCE_FILENAME, "exec"), module.__dict__)
+        except BaseException as exc:  # noqa: BLE001
+            return _failure("reference_error", exc, REFERENCE_FILENAME, "loading the reference failed: "), {}
+        self.module = module
+        declared = getattr(module, "EVAL_DISTRIBUTIONS", None)
+        return {"ok": True, "distributions": list(declared) if declared is not None else None}, {}
+
+    def render(self, header: dict[str, Any], arrays: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+        import random
+
+        import numpy as np
+
+        from benchmark.evaluation.inputs import apply_distribution
+
+        seed, index = header["seed"], header["index"]
+        module = self.module
+        try:
+            np.random.seed(seed)
+            random.seed(seed)
+            raw = list(module.get_inputs())
+            raw = apply_distribution(raw, header["distribution"], seed)
+            expected = module.forward(*[np.array(a, copy=True) for a in raw])
+            to_nki = getattr(module, "transform_to_nki_inputs", None)
+            nki_inputs = list(to_nki(raw)) if to_nki else raw
+            nki_inputs = [np.ascontiguousarray(a) for a in nki_inputs]
+            expected_tuple = expected if isinstance(expected, (tuple, list)) else (expected,)
+            expected_arrays = [np.asarray(e) for e in expected_tuple]
+        except BaseException as exc:  # noqa: BLE001
+            return _failure("reference_error", exc, REFERENCE_FILENAME, "the reference failed to render inputs: "), {}
+        self.expected[index] = expected
+        reply_arrays = {f"in{i}": a for i, a in enumerate(nki_inputs)}
+        reply_arrays.update({f"exp{i}": a for i, a in enumerate(expected_arrays)})
+        return {"ok": True, "input_count": len(nki_inputs), "expected_count": len(expected_arrays)}, reply_arrays
+
+    def transform(self, header: dict[str, Any], arrays: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+        import numpy as np
+
+        outputs = [arrays[f"out{i}"] for i in range(header["output_count"])]
+        ref = self.expected[header["index"]]
+        k_res: Any = outputs[0] if len(outputs) == 1 else tuple(outputs)
+        transform = getattr(self.module, "transform_nki_outputs", None)
+        try:
+            if transform is not None:
+                transformed = list(transform(k_res, ref))
+            else:
+                refs = ref if isinstance(ref, (tuple, list)) else (ref,)
+                transformed = [np.reshape(o, np.shape(r)) for o, r in zip(outputs, refs, strict=False)]
+            transformed = [np.asarray(t) for t in transformed]
+        except BaseException as exc:  # noqa: BLE001 - usually a shape the reshape cannot take
+            return {"ok": False, "kind": "transform_error", "message": f"{type(exc).__name__}: {exc}"}, {}
+        return {"ok": True, "output_count": len(transformed)}, {f"out{i}": t for i, t in enumerate(transformed)}
+
+
+class ProfileRole:
+    def __init__(self, config: dict[str, Any]) -> None:
+        from benchmark.evaluation.backends import get_backend
+
+        self.backend = get_backend(config["backend"])
+
+    def profile(self, header: dict[str, Any], arrays: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+        from benchmark.evaluation.protocol import decode_trace
+
+        trace = decode_trace(header["trace"], arrays, "trace.")
+        report = self.backend.profile(trace, header["platform"])
+        return {"ok": True, "latency_ms": report.latency_ms, "profile": report.profile,
+                "timeline": report.timeline, "perf_model_version": report.perf_model_version}, {}
+
+
+def _read_roots() -> list[str]:
+    """Where an evaluation child may read files: the Python installation and our own package."""
+    import benchmark
+
+    package = os.path.dirname(os.path.abspath(benchmark.__file__))
+    return [sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix, package]
+
+
+ROLES = {"kernel": KernelRole, "reference": ReferenceRole, "profile": ProfileRole}
+
+
+def main(argv: list[str]) -> int:
+    role_name, config = argv[0], json.loads(argv[1])
+    proto_in, proto_out = _take_protocol_streams()
+    _apply_limits(config["limits"])
+    import numpy  # noqa: F401 - imported before any guard, so its lazy loads are ours
+
+    from benchmark.evaluation.protocol import read_message, write_message
+
+    role = ROLES[role_name](config)
+    while True:
+        try:
+            header, arrays = read_message(proto_in)
+        except EOFError:
+            return 0
+        op = header.get("op")
+        if op == "exit":
+            return 0
+        try:
+            reply, reply_arrays = getattr(role, op)(header, arrays)
+        except MemoryError as exc:
+            reply, reply_arrays = {"ok": False, "kind": "resource_limit", "message": f"MemoryError: {exc}"}, {}
+        except Exception as exc:  # noqa: BLE001 - our own bug: say so, the parent treats it as infrastructure
+            reply = {"ok": False, "kind": "infrastructure_error", "retry": True,
+                     "message": f"evaluation child failed in {op!r}: {type(exc).__name__}: {exc}",
+                     "detail": traceback.format_exc()[-8000:]}
+            reply_arrays = {}
+        try:
+            write_message(proto_out, reply, reply_arrays)
+        except MemoryError as exc:
+            write_message(proto_out, {"ok": False, "kind": "resource_limit",
+                                      "message": f"MemoryError while sending results: {exc}"})
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

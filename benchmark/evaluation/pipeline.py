@@ -1,0 +1,350 @@
+"""`evaluate()`: static check, then sandboxed reference and kernel children, checks in the parent, profile.
+
+The reference and the kernel run in two different child processes. The parent asks the reference child
+for each seed's inputs and expected outputs, sends only the inputs to the kernel child, and compares what
+comes back; expected outputs never enter the kernel's process. The trace goes to a third child for the
+performance model, so the model never runs next to untrusted code. See docs/evaluation.md.
+"""
+
+from __future__ import annotations
+
+import functools
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import numpy as np
+
+from benchmark.evaluation import checks
+from benchmark.evaluation.backends import Backend, get_backend
+from benchmark.evaluation.inputs import DISTRIBUTIONS, MIN_SEEDS, draw_seeds, plan_distributions
+from benchmark.evaluation.result import STATUS_FAILED, STATUS_OK, ErrorKind, EvaluationResult
+from benchmark.evaluation.sandbox import ChildError, ChildProcess, Limits
+from benchmark.evaluation.static_check import StaticCheckError, check_kernel_source, check_reference_source
+
+
+@functools.lru_cache(maxsize=1)
+def project_version() -> str:
+    try:
+        from importlib.metadata import version
+
+        return version("accelopt-studio")
+    except Exception:  # noqa: BLE001 - not installed: read the checkout's pyproject
+        import tomllib
+        from pathlib import Path
+
+        pyproject = Path(__file__).resolve().parents[2] / "pyproject.toml"
+        try:
+            return str(tomllib.loads(pyproject.read_text())["project"]["version"])
+        except (OSError, KeyError, ValueError):
+            return "unknown"
+
+
+class _Stop(Exception):
+    """Ends an attempt with a result (raised from deep inside the per-seed loop)."""
+
+    def __init__(self, result: EvaluationResult, retry: bool = False) -> None:
+        super().__init__(result.error_message)
+        self.result = result
+        self.retry = retry
+
+
+@dataclass
+class _Attempt:
+    backend: Backend
+    kernel_source: str
+    reference_source: str
+    kernel_name: str
+    platform: str
+    seeds: tuple[int, ...]
+    distributions: Sequence[str] | None
+    tolerance: float
+    limits: Limits
+    peak_counts: Mapping[str, float] | None
+    guards: dict[str, bool]
+    context: dict[str, Any]
+    errors: list[tuple[float | None, ...]] = field(default_factory=list)
+    plan: tuple[str, ...] = ()
+    zero_expected: list[tuple[bool, ...]] = field(default_factory=list)
+
+    # -- results ----------------------------------------------------------------------------------
+
+    def fail(self, kind: ErrorKind, message: str, *, line: int | None = None, detail: str = "",
+             retry: bool = False, **flags: Any) -> _Stop:
+        result = EvaluationResult(
+            status=STATUS_FAILED, error_kind=kind, error_message=message, error_line=line, error_detail=detail,
+            relative_l2_errors=tuple(self.errors), output_errors=_worst(self.errors), seeds=self.seeds,
+            distributions=self.plan, tolerance=self.tolerance, **flags, **self.context,
+        )
+        return _Stop(result, retry)
+
+    def reference_broken(self, message: str, line: int | None = None, detail: str = "") -> _Stop:
+        # Not the kernel's fault, and retrying a deterministic reference will not help.
+        return self.fail(ErrorKind.INFRASTRUCTURE_ERROR, f"the reference is broken: {message}", line=line,
+                         detail=detail)
+
+    def child_failed(self, exc: ChildError, who: str, **flags: Any) -> _Stop:
+        if who == "reference" and exc.kind != "infrastructure_error":
+            return self.reference_broken(exc.message, detail=exc.diagnostics)
+        if who == "profile" and exc.kind != "infrastructure_error":
+            return self.fail(ErrorKind.INFRASTRUCTURE_ERROR, f"the performance model failed: {exc.message}",
+                             detail=exc.diagnostics, **flags)
+        kind = ErrorKind(exc.kind)
+        return self.fail(kind, exc.message, detail=exc.diagnostics[-4000:],
+                         retry=kind is ErrorKind.INFRASTRUCTURE_ERROR, **flags)
+
+    def kernel_reply_failed(self, reply: dict[str, Any], **flags: Any) -> _Stop:
+        kind = ErrorKind(reply["kind"])
+        return self.fail(kind, reply.get("message", ""), line=reply.get("line"), detail=reply.get("detail", ""),
+                         retry=kind is ErrorKind.INFRASTRUCTURE_ERROR and reply.get("retry", True), **flags)
+
+    # -- the steps ----------------------------------------------------------------------------------
+
+    def run(self) -> EvaluationResult:
+        config = {"backend": self.backend.name, "platform": self.platform, "guards": self.guards}
+        # Both children start together: their interpreter start-up overlaps.
+        with ChildProcess("reference", config, self.limits) as reference, \
+                ChildProcess("kernel", config, self.limits) as kernel:
+            self.load_reference(reference)
+            self.load_kernel(kernel)
+            traces = [self.check_seed(reference, kernel, index) for index in range(len(self.seeds))]
+        return self.profile(traces)
+
+    def load_reference(self, reference: ChildProcess) -> None:
+        try:
+            reply, _ = reference.request({"op": "load", "source": self.reference_source})
+        except ChildError as exc:
+            raise self.child_failed(exc, "reference") from None
+        if not reply["ok"]:
+            if reply["kind"] == "infrastructure_error":
+                raise self.fail(ErrorKind.INFRASTRUCTURE_ERROR, reply["message"], retry=True)
+            raise self.reference_broken(reply["message"], reply.get("line"), reply.get("detail", ""))
+        allowed = self.distributions if self.distributions is not None else reply.get("distributions")
+        try:
+            self.plan = plan_distributions(len(self.seeds), allowed if allowed is not None else DISTRIBUTIONS)
+        except ValueError as exc:
+            raise self.reference_broken(str(exc)) from None
+
+    def load_kernel(self, kernel: ChildProcess) -> None:
+        try:
+            reply, _ = kernel.request({"op": "load", "source": self.kernel_source, "kernel_name": self.kernel_name})
+        except ChildError as exc:
+            raise self.child_failed(exc, "kernel") from None
+        if not reply["ok"]:
+            raise self.kernel_reply_failed(reply, compiled=False)
+
+    def check_seed(self, reference: ChildProcess, kernel: ChildProcess, index: int) -> dict[str, Any] | None:
+        seed, distribution = self.seeds[index], self.plan[index]
+        where = f"seed {seed} ({distribution} inputs)"
+        try:
+            rendered, arrays = reference.request({"op": "render", "seed": seed, "distribution": distribution,
+                                                  "index": index})
+        except ChildError as exc:
+            raise self.child_failed(exc, "reference") from None
+        if not rendered["ok"]:
+            raise self.reference_broken(rendered["message"], rendered.get("line"), rendered.get("detail", ""))
+        inputs = [arrays[f"in{i}"] for i in range(rendered["input_count"])]
+        expected = [arrays[f"exp{i}"] for i in range(rendered["expected_count"])]
+
+        try:
+            ran, produced = kernel.request({"op": "run", "input_count": len(inputs)},
+                                           {f"in{i}": a for i, a in enumerate(inputs)})
+        except ChildError as exc:
+            raise self.child_failed(exc, "kernel", compiled=True) from None
+        if not ran["ok"]:
+            compiled = ran["kind"] != ErrorKind.COMPILE_ERROR.value
+            raise self.kernel_reply_failed(ran, compiled=compiled, runnable=False)
+        ran_flags = {"compiled": True, "runnable": True}
+        outputs = [produced[f"out{i}"] for i in range(ran["output_count"])]
+        after = [produced[f"after{i}"] for i in range(len(inputs))]
+
+        try:
+            checks.check_inputs_unchanged(inputs, after)
+        except checks.CheckFailed as exc:
+            raise self.fail(ErrorKind.INCORRECT, f"{exc} ({where})", **ran_flags) from None
+
+        trace = None
+        if "trace" in ran:
+            trace = {"meta": ran["trace"], "arrays": {k: v for k, v in produced.items() if k.startswith("trace.")}}
+            try:
+                checks.check_trace_precision(_trace_dtypes(trace), checks.reference_precision(expected))
+            except checks.CheckFailed as exc:
+                raise self.fail(ErrorKind.INCORRECT, str(exc), **ran_flags) from None
+            trace["latency_ms"] = None
+        elif ran.get("latency_ms") is not None:
+            trace = {"latency_ms": float(ran["latency_ms"])}
+
+        try:
+            transformed, shaped = reference.request({"op": "transform", "index": index, "output_count": len(outputs)},
+                                                    {f"out{i}": o for i, o in enumerate(outputs)})
+        except ChildError as exc:
+            raise self.child_failed(exc, "reference") from None
+        if not transformed["ok"]:
+            if transformed["kind"] == "transform_error":
+                shapes = [list(o.shape) for o in outputs]
+                wanted = [list(e.shape) for e in expected]
+                raise self.fail(ErrorKind.INCORRECT, f"kernel returned outputs of shapes {shapes}; the reference "
+                                f"expects {wanted} (transform_nki_outputs: {transformed['message']})", **ran_flags)
+            raise self.reference_broken(transformed["message"])
+        final = [shaped[f"out{i}"] for i in range(transformed["output_count"])]
+        self.compare(final, expected, where, ran_flags)
+        return trace
+
+    def compare(self, outputs: list[np.ndarray], expected: list[np.ndarray], where: str, flags: dict[str, Any]) -> None:
+        try:
+            checks.check_output_layout(outputs, expected)
+            checks.check_output_precision(outputs, expected)
+        except checks.CheckFailed as exc:
+            raise self.fail(ErrorKind.INCORRECT, f"{exc} ({where})", **flags) from None
+        errors = tuple(checks.relative_l2(o, e) for o, e in zip(outputs, expected, strict=True))
+        self.errors.append(errors)
+        for index, (out, ref) in enumerate(zip(outputs, expected, strict=True)):
+            problem = checks.non_finite_mismatch(out, ref)
+            if problem:
+                raise self.fail(ErrorKind.INCORRECT, f"output {index}: {problem} ({where})", **flags)
+        for index, error in enumerate(errors):
+            if not error <= self.tolerance:
+                raise self.fail(ErrorKind.INCORRECT, f"output {index} differs from the reference: relative L2 "
+                                f"error {error:.3e} exceeds the tolerance {self.tolerance:.0e} ({where})", **flags)
+        # An output the reference leaves at zero for every seed cannot tell a real kernel from one that
+        # writes nothing; that is a reference to fix, not a pass.
+        self.zero_expected.append(tuple(not np.any(e) for e in expected))
+        if len(self.zero_expected) == len(self.seeds):
+            for index, zeros in enumerate(zip(*self.zero_expected, strict=True)):
+                if all(zeros):
+                    raise self.reference_broken(f"its output {index} is all zeros for every seed, so correctness "
+                                                "cannot be told apart from a kernel that writes nothing")
+
+    def profile(self, traces: list[dict[str, Any] | None]) -> EvaluationResult:
+        correct = {"compiled": True, "runnable": True, "correct": True}
+        latency_ms, profile, timeline = None, {}, None
+        perf_version = self.context.get("perf_model_version", "")
+        first = traces[0] if traces else None
+        if first is not None and "meta" in first:
+            counts = {len(t["arrays"]["trace.col.engine"]) for t in traces if t is not None}
+            if len(counts) > 1:
+                raise self.fail(ErrorKind.SUSPICIOUS, "the kernel executed different instruction streams for "
+                                f"different inputs ({sorted(counts)} instructions); NKI kernels are traced once "
+                                "per shape, so this looks like input-dependent shortcuts", **correct)
+            if not min(counts):
+                raise self.fail(ErrorKind.SUSPICIOUS, "the kernel's outputs are correct but the simulator recorded "
+                                "no instructions: its work is hidden from the performance model", **correct)
+            try:
+                with ChildProcess("profile", {"backend": self.backend.name}, self.limits) as profiler:
+                    report, _ = profiler.request({"op": "profile", "platform": self.platform,
+                                                  "trace": first["meta"]}, first["arrays"])
+            except ChildError as exc:
+                raise self.child_failed(exc, "profile", **correct) from None
+            if not report["ok"]:
+                raise self.fail(ErrorKind.INFRASTRUCTURE_ERROR, f"the performance model failed: {report['message']}",
+                                detail=report.get("detail", ""), retry=True, **correct)
+            latency_ms, profile, timeline = report["latency_ms"], report["profile"], report["timeline"]
+            perf_version = report.get("perf_model_version") or perf_version
+        elif first is not None:
+            latency_ms = first["latency_ms"]
+
+        peak_ms = peak_fraction = None
+        if self.peak_counts and latency_ms:
+            from benchmark.perf.peak import theoretical_peak_ms
+
+            peak_ms = theoretical_peak_ms(self.platform, **dict(self.peak_counts))
+            peak_fraction = peak_ms / latency_ms
+        context = dict(self.context, perf_model_version=perf_version)
+        result = EvaluationResult(
+            status=STATUS_OK, **correct, relative_l2_errors=tuple(self.errors), output_errors=_worst(self.errors),
+            tolerance=self.tolerance, seeds=self.seeds, distributions=self.plan, latency_ms=latency_ms,
+            theoretical_peak_ms=peak_ms, peak_fraction=peak_fraction, profile=profile, timeline=timeline,
+            **context,
+        )
+        if latency_ms is not None and latency_ms <= 0:
+            return replace(result, status=STATUS_FAILED, error_kind=ErrorKind.SUSPICIOUS,
+                           error_message=f"non-positive latency {latency_ms} ms; held for review")
+        if peak_fraction is not None and peak_fraction > 1.0:
+            return replace(result, status=STATUS_FAILED, error_kind=ErrorKind.SUSPICIOUS,
+                           error_message=f"latency {latency_ms:.4g} ms is below the platform's theoretical peak "
+                                         f"{peak_ms:.4g} ms (peak fraction {peak_fraction:.2f} > 1); held for review")
+        return result
+
+
+def _worst(errors: list[tuple[float | None, ...]]) -> tuple[float | None, ...]:
+    if not errors:
+        return ()
+    return tuple(max(column) for column in zip(*errors, strict=False))
+
+
+def _trace_dtypes(trace: dict[str, Any]) -> checks.TraceDtypes:
+    arrays, meta = trace["arrays"], trace["meta"]
+    return checks.TraceDtypes(
+        engine=arrays["trace.col.engine"], dtype=arrays["trace.col.dtype"], opcode=arrays["trace.col.opcode"],
+        line=arrays["trace.col.line"], dtype_names=list(meta["dtype_names"]), op_names=list(meta["op_names"]),
+    )
+
+
+# Every guard on; tests of the lower layers switch single ones off to prove the others hold on their own.
+ALL_GUARDS = {"imports": True, "audit": True}
+
+
+def evaluate(
+    kernel_source: str,
+    reference_source: str,
+    *,
+    platform: str = "trn1",
+    backend: str = "simulator",
+    peak_counts: Mapping[str, float] | None = None,
+    seeds: Sequence[int] | None = None,
+    kernel_name: str | None = None,
+    limits: Limits = Limits(),  # noqa: B008 - frozen dataclass, safe as a default
+    tolerance: float | None = None,
+    distributions: Sequence[str] | None = None,
+    _guards: Mapping[str, bool] | None = None,
+) -> EvaluationResult:
+    """Evaluate one kernel against one reference. Never raises for anything the kernel or reference does.
+
+    `peak_counts` are `theoretical_peak_ms`'s keyword arguments (vector_flops, matmul_flops, hbm_bytes).
+    `seeds` reproduces an earlier evaluation (at least 3); by default fresh seeds are drawn.
+    `distributions` restricts the input distributions (see benchmark.evaluation.inputs).
+    """
+    from benchmark.hardware import get_platform
+
+    started = time.monotonic()
+    get_platform(platform)  # unknown platform: the caller's mistake, raised as ValueError
+    chosen = get_backend(backend)
+    if seeds is not None and len(seeds) < MIN_SEEDS:
+        raise ValueError(f"at least {MIN_SEEDS} seeds are needed, got {len(seeds)}")
+    seed_list = tuple(int(s) % 2**32 for s in seeds) if seeds is not None else draw_seeds(MIN_SEEDS)
+    context: dict[str, Any] = {
+        "backend": chosen.name, "backend_version": chosen.version(), "perf_model_version": chosen.perf_model_version(),
+        "platform": platform, "project_version": project_version(), "kernel_name": kernel_name or "",
+    }
+
+    def finish(result: EvaluationResult, attempts: int) -> EvaluationResult:
+        return replace(result, wall_time_s=round(time.monotonic() - started, 4), attempts=attempts)
+
+    try:
+        checked = check_kernel_source(kernel_source, kernel_name)
+    except StaticCheckError as exc:
+        return finish(EvaluationResult.failure(ErrorKind.REJECTED, exc.message, line=exc.line, seeds=seed_list,
+                                               **context), 0)
+    context["kernel_name"] = checked.kernel_name
+    try:
+        check_reference_source(reference_source)
+    except StaticCheckError as exc:
+        return finish(EvaluationResult.failure(ErrorKind.INFRASTRUCTURE_ERROR, f"the reference is broken: "
+                                               f"{exc.message}", line=exc.line, seeds=seed_list, **context), 0)
+
+    attempt = 0
+    while True:
+        attempt += 1
+        job = _Attempt(
+            backend=chosen, kernel_source=kernel_source, reference_source=reference_source,
+            kernel_name=checked.kernel_name, platform=platform, seeds=seed_list, distributions=distributions,
+            tolerance=checks.RELATIVE_L2_TOLERANCE if tolerance is None else float(tolerance), limits=limits,
+            peak_counts=peak_counts, guards=dict(ALL_GUARDS, **(_guards or {})), context=context,
+        )
+        try:
+            return finish(job.run(), attempt)
+        except _Stop as stop:
+            if stop.retry and attempt <= limits.infrastructure_retries:
+                continue
+            return finish(stop.result, attempt)

@@ -1,0 +1,275 @@
+"""The sandboxed child process: its own session and process group, OS limits, a scrubbed environment, a
+private empty working directory, and pipes (never files) to talk through.
+
+`ChildProcess.request()` sends one message and waits for the reply until the child's wall deadline; at the
+deadline, or when the child is closed, the whole process group is killed with SIGKILL, so anything the
+child started dies with it.
+"""
+
+from __future__ import annotations
+
+import collections
+import json
+import os
+import selectors
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import numpy as np
+
+from benchmark.evaluation import protocol
+
+# The project root (the directory holding the `benchmark` package): the only PYTHONPATH a child gets.
+PROJECT_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+# The whole environment a child sees. Nothing else from the parent's environment passes: no API keys, no
+# DATABASE_URL, no secret key, no proxy settings.
+_THREAD_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "NUMEXPR_NUM_THREADS")
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Per-child limits. Defaults suit the mini shapes; full-size cases need more memory and time."""
+
+    wall_seconds: float = 120.0  # whole evaluation, per child
+    cpu_seconds: int = 120
+    memory_bytes: int = 4 * 1024**3  # RLIMIT_AS: address space, so numpy's allocations count
+    open_files: int = 64
+    file_bytes: int = 1024**2  # RLIMIT_FSIZE: a child has nothing to write
+    processes: int = 1  # RLIMIT_NPROC: no fork (ignored by Linux for root)
+    max_message_bytes: int = 4 * 1024**3
+    infrastructure_retries: int = 2  # extra attempts after an infrastructure failure
+
+    def child_config(self) -> dict[str, int]:
+        return {k: int(v) for k, v in asdict(self).items()
+                if k in ("cpu_seconds", "memory_bytes", "open_files", "file_bytes", "processes")}
+
+
+class ChildError(Exception):
+    """The child could not answer. `kind` is "timeout", "resource_limit" or "infrastructure_error"."""
+
+    def __init__(self, kind: str, message: str, diagnostics: str = "") -> None:
+        super().__init__(message)
+        self.kind = kind
+        self.message = message
+        self.diagnostics = diagnostics
+
+
+def child_environment(private_dir: str) -> dict[str, str]:
+    env = {
+        "PATH": "/usr/local/bin:/usr/bin:/bin",
+        "LANG": "C.UTF-8",
+        "PYTHONPATH": PROJECT_ROOT,
+        "PYTHONDONTWRITEBYTECODE": "1",
+        "PYTHONNOUSERSITE": "1",
+        "HOME": private_dir,
+        "TMPDIR": private_dir,
+    }
+    env.update({name: "1" for name in _THREAD_VARS})
+    return env
+
+
+class _StderrTail(threading.Thread):
+    """Keeps the last bytes the child wrote to stderr (kernel prints, Python crash reports)."""
+
+    def __init__(self, stream: Any, keep: int = 64 * 1024) -> None:
+        super().__init__(daemon=True)
+        self.stream = stream
+        self.chunks: collections.deque[bytes] = collections.deque()
+        self.size = 0
+        self.keep = keep
+
+    def run(self) -> None:
+        for chunk in iter(lambda: self.stream.read1(65536), b""):
+            self.chunks.append(chunk)
+            self.size += len(chunk)
+            while self.size > self.keep and len(self.chunks) > 1:
+                self.size -= len(self.chunks.popleft())
+
+    def text(self) -> str:
+        return b"".join(self.chunks).decode("utf-8", "replace")[-self.keep:]
+
+
+class ChildProcess:
+    """One sandboxed `benchmark.evaluation.child` process with a given role."""
+
+    def __init__(self, role: str, config: dict[str, Any], limits: Limits) -> None:
+        self.role = role
+        self.limits = limits
+        self.deadline = time.monotonic() + limits.wall_seconds
+        self.private_dir = tempfile.mkdtemp(prefix=f"accelopt-{role}-")
+        os.chmod(self.private_dir, 0o700)
+        self.killed_by_us = False
+        self._cpu_seconds_used = 0.0
+        full_config = dict(config, limits=limits.child_config())
+        self.proc = subprocess.Popen(
+            # -s: no user site; -B: no .pyc writes; -P: the cwd is not on sys.path.
+            [sys.executable, "-s", "-B", "-P", "-m", "benchmark.evaluation.child", role, json.dumps(full_config)],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            cwd=self.private_dir, env=child_environment(self.private_dir),
+            start_new_session=True, close_fds=True,
+        )
+        self.pgid = self.proc.pid  # start_new_session: the child leads its own session and group
+        self.stderr = _StderrTail(self.proc.stderr)
+        self.stderr.start()
+        os.set_blocking(self.proc.stdin.fileno(), False)
+        os.set_blocking(self.proc.stdout.fileno(), False)
+
+    # -- messaging --------------------------------------------------------------------------------
+
+    def request(self, header: dict[str, Any], arrays: dict[str, np.ndarray] | None = None
+                ) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+        head = json.dumps(header).encode("utf-8")
+        payload = protocol.encode_arrays(arrays or {})
+        frame = protocol.pack_frame_header(len(head), len(payload))
+        self._send(b"".join((frame, head, payload)))
+        head_len, payload_len = protocol.unpack_frame_header(self._receive(protocol.FRAME_HEADER_SIZE))
+        try:
+            protocol.check_frame_sizes(head_len, payload_len, self.limits.max_message_bytes)
+        except protocol.ProtocolError as exc:
+            self.kill()
+            raise ChildError("infrastructure_error", f"{self.role} child: {exc}") from None
+        body = self._receive(head_len + payload_len)
+        try:
+            return protocol.parse_message(body[:head_len], body[head_len:])
+        except protocol.ProtocolError as exc:
+            self.kill()
+            raise ChildError("infrastructure_error", f"{self.role} child: {exc}") from None
+
+    def _send(self, data: bytes) -> None:
+        view = memoryview(data)
+        fd = self.proc.stdin.fileno()
+        with selectors.DefaultSelector() as selector:
+            selector.register(fd, selectors.EVENT_WRITE)
+            while view:
+                if not selector.select(self._remaining()):
+                    self._on_deadline()
+                try:
+                    written = os.write(fd, view[:1 << 20])
+                except BlockingIOError:
+                    continue
+                except (BrokenPipeError, ConnectionResetError):
+                    raise self._died("while receiving its request") from None
+                view = view[written:]
+
+    def _receive(self, size: int) -> bytes:
+        buffer = bytearray()
+        fd = self.proc.stdout.fileno()
+        with selectors.DefaultSelector() as selector:
+            selector.register(fd, selectors.EVENT_READ)
+            while len(buffer) < size:
+                if not selector.select(self._remaining()):
+                    self._on_deadline()
+                try:
+                    chunk = os.read(fd, min(size - len(buffer), 1 << 22))
+                except BlockingIOError:
+                    continue
+                if not chunk:
+                    raise self._died("before answering")
+                buffer += chunk
+        return bytes(buffer)
+
+    def _remaining(self) -> float:
+        return max(0.0, self.deadline - time.monotonic())
+
+    def _on_deadline(self) -> None:
+        self.kill()
+        raise ChildError("timeout", f"the {self.role} did not finish within the wall-clock limit of "
+                                    f"{self.limits.wall_seconds:g} s; its process group was killed")
+
+    def _died(self, when: str) -> ChildError:
+        code = self._wait_exit(2.0)
+        self.kill()
+        self.stderr.join(1.0)
+        tail = self.stderr.text()
+        signalled = -code if code is not None and code < 0 else None
+        if signalled == signal.SIGXCPU or (signalled == signal.SIGKILL and self._cpu_exhausted()):
+            return ChildError("timeout", f"the {self.role} used its CPU-time limit of {self.limits.cpu_seconds} s",
+                              tail)
+        if "MemoryError" in tail or "Cannot allocate memory" in tail or "bad_alloc" in tail:
+            return ChildError("resource_limit", f"the {self.role} ran out of its memory limit of "
+                                                f"{self.limits.memory_bytes // 1024**2} MiB", tail)
+        how = f"was killed by signal {-code}" if code is not None and code < 0 else f"exited with status {code}"
+        return ChildError("infrastructure_error", f"the {self.role} evaluation process {how} {when}", tail)
+
+    def _cpu_exhausted(self) -> bool:
+        # SIGKILL at the hard CPU limit looks like any other SIGKILL; the reaped child's rusage tells.
+        return self._cpu_seconds_used >= self.limits.cpu_seconds - 0.5
+
+    def _wait_exit(self, timeout: float) -> int | None:
+        """Wait for the child to exit without reaping it (its pid keeps the group id reserved)."""
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            try:
+                info = os.waitid(os.P_PID, self.proc.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+            except ChildProcessError:
+                return self.proc.returncode
+            if info is not None:
+                if info.si_code == os.CLD_EXITED:
+                    return info.si_status
+                return -info.si_status
+            time.sleep(0.01)
+        return None
+
+    # -- shutdown ---------------------------------------------------------------------------------
+
+    def kill(self) -> None:
+        """SIGKILL the whole process group, then reap the leader."""
+        if self.proc.returncode is not None:
+            return
+        self.killed_by_us = True
+        try:
+            os.killpg(self.pgid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        self._reap()
+
+    def _reap(self) -> None:
+        try:
+            _, status, usage = os.wait4(self.proc.pid, 0)
+            self._cpu_seconds_used = usage.ru_utime + usage.ru_stime
+            self.proc.returncode = os.waitstatus_to_exitcode(status)
+        except ChildProcessError:
+            self.proc.wait()
+
+    def close(self) -> None:
+        """Ask the child to exit, then kill its group regardless (forked leftovers die too)."""
+        if self.proc.returncode is None:
+            self._send_exit()
+            self._wait_exit(1.0)
+            try:
+                os.killpg(self.pgid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+            self._reap()
+        for stream in (self.proc.stdin, self.proc.stdout):
+            try:
+                stream.close()
+            except OSError:
+                pass
+        self.stderr.join(1.0)
+        self.proc.stderr.close()
+        shutil.rmtree(self.private_dir, ignore_errors=True)
+
+    def _send_exit(self) -> None:
+        head = json.dumps({"op": "exit"}).encode()
+        try:
+            os.write(self.proc.stdin.fileno(), protocol.pack_frame_header(len(head), 0) + head)
+        except (BlockingIOError, BrokenPipeError, OSError):
+            pass
+
+    def diagnostics(self) -> str:
+        return self.stderr.text()
+
+    def __enter__(self) -> ChildProcess:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
