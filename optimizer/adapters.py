@@ -1,0 +1,493 @@
+"""Django implementations of the interfaces `optimizer.search` is written against.
+
+* `DjangoEvaluator`  — kernels become `benchmark.Kernel` rows and are evaluated through
+  `benchmark.services.request_evaluation`, whose cache (kernel, platform, backend, version) is why a
+  resumed run never evaluates a kernel twice: an evaluation finished before a crash is simply found.
+* `DjangoMemory`     — `memory.services.select_entries` / `add_entry` (idempotent on the item key).
+* `RunRecorder`      — the event sink and the checkpoint store in one: events emitted during a search
+  step are buffered and written, together with the checkpoint and the rows they describe (Iteration,
+  Candidate, AgentCall, the Run's totals and best kernel), in ONE transaction when the step saves. A
+  crash therefore loses a whole step or nothing, and the event log never repeats or skips a step.
+  Events are published to the run's channel-layer group after that transaction commits.
+
+The checkpoint stores kernel sources by sha only (they are Kernel rows already), so it stays small
+however many kernels a run writes; `load()` puts the sources back.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from asgiref.sync import sync_to_async
+from django.core.exceptions import ValidationError
+from django.db import close_old_connections, transaction
+from django.utils import timezone
+
+from benchmark import services as benchmark_services
+from benchmark.models import Evaluation, EvaluationStatus, Kernel, KernelOrigin
+from memory import services as memory_services
+from memory.models import EntryStatus, SourceKind
+from optimizer.agents.base import MemoryItem, ProblemContext
+from optimizer.events import append_events, publish_events_async
+from optimizer.models import (
+    AgentCall,
+    Candidate,
+    CandidateStatus,
+    Iteration,
+    IterationStatus,
+    Run,
+    RunEvent,
+    RunStatus,
+)
+from optimizer.search import FAILED, SUCCEEDED
+
+logger = logging.getLogger(__name__)
+
+INFRASTRUCTURE_ERROR = "infrastructure_error"
+
+
+class LostClaim(Exception):
+    """The run is no longer held by this worker (taken over after a missed heartbeat, or finished)."""
+
+
+def problem_context(run: Run) -> ProblemContext:
+    problem = run.problem
+    return ProblemContext(
+        slug=problem.slug,
+        reference_source=problem.reference_source,
+        platform=run.platform,
+        family=problem.family,
+        description=problem.description or problem.title,
+    )
+
+
+# --- evaluation ---------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Rejected:
+    """A source the benchmark app refused to store (too large, NUL bytes): reported like a static-check
+    rejection, so the search treats it as a failed kernel rather than crashing."""
+
+    error_message: str
+    correct: bool = False
+    latency_ms: float | None = None
+    peak_fraction: float | None = None
+    error_kind: str = "rejected"
+    profile: Any = None
+
+
+class DjangoEvaluator:
+    """`evaluate_many` for one run: its problem, platform and backend."""
+
+    def __init__(
+        self,
+        run: Run,
+        *,
+        infrastructure_retries: int = 2,
+        poll_interval_s: float = 0.2,
+        timeout_s: float = 3600.0,
+    ) -> None:
+        self.run_id = run.pk
+        self.problem = run.problem
+        self.platform = run.platform
+        self.backend = run.backend
+        self.infrastructure_retries = infrastructure_retries
+        self.poll_interval_s = poll_interval_s
+        self.timeout_s = timeout_s
+
+    async def evaluate_many(self, sources: Sequence[str]) -> Sequence[Any]:
+        # Not thread_sensitive: the wait must not block the one thread the web requests' ORM calls share.
+        return await sync_to_async(self._evaluate_many, thread_sensitive=False)(list(sources))
+
+    def _evaluate_many(self, sources: list[str]) -> list[Any]:
+        try:
+            results: list[Any] = [None] * len(sources)
+            pending: dict[int, Evaluation] = {}
+            for index, source in enumerate(sources):
+                try:
+                    kernel, _ = benchmark_services.create_kernel(
+                        self.problem, source, origin=KernelOrigin.GENERATED, run_id=self.run_id
+                    )
+                except ValidationError as error:
+                    results[index] = _Rejected(" ".join(error.messages))
+                    continue
+                pending[index] = benchmark_services.request_evaluation(kernel, self.platform, self.backend)
+            for index, evaluation in self._wait(pending).items():
+                results[index] = evaluation
+            return results
+        finally:
+            close_old_connections()
+
+    def _wait(self, pending: dict[int, Evaluation]) -> dict[int, Evaluation]:
+        """Wait for the evaluations; an infrastructure error (ours, not the kernel's) is retried and, if it
+        persists, raised: the search then fails the run instead of blaming the kernel."""
+        deadline = time.monotonic() + self.timeout_s
+        retries = {index: 0 for index in pending}
+        done: dict[int, Evaluation] = {}
+        while pending:
+            benchmark_services.wait_for_evaluations(pending.values(), timeout=self.poll_interval_s)
+            for index, evaluation in list(pending.items()):
+                evaluation.refresh_from_db()
+                if evaluation.status != EvaluationStatus.DONE:
+                    continue
+                if evaluation.error_kind == INFRASTRUCTURE_ERROR:
+                    if retries[index] >= self.infrastructure_retries:
+                        raise RuntimeError(
+                            f"evaluation {evaluation.pk} of kernel {evaluation.kernel_id} failed on our side "
+                            f"{retries[index] + 1} times: {evaluation.error_message}"
+                        )
+                    retries[index] += 1
+                    pending[index] = benchmark_services.request_evaluation(
+                        evaluation.kernel, self.platform, self.backend
+                    )
+                    continue
+                done[index] = pending.pop(index)
+            if pending and time.monotonic() > deadline:
+                raise TimeoutError(f"{len(pending)} evaluations still pending after {self.timeout_s:.0f} s")
+            if pending:
+                # Pending rows run elsewhere (another process, or a pool thread): ask again, which also
+                # restarts an evaluation whose runner died (the benchmark app's stale rule).
+                time.sleep(self.poll_interval_s)
+                for index, evaluation in list(pending.items()):
+                    evaluation.refresh_from_db()
+                    if evaluation.status != EvaluationStatus.DONE:
+                        pending[index] = benchmark_services.request_evaluation(
+                            evaluation.kernel, self.platform, self.backend
+                        )
+        return done
+
+
+# --- memory -------------------------------------------------------------------------------------------
+
+
+class DjangoMemory:
+    def __init__(self, run: Run) -> None:
+        self.run_id = run.pk
+        self.problem = run.problem
+
+    async def select(self, problem: ProblemContext, k: int) -> Sequence[MemoryItem]:
+        return await sync_to_async(self._select)(k)
+
+    def _select(self, k: int) -> list[MemoryItem]:
+        entries = memory_services.select_entries(problem=self.problem, family=self.problem.family, limit=k)
+        return [
+            MemoryItem(
+                key=entry.source_key or f"memory:{entry.pk}",
+                title=entry.title,
+                summary=entry.summary,
+                polarity=entry.polarity,
+                speedup=entry.speedup,
+                slow_kernel=entry.slow_kernel,
+                fast_kernel=entry.fast_kernel,
+                problem=entry.problem.slug if entry.problem_id else "",
+                family=entry.family,
+                provenance={"entry": entry.pk, "source": entry.source_kind, "label": entry.source_label},
+                pinned=entry.status == EntryStatus.PINNED,
+            )
+            for entry in entries
+        ]
+
+    async def add(self, item: MemoryItem) -> None:
+        await sync_to_async(self._add)(item)
+
+    def _add(self, item: MemoryItem) -> None:
+        candidate_key = str(item.provenance.get("candidate", ""))
+        candidate_id = (
+            Candidate.objects.filter(iteration__run_id=self.run_id, key=candidate_key)
+            .values_list("pk", flat=True)
+            .first()
+        )
+        memory_services.add_entry(
+            title=item.title,
+            summary=item.summary,
+            slow_kernel=item.slow_kernel,
+            fast_kernel=item.fast_kernel,
+            speedup=item.speedup,
+            polarity=item.polarity,
+            problem=self.problem,
+            family=item.family,
+            source_kind=SourceKind.RUN,
+            source_run_id=self.run_id,
+            source_candidate_id=candidate_id,
+            source_key=item.key,
+            source_label=f"run {self.run_id}, candidate {candidate_key}",
+        )
+
+
+# --- events and checkpoints ---------------------------------------------------------------------------
+
+
+def _candidate_indexes(key: str) -> tuple[int, int]:
+    """"<iteration>.<beam>.<plan>.<sample>" -> (plan, sample)."""
+    parts = key.split(".")
+    try:
+        return int(parts[2]), int(parts[3])
+    except (IndexError, ValueError):
+        return 0, 0
+
+
+class RunRecorder:
+    """EventSink and CheckpointStore of one run, held by one worker."""
+
+    def __init__(self, run: Run, worker_id: str) -> None:
+        self.run_id = run.pk
+        self.problem = run.problem
+        self.platform = run.platform
+        self.backend = run.backend
+        self.start_kernel_id = run.start_kernel_id
+        self.worker_id = worker_id
+        self._buffer: list[tuple[str, dict[str, Any]]] = []
+        self._kernel_ids: dict[str, int] = {}
+        self._projected: dict[str, tuple[Any, ...]] = {}
+        self.saves = 0
+
+    # EventSink
+    async def emit(self, kind: str, payload: dict[str, Any]) -> None:
+        self._buffer.append((kind, payload))
+
+    # CheckpointStore
+    async def load(self) -> dict[str, Any] | None:
+        return await sync_to_async(self._load)()
+
+    def _load(self) -> dict[str, Any] | None:
+        checkpoint = Run.objects.values_list("checkpoint", flat=True).get(pk=self.run_id)
+        if checkpoint is None:
+            return None
+        state = dict(checkpoint)
+        shas = state.pop("kernel_shas", [])
+        inline = state.pop("inline_kernels", {})
+        sources = dict(
+            Kernel.objects.filter(problem=self.problem, sha256__in=shas).values_list("sha256", "source")
+        )
+        self._kernel_ids = dict(
+            Kernel.objects.filter(problem=self.problem, sha256__in=shas).values_list("sha256", "pk")
+        )
+        missing = [sha for sha in shas if sha not in sources and sha not in inline]
+        if missing:
+            raise RuntimeError(f"run {self.run_id}: checkpoint names {len(missing)} kernels no longer stored")
+        state["kernels"] = {sha: sources.get(sha) or inline[sha] for sha in shas}
+        return state
+
+    async def save(self, state: dict[str, Any]) -> None:
+        events, self._buffer = self._buffer, []
+        stored = await sync_to_async(self._save)(state, events)
+        self.saves += 1
+        await publish_events_async(self.run_id, stored)
+
+    def _save(self, state: dict[str, Any], events: list[tuple[str, dict[str, Any]]]) -> list[RunEvent]:
+        with transaction.atomic():
+            now = timezone.now()
+            # Holding the claim is checked inside the transaction: a worker that lost the run writes nothing.
+            if not Run.objects.filter(pk=self.run_id, claimed_by=self.worker_id, status=RunStatus.RUNNING).update(
+                heartbeat_at=now
+            ):
+                raise LostClaim(f"run {self.run_id} is no longer held by worker {self.worker_id}")
+            checkpoint, inline = self._store_kernels(state)
+            iteration = self._project_iteration(state, now)
+            stored_events = self._store_events(state, events, iteration)
+            self._project_candidates(state, iteration)
+            self._update_run(state, checkpoint, inline, now)
+        return stored_events
+
+    # -- projection of the search state onto rows ---------------------------------------------------------
+
+    def _parents(self, state: dict[str, Any]) -> dict[str, str]:
+        parents: dict[str, str] = {}
+        for candidate in state["candidates"]:
+            for sha in candidate["attempts"]:
+                parents.setdefault(sha, candidate["parent_sha"])
+        return parents
+
+    def _store_kernels(self, state: dict[str, Any]) -> tuple[dict[str, Any], dict[str, str]]:
+        """Every kernel of the state as a Kernel row; the checkpoint keeps their shas only."""
+        kernels: dict[str, str] = state["kernels"]
+        new = [sha for sha in kernels if sha not in self._kernel_ids]
+        if new:
+            self._kernel_ids.update(
+                Kernel.objects.filter(problem=self.problem, sha256__in=new).values_list("sha256", "pk")
+            )
+        parents = self._parents(state)
+        inline: dict[str, str] = {}
+        for sha in kernels:
+            if sha in self._kernel_ids:
+                continue
+            parent_id = self._kernel_ids.get(parents.get(sha, ""))
+            try:
+                kernel, _ = benchmark_services.create_kernel(
+                    self.problem,
+                    kernels[sha],
+                    origin=KernelOrigin.GENERATED,
+                    parent=Kernel(pk=parent_id) if parent_id else None,
+                    run_id=self.run_id,
+                )
+            except ValidationError:
+                inline[sha] = kernels[sha]  # refused by the benchmark app: keep it in the checkpoint
+                continue
+            self._kernel_ids[sha] = kernel.pk
+        checkpoint = {key: value for key, value in state.items() if key != "kernels"}
+        checkpoint["kernel_shas"] = list(kernels)
+        return checkpoint, inline
+
+    def _project_iteration(self, state: dict[str, Any], now: Any) -> Iteration | None:
+        index = state["iteration"]
+        if index < 1:
+            return None
+        iteration, created = Iteration.objects.get_or_create(
+            run_id=self.run_id,
+            index=index,
+            defaults={"beam_kernel_ids": [self._kernel_ids.get(m["sha"]) for m in state["beam"]]},
+        )
+        # _step_next appends the finished iteration to the history and starts the next in the same step.
+        if state["history"]:
+            summary = state["history"][-1]
+            Iteration.objects.filter(
+                run_id=self.run_id, index=summary["iteration"], status=IterationStatus.RUNNING
+            ).update(status=IterationStatus.FINISHED, finished=now, best_latency_ms=summary.get("best_latency_ms"))
+        if state["phase"] in ("summarize", "next") and not iteration.next_beam_kernel_ids:
+            iteration.next_beam_kernel_ids = [self._kernel_ids.get(m["sha"]) for m in state["beam"]]
+            best = min(state["beam"], key=lambda m: m["latency_ms"]) if state["beam"] else None
+            iteration.best_latency_ms = best["latency_ms"] if best else None
+            if best:
+                iteration.best_peak_fraction = state["evaluations"].get(best["sha"], {}).get("peak_fraction")
+            iteration.save(update_fields=["next_beam_kernel_ids", "best_latency_ms", "best_peak_fraction"])
+        return iteration
+
+    def _evaluation_ids(self, kernel_ids: list[int]) -> dict[int, int]:
+        if not kernel_ids:
+            return {}
+        version = benchmark_services.backend_version(self.backend)
+        return dict(
+            Evaluation.objects.filter(
+                kernel_id__in=kernel_ids, platform=self.platform, backend=self.backend, backend_version=version
+            ).values_list("kernel_id", "pk")
+        )
+
+    def _project_candidates(self, state: dict[str, Any], iteration: Iteration | None) -> None:
+        if iteration is None:
+            return
+        plans = {plan["key"]: plan["text"] for plan in state["plans"]}
+        evaluations = state["evaluations"]
+        changed = []
+        for record in state["candidates"]:
+            sha = record["attempts"][-1] if record["attempts"] else None
+            evaluation = evaluations.get(sha) if sha else None
+            row = (
+                sha,
+                bool(evaluation),
+                record["unusable"],
+                record["fixes"],
+                record["speedup"],
+                record["chosen"],
+            )
+            projected_key = f"{iteration.index}:{record['key']}"
+            if self._projected.get(projected_key) != row:
+                changed.append((record, sha, evaluation))
+                self._projected[projected_key] = row
+        if not changed:
+            return
+        kernel_ids = [self._kernel_ids[sha] for _, sha, ev in changed if sha in self._kernel_ids and ev]
+        evaluation_ids = self._evaluation_ids(kernel_ids)
+        for record, sha, evaluation in changed:
+            plan_index, sample_index = _candidate_indexes(record["key"])
+            kernel_id = self._kernel_ids.get(sha) if sha else None
+            if record["unusable"]:
+                status, error = CandidateStatus.UNUSABLE, record["unusable"]
+            elif evaluation is not None:
+                status, error = CandidateStatus.EVALUATED, evaluation.get("error_message") or ""
+            else:
+                status, error = CandidateStatus.WRITTEN, ""
+            Candidate.objects.update_or_create(
+                iteration=iteration,
+                key=record["key"],
+                defaults={
+                    "parent_kernel_id": self._kernel_ids.get(record["parent_sha"], self.start_kernel_id),
+                    "plan_index": plan_index,
+                    "sample_index": sample_index,
+                    "plan": plans.get(record["plan_key"], ""),
+                    "kernel_id": kernel_id,
+                    "evaluation_id": evaluation_ids.get(kernel_id) if evaluation is not None else None,
+                    "status": status,
+                    "fix_attempts": record["fixes"],
+                    "correct": evaluation.get("correct") if evaluation is not None else None,
+                    "latency_ms": evaluation.get("latency_ms") if evaluation is not None else None,
+                    "peak_fraction": evaluation.get("peak_fraction") if evaluation is not None else None,
+                    "speedup": record["speedup"],
+                    "chosen": record["chosen"],
+                    "error": error,
+                },
+            )
+
+    def _store_events(
+        self, state: dict[str, Any], events: list[tuple[str, dict[str, Any]]], iteration: Iteration | None
+    ) -> list[RunEvent]:
+        """AgentCall rows for agent.call events (the event keeps a summary and the row id), then the log."""
+        candidate_ids = (
+            dict(Candidate.objects.filter(iteration=iteration).values_list("key", "pk")) if iteration else {}
+        )
+        unusable = {(p.get("task_key"), p.get("role")) for kind, p in events if kind == "agent.unusable"}
+        log: list[tuple[str, dict[str, Any]]] = []
+        for kind, payload in events:
+            if kind == "agent.call":
+                call = payload.get("call", {})
+                task_key = str(payload.get("task_key", ""))
+                row = AgentCall.objects.create(
+                    run_id=self.run_id,
+                    iteration=iteration if iteration and payload.get("iteration") == iteration.index else None,
+                    candidate_id=candidate_ids.get(task_key.split("#", 1)[0]),
+                    role=call.get("role", ""),
+                    model=call.get("model", ""),
+                    prompt=call.get("prompt", []),
+                    response=call.get("response", ""),
+                    prompt_tokens=call.get("prompt_tokens", 0),
+                    completion_tokens=call.get("completion_tokens", 0),
+                    latency_ms=call.get("latency_ms"),
+                    cost_usd=call.get("cost_usd", 0.0),
+                    error=call.get("error", ""),
+                    usable=(task_key, call.get("role")) not in unusable and not call.get("error"),
+                )
+                payload = {
+                    "iteration": payload.get("iteration"),
+                    "task_key": task_key,
+                    "agent_call": row.pk,
+                    **{
+                        key: call.get(key)
+                        for key in ("role", "model", "prompt_tokens", "completion_tokens", "latency_ms",
+                                    "cost_usd", "error", "attempts", "finish_reason")
+                    },
+                }
+            log.append((kind, payload))
+        return append_events(self.run_id, log)
+
+    def _update_run(self, state: dict[str, Any], checkpoint: dict[str, Any], inline: dict[str, str], now: Any) -> None:
+        if inline:
+            checkpoint["inline_kernels"] = inline
+        totals = state["totals"]
+        beam = state["beam"]
+        best = min(beam, key=lambda m: m["latency_ms"]) if beam else None
+        start = state["evaluations"].get(state["start_sha"])
+        fields: dict[str, Any] = {
+            "checkpoint": checkpoint,
+            "current_iteration": state["iteration"],
+            "prompt_tokens": totals["prompt_tokens"],
+            "completion_tokens": totals["completion_tokens"],
+            "cost_usd": totals["cost_usd"],
+            "start_latency_ms": start.get("latency_ms") if start else None,
+        }
+        if best is not None:
+            fields["best_kernel_id"] = self._kernel_ids.get(best["sha"])
+            fields["best_latency_ms"] = best["latency_ms"]
+            fields["best_peak_fraction"] = state["evaluations"].get(best["sha"], {}).get("peak_fraction")
+        if state["status"] in (SUCCEEDED, FAILED):
+            fields.update(
+                status=RunStatus.SUCCEEDED if state["status"] == SUCCEEDED else RunStatus.FAILED,
+                error_message=state.get("error", ""),
+                finished=now,
+                claimed_by="",
+            )
+        Run.objects.filter(pk=self.run_id).update(**fields)
+

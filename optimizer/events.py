@@ -1,0 +1,100 @@
+"""The run event log: append with a per-run seq, publish to the run's channel-layer group, render.
+
+Every RunEvent is stored before it is published, and published only after its transaction commits, so
+a websocket client that replays from the database and then listens live never sees an event the
+database does not hold. Seqs are gapless per run (1, 2, 3, ...): a client that has seen seq n asks for
+everything after n and gets exactly what it missed.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from asgiref.sync import async_to_sync
+from channels.layers import get_channel_layer
+from django.db import transaction
+from django.db.models import F
+from django.template.loader import render_to_string
+
+from optimizer.models import Run, RunEvent
+
+logger = logging.getLogger(__name__)
+
+EVENT_MESSAGE_TYPE = "run.event"  # handled by RunEventsConsumer.run_event
+EVENT_PARTIAL = "optimizer/partials/event.html"
+
+# Kinds the worker and the services add around the search's own (optimizer.search.EVENT_KINDS).
+RUN_LIFECYCLE_KINDS = ("run.queued", "run.paused", "run.resumed", "run.cancelled", "run.resumed_after_crash")
+
+
+def group_name(run_id: int) -> str:
+    return f"run-{run_id}"
+
+
+def append_events(run_id: int, events: Sequence[tuple[str, dict[str, Any]]]) -> list[RunEvent]:
+    """Store events with the next seqs of the run. Call inside the transaction that makes them true.
+
+    The seq counter is bumped with an UPDATE first, which takes the row's write lock (PostgreSQL) or the
+    database write lock (SQLite) before the number is read, so two writers never get the same seq.
+    """
+    if not events:
+        return []
+    with transaction.atomic():
+        updated = Run.objects.filter(pk=run_id).update(next_event_seq=F("next_event_seq") + len(events))
+        if not updated:
+            raise Run.DoesNotExist(f"append_events: no run with id {run_id}")
+        end = Run.objects.values_list("next_event_seq", flat=True).get(pk=run_id)
+        first = end - len(events)
+        rows = [
+            RunEvent(run_id=run_id, seq=first + offset, kind=kind, payload=payload)
+            for offset, (kind, payload) in enumerate(events)
+        ]
+        return RunEvent.objects.bulk_create(rows)
+
+
+def events_after(run: Run | int, seq: int = 0, *, limit: int | None = None) -> list[RunEvent]:
+    """The run's events with seq > `seq`, in order (at most `limit`)."""
+    run_id = run if isinstance(run, int) else run.pk
+    events = RunEvent.objects.filter(run_id=run_id, seq__gt=seq).order_by("seq")
+    return list(events[:limit] if limit is not None else events)
+
+
+def _message(event: RunEvent) -> dict[str, Any]:
+    return {"type": EVENT_MESSAGE_TYPE, "event": event.to_dict()}
+
+
+async def publish_events_async(run_id: int, events: Iterable[RunEvent]) -> None:
+    layer = get_channel_layer()
+    if layer is None:
+        return
+    for event in events:
+        try:
+            await layer.group_send(group_name(run_id), _message(event))
+        except Exception:  # a broken channel layer must not stop the run; clients replay from the database
+            logger.exception("run %s: could not publish event %s", run_id, event.seq)
+
+
+def publish_events(run_id: int, events: Iterable[RunEvent]) -> None:
+    """From synchronous code (services, views): publish once the surrounding transaction commits."""
+    events = list(events)
+    if events:
+        transaction.on_commit(lambda: async_to_sync(publish_events_async)(run_id, events))
+
+
+def record_events(run_id: int, events: Sequence[tuple[str, dict[str, Any]]]) -> list[RunEvent]:
+    """append_events + publish_events, for synchronous callers."""
+    with transaction.atomic():
+        stored = append_events(run_id, events)
+        publish_events(run_id, stored)
+    return stored
+
+
+def render_event(event: RunEvent | dict[str, Any]) -> str:
+    """The HTML fragment for one event (sent by the consumer as an htmx out-of-band swap).
+
+    The run page template decides how each kind looks; this only renders the shared partial.
+    """
+    data = event.to_dict() if isinstance(event, RunEvent) else event
+    return render_to_string(EVENT_PARTIAL, {"event": data, "kind_class": data["kind"].replace(".", "-")})

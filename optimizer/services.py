@@ -1,0 +1,195 @@
+"""What can be done to optimization runs: create, read, cancel, pause, resume, and read their events.
+
+The web pages, the API and the management commands call these; the run worker (optimizer.worker)
+does the driving. State changes are conditional UPDATEs on the status, so a request racing the worker
+(cancel while it claims the run, say) never leaves a run in two states. A running run cannot be stopped
+from here directly: the request is a flag the worker honours between two search steps.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.core.exceptions import PermissionDenied, ValidationError
+from django.db import transaction
+from django.db.models import Q, QuerySet
+from django.http import Http404
+from django.utils import timezone
+
+from accounts.roles import is_admin, is_engineer
+from benchmark.models import Backend, Kernel, Platform, Problem
+from optimizer import conf
+from optimizer.events import events_after, record_events
+from optimizer.models import AgentKind, Run, RunEvent, RunStatus
+from optimizer.search import SearchConfig
+
+__all__ = [
+    "can_launch_runs",
+    "visible_runs",
+    "get_run_for_user",
+    "create_run",
+    "cancel_run",
+    "pause_run",
+    "resume_run",
+    "events_after",
+]
+
+
+# --- access -------------------------------------------------------------------------------------------
+
+
+def can_launch_runs(user: Any) -> bool:
+    return is_engineer(user)
+
+
+def visible_runs(user: Any) -> QuerySet[Run]:
+    """Public runs for everyone; private ones only for their owner (and admins)."""
+    runs = Run.objects.select_related("problem", "owner")
+    if is_admin(user):
+        return runs
+    if user is not None and user.is_authenticated:
+        return runs.filter(Q(is_public=True) | Q(owner=user))
+    return runs.filter(is_public=True)
+
+
+def can_write_run(user: Any, run: Run) -> bool:
+    if user is None or not user.is_authenticated:
+        return False
+    return is_admin(user) or (run.owner_id == user.pk and is_engineer(user))
+
+
+def get_run_for_user(user: Any, pk: int, *, write: bool = False) -> Run:
+    """The run if `user` may see it (404 otherwise, so private runs do not leak), and, with write=True,
+    may also cancel/pause/resume it (403 otherwise)."""
+    try:
+        run = visible_runs(user).get(pk=pk)
+    except Run.DoesNotExist:
+        raise Http404(f"no run with id {pk}") from None
+    if write and not can_write_run(user, run):
+        raise PermissionDenied(f"only the owner of run {pk} can change it")
+    return run
+
+
+# --- creating -----------------------------------------------------------------------------------------
+
+
+def _search_config(params: dict[str, Any] | None) -> SearchConfig:
+    try:
+        return SearchConfig.from_dict(dict(params or {}))
+    except (TypeError, ValueError) as error:
+        raise ValidationError(f"invalid search parameters: {error}") from None
+
+
+def create_run(
+    user: Any,
+    problem: Problem,
+    *,
+    start_kernel: Kernel | None = None,
+    agent: str = AgentKind.OFFLINE,
+    platform: str = Platform.TRN1,
+    backend: str = Backend.SIMULATOR,
+    search: dict[str, Any] | None = None,
+    models: dict[str, str] | None = None,
+    is_public: bool = False,
+) -> Run:
+    """Queue a run. `search` holds SearchConfig fields (unset ones take AccelOpt-like defaults), `models`
+    a model name per role overriding the configured one (LLM agent only)."""
+    if user is not None and user.is_authenticated and not can_launch_runs(user):
+        raise PermissionDenied("only engineers can launch optimization runs")
+    if agent not in AgentKind.values:
+        raise ValidationError(f"unknown agent {agent!r}; expected one of {', '.join(AgentKind.values)}")
+    if platform not in Platform.values:
+        raise ValidationError(f"unknown platform {platform!r}; expected one of {', '.join(Platform.values)}")
+    if backend not in Backend.values:
+        raise ValidationError(f"unknown backend {backend!r}; expected one of {', '.join(Backend.values)}")
+    start_kernel = start_kernel or getattr(problem, "baseline_kernel", None)
+    if start_kernel is None:
+        raise ValidationError(f"problem {problem.address} has no baseline kernel; choose a starting kernel")
+    if start_kernel.problem_id != problem.pk:
+        raise ValidationError(
+            f"kernel {start_kernel.pk} belongs to problem {start_kernel.problem.address}, not {problem.address}"
+        )
+    config = _search_config(search)
+    role_models: dict[str, Any] = {}
+    if agent == AgentKind.LLM:
+        roles = conf.llm_roles(models)
+        missing = [role for role in conf.ROLES if role not in roles]
+        if missing:
+            raise ValidationError(
+                f"the LLM agent needs a model for every role; none configured for {', '.join(missing)} "
+                "(set ACCELOPT_LLM_BASE_URL and ACCELOPT_LLM_MODEL, or use the offline agent)"
+            )
+        role_models = conf.public_role_settings(roles)
+    with transaction.atomic():
+        run = Run.objects.create(
+            problem=problem,
+            start_kernel=start_kernel,
+            owner=user if user is not None and user.is_authenticated else None,
+            is_public=is_public,
+            agent=agent,
+            platform=platform,
+            backend=backend,
+            config={"search": config.to_dict(), "models": role_models},
+        )
+        record_events(run.pk, [("run.queued", {"agent": agent, "platform": platform, "search": config.to_dict()})])
+    return run
+
+
+# --- lifecycle ----------------------------------------------------------------------------------------
+
+
+def _reload(run: Run) -> Run:
+    run.refresh_from_db()
+    return run
+
+
+def cancel_run(run: Run, user: Any = None) -> Run:
+    """Stop a run for good. Queued or paused: at once. Running: the worker stops before its next step."""
+    now = timezone.now()
+    with transaction.atomic():
+        stopped = Run.objects.filter(pk=run.pk, status__in=[RunStatus.QUEUED, RunStatus.PAUSED]).update(
+            status=RunStatus.CANCELLED, cancel_requested=True, finished=now, claimed_by=""
+        )
+        if stopped:
+            record_events(run.pk, [("run.cancelled", {"by": _who(user)})])
+        else:
+            Run.objects.filter(pk=run.pk, status=RunStatus.RUNNING).update(cancel_requested=True)
+    return _reload(run)
+
+
+def pause_run(run: Run, user: Any = None) -> Run:
+    """Hold a run; resume_run() continues it from its last checkpoint."""
+    with transaction.atomic():
+        held = Run.objects.filter(pk=run.pk, status=RunStatus.QUEUED).update(
+            status=RunStatus.PAUSED, pause_requested=False
+        )
+        if held:
+            record_events(run.pk, [("run.paused", {"by": _who(user), "iteration": run.current_iteration})])
+        else:
+            Run.objects.filter(pk=run.pk, status=RunStatus.RUNNING).update(pause_requested=True)
+    return _reload(run)
+
+
+def resume_run(run: Run, user: Any = None) -> Run:
+    """Queue a paused run again (a pause still pending on a running run is withdrawn)."""
+    with transaction.atomic():
+        queued = Run.objects.filter(pk=run.pk, status=RunStatus.PAUSED).update(
+            status=RunStatus.QUEUED, pause_requested=False, claimed_by=""
+        )
+        if queued:
+            record_events(run.pk, [("run.resumed", {"by": _who(user), "iteration": run.current_iteration})])
+        else:
+            Run.objects.filter(pk=run.pk, status=RunStatus.RUNNING).update(pause_requested=False)
+    return _reload(run)
+
+
+def _who(user: Any) -> str:
+    return user.get_username() if user is not None and user.is_authenticated else ""
+
+
+def event_page(run: Run, after: int = 0, limit: int = 100) -> tuple[list[RunEvent], int | None]:
+    """One page of events after seq `after`, and the seq to ask for next (None when there is no more)."""
+    events = events_after(run, after, limit=limit + 1)
+    more = len(events) > limit
+    events = events[:limit]
+    return events, (events[-1].seq if more else None)
