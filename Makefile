@@ -1,0 +1,54 @@
+# AccelOpt Studio: the two commands a newcomer needs.
+#   make run    install (first time only), prepare the database, serve on http://$(HOST):$(PORT)/
+#   make test   install the dev tools (first time only), ruff check, pytest
+# Re-running is fast: pip runs only when pyproject.toml is newer than the install stamp.
+
+PYTHON ?= python3
+VENV   ?= .venv
+HOST   ?= 127.0.0.1
+PORT   ?= 8000
+PYTEST_ARGS ?=
+
+BIN := $(VENV)/bin
+PY  := $(BIN)/python
+# Stamps record "this venv has pyproject.toml's dependencies"; they live inside the venv, so deleting
+# the venv also forgets them.
+RUNTIME_STAMP := $(VENV)/.accelopt-installed
+DEV_STAMP     := $(VENV)/.accelopt-dev-installed
+PIP := $(PY) -m pip install --disable-pip-version-check --progress-bar off --quiet
+
+.PHONY: run test install install-dev prepare serve lint clean-venv
+
+run: prepare serve
+
+test: install-dev lint
+	$(BIN)/pytest $(PYTEST_ARGS)
+
+install: $(RUNTIME_STAMP)
+install-dev: $(DEV_STAMP)
+
+$(PY):
+	$(PYTHON) -m venv $(VENV)
+
+$(RUNTIME_STAMP): pyproject.toml | $(PY)
+	$(PIP) -e .
+	@touch $@
+
+# The dev extra includes the runtime dependencies, so it satisfies the runtime stamp as well.
+$(DEV_STAMP): pyproject.toml | $(PY)
+	$(PIP) -e '.[dev]'
+	@touch $@ $(RUNTIME_STAMP)
+
+# migrate, role groups, first admin (password printed once), built-in suites when their app exists.
+prepare: install
+	$(PY) manage.py prepare
+
+serve: install
+	@echo "AccelOpt Studio on http://$(HOST):$(PORT)/  (Ctrl-C to stop)"
+	$(BIN)/daphne -b $(HOST) -p $(PORT) accelopt_site.asgi:application
+
+lint: install-dev
+	$(BIN)/ruff check .
+
+clean-venv:
+	rm -rf $(VENV)
