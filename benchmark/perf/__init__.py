@@ -15,9 +15,10 @@ import numpy as np
 from benchmark.hardware import Platform, get_platform
 from benchmark.nki.trace import Engine, Trace
 from benchmark.perf.costs import instruction_costs
-from benchmark.perf.deps import Dependencies, build_dependencies, sequential_barriers, spill_bytes
+from benchmark.perf.deps import Dependencies, build_dependencies, sequential_barriers
 from benchmark.perf.profile import COUNTER_NAMES, counters, timeline
 from benchmark.perf.schedule import replay
+from benchmark.perf.spills import plan_spills
 
 PERF_MODEL_VERSION = "perf-1"
 
@@ -58,11 +59,11 @@ def estimate(trace: Trace | PreparedTrace, platform: str | Platform = "trn1") ->
     prepared = trace if isinstance(trace, PreparedTrace) else prepare(trace)
     trace, deps = prepared.trace, prepared.deps
     costs = instruction_costs(trace, p)
-    spills = spill_bytes(deps.sbuf_live_bytes, p.sbuf_bytes_per_partition, p.partitions)
+    spills = plan_spills(deps.sbuf, len(trace), p.sbuf_bytes_per_partition)
     sched = replay(trace, p, costs, deps, prepared.barriers, spills)
     engine = np.asarray(trace.columns["engine"])
     busy = {int(e): float(costs.seconds[engine == e].sum()) for e in (Engine.VECTOR, Engine.SCALAR, Engine.GPSIMD)}
-    profile = counters(trace, p, float(spills.sum()), sched.latency_s, busy)
+    profile = counters(trace, p, spills, sched.latency_s, busy)
     return PerfReport(
         latency_ms=sched.latency_s * 1e3,
         profile=profile,

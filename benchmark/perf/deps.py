@@ -10,7 +10,7 @@ same bytes count as overlapping, which can only add (false) dependencies.
 HBM tensors only carry read-after-write dependencies (a kernel reading back what it stored): the stores of
 an output never wait for each other, the DMA queues order them.
 
-The same chunk rows give the program-order liveness of SBUF data, from which `spill_bytes` derives spills.
+The same chunk rows give the program-order liveness of SBUF data, from which spills.py derives spills.
 """
 
 from __future__ import annotations
@@ -19,16 +19,34 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from benchmark.nki.trace import LoopKind, Memory, Trace
+from benchmark.nki.trace import Engine, LoopKind, Memory, Trace
 
 _MAX_CHUNKS_PER_ACCESS = 64
+
+
+@dataclass(frozen=True)
+class SbufUse:
+    """The SBUF chunk rows in (chunk, program order), what spills.py needs to find the live set."""
+
+    inst: np.ndarray  # instruction of each row
+    is_write: np.ndarray
+    chunk_bytes: np.ndarray  # bytes per partition of the chunk
+    partitions: np.ndarray  # partitions the access spans
+    prev_inst: np.ndarray  # previous instruction touching this chunk (-1: none)
+    producer: np.ndarray  # for reads: row (in these arrays) of the write that produced the data (-1: none)
+    clean: np.ndarray  # for writes: the data is a copy of HBM (a DMA load), so evicting it needs no save
+
+    @staticmethod
+    def empty() -> SbufUse:
+        z = np.zeros(0, dtype=np.int64)
+        return SbufUse(z, z.astype(bool), z, z, z, z, z.astype(bool))
 
 
 @dataclass(frozen=True)
 class Dependencies:
     indptr: np.ndarray  # CSR over instructions: predecessors of i are indices[indptr[i]:indptr[i+1]]
     indices: np.ndarray
-    sbuf_live_bytes: np.ndarray  # per instruction: live SBUF bytes per partition just after it issues
+    sbuf: SbufUse
 
 
 def _owner(trace: Trace) -> np.ndarray:
@@ -64,7 +82,7 @@ def build_dependencies(trace: Trace) -> Dependencies:
     n = len(trace)
     acc = trace.access
     if n == 0 or len(acc["tensor"]) == 0:
-        return Dependencies(np.zeros(n + 1, dtype=np.int64), np.zeros(0, dtype=np.int64), np.zeros(n))
+        return Dependencies(np.zeros(n + 1, dtype=np.int64), np.zeros(0, dtype=np.int64), SbufUse.empty())
     tensor = np.asarray(acc["tensor"], dtype=np.int64)
     is_write = np.asarray(acc["is_write"]) != 0
     lo = np.asarray(acc["byte_lo"], dtype=np.int64)
@@ -80,6 +98,7 @@ def build_dependencies(trace: Trace) -> Dependencies:
     read[tensor[~is_write]] = True
     keep = (memory[tensor] != Memory.HBM) | (written[tensor] & read[tensor])
     tensor, is_write, lo, hi, owner = tensor[keep], is_write[keep], lo[keep], hi[keep], owner[keep]
+    parts = (np.asarray(acc["part_hi"], dtype=np.int64) - np.asarray(acc["part_lo"], dtype=np.int64))[keep]
 
     gran = _chunk_sizes(tensor, lo, hi, n_tensors)
     g = gran[tensor]
@@ -121,31 +140,23 @@ def build_dependencies(trace: Trace) -> Dependencies:
     np.add.at(indptr, succ + 1, 1)
     indptr = np.cumsum(indptr)
 
-    live = _sbuf_liveness(n, inst, w, raw, last_write, memory[tensor[row_access]], g[row_access])
-    return Dependencies(indptr, pred.astype(np.int64), live)
-
-
-def _sbuf_liveness(n, inst, w, raw, last_write, memory, chunk_bytes) -> np.ndarray:
-    """Live SBUF bytes per partition along program order: a written chunk lives until its last reader."""
-    sbuf_write = w & (memory == Memory.SBUF)
-    last_use = np.where(sbuf_write, inst, -1)
-    readers = raw & (memory == Memory.SBUF)
-    np.maximum.at(last_use, last_write[readers], inst[readers])
-    rows = np.flatnonzero(sbuf_write)
-    delta = np.zeros(n + 1, dtype=np.float64)
-    np.add.at(delta, inst[rows], chunk_bytes[rows])
-    np.add.at(delta, last_use[rows] + 1, -chunk_bytes[rows])
-    return np.cumsum(delta)[:n]
-
-
-def spill_bytes(live_per_partition: np.ndarray, capacity_per_partition: float, partitions: int) -> np.ndarray:
-    """Bytes evicted to HBM at each instruction: the rises of the live set above capacity, all partitions.
-
-    Each evicted byte is saved once and reloaded once; the caller charges both.
-    """
-    excess = np.maximum(live_per_partition - capacity_per_partition, 0.0)
-    rise = np.diff(excess, prepend=0.0)
-    return np.maximum(rise, 0.0) * partitions
+    # SBUF rows for the spill model.
+    sb = memory[tensor[row_access]] == Memory.SBUF
+    index_in_sb = np.cumsum(sb) - 1
+    prev = np.maximum(last_write, last_read)
+    engine = np.asarray(trace.columns["engine"], dtype=np.int64)
+    loads = (engine == Engine.DMA) & (np.asarray(trace.columns["hbm_read"], dtype=np.int64) > 0)
+    sb_last_write = last_write[sb]
+    sbuf = SbufUse(
+        inst=inst[sb],
+        is_write=w[sb],
+        chunk_bytes=g[row_access][sb],
+        partitions=np.maximum(parts[row_access][sb], 1),
+        prev_inst=np.where(prev[sb] >= 0, inst[np.maximum(prev[sb], 0)], -1),
+        producer=np.where(sb_last_write >= 0, index_in_sb[np.maximum(sb_last_write, 0)], -1),
+        clean=w[sb] & loads[inst[sb]],
+    )
+    return Dependencies(indptr, pred.astype(np.int64), sbuf)
 
 
 def sequential_barriers(trace: Trace) -> np.ndarray:

@@ -1,8 +1,8 @@
 """neuron-profile summary counters and the per-engine timeline, from a trace and its schedule.
 
 Counter names and meanings follow the columns of ../shared/calibration/trn1_nkibench_baselines.csv:
-- hbm/sbuf/psum bytes as the trace records them, plus spill traffic (hbm_read includes spill reloads,
-  hbm_write includes spill saves, as neuron-profile counts them);
+- hbm/sbuf/psum bytes as the trace records them, plus what SBUF pressure adds (hbm_read includes spill
+  reloads and re-fetches of evicted input tiles, hbm_write includes spill saves, as neuron-profile counts them);
 - hardware_flops counts a multiply-add as 2 FLOPs on each of the 2 passes neuron-profile sees per matmul,
   i.e. 2x the 2*M*N*K of the trace (checked on the CSV: matmul's 1.16e12 = 2*(2*4096*12288*5120) + transposes);
   transpose_flops likewise for Tensor Engine transposes;
@@ -16,6 +16,7 @@ import numpy as np
 
 from benchmark.hardware import Platform
 from benchmark.nki.trace import Engine, Trace
+from benchmark.perf.spills import SpillPlan
 
 MAX_TIMELINE_INTERVALS = 300
 TIMELINE_ENGINES = {Engine.TENSOR: "tensor", Engine.VECTOR: "vector", Engine.SCALAR: "scalar",
@@ -30,7 +31,7 @@ COUNTER_NAMES = (
 )
 
 
-def counters(trace: Trace, platform: Platform, spill_bytes_total: float, latency_s: float,
+def counters(trace: Trace, platform: Platform, spills: SpillPlan, latency_s: float,
              busy_s: dict[int, float]) -> dict[str, float]:
     c = trace.columns
     total = {k: float(np.asarray(c[k], dtype=np.float64).sum()) for k in
@@ -41,8 +42,8 @@ def counters(trace: Trace, platform: Platform, spill_bytes_total: float, latency
     transpose = on_pe & (np.asarray(c["is_transpose"]) != 0)
     hardware_flops = 2.0 * float(flops[on_pe].sum())
     transpose_flops = 2.0 * float(flops[transpose].sum())
-    hbm_read = total["hbm_read"] + spill_bytes_total
-    hbm_write = total["hbm_write"] + spill_bytes_total
+    hbm_read = total["hbm_read"] + spills.spill_reload_total + spills.refetch_total
+    hbm_write = total["hbm_write"] + spills.spill_save_total
     hbm_bytes = hbm_read + hbm_write
     latency = max(latency_s, 1e-12)
     return {
@@ -52,8 +53,8 @@ def counters(trace: Trace, platform: Platform, spill_bytes_total: float, latency
         "psum_write_bytes": total["psum_write"],
         "sbuf_read_bytes": total["sbuf_read"],
         "sbuf_write_bytes": total["sbuf_write"],
-        "spill_reload_bytes": spill_bytes_total,
-        "spill_save_bytes": spill_bytes_total,
+        "spill_reload_bytes": spills.spill_reload_total,
+        "spill_save_bytes": spills.spill_save_total,
         "hardware_flops": hardware_flops,
         "transpose_flops": transpose_flops,
         "peak_flops_bandwidth_ratio": platform.matmul_fp32_flops_per_s / platform.hbm_bytes_per_s,

@@ -8,8 +8,9 @@ iteration's compute whenever the data allows it.
 DMAs go to the first free of `dma_queues` queues; the bytes of all queues share one HBM bandwidth, modelled
 as a calendar of fixed time buckets whose byte capacity transfers fill in order (a DMA ready early can use
 bandwidth a later-issued DMA left free, so a store waiting for compute does not block the next load).
-A DMA finishes `dma_fixed_s` after its last byte moves. Spill traffic (deps.spill_bytes) is charged to the
-same calendar, and the instruction whose data caused the spill waits for it.
+A DMA finishes `dma_fixed_s` after its last byte moves. Spill traffic (spills.py) is charged to the same
+calendar: an instruction whose operand was evicted waits for its reload (issued once its engine reaches it),
+and a spill save takes bandwidth after the instruction that produced the data, without stalling anyone.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from benchmark.hardware import Platform
 from benchmark.nki.trace import Engine, Trace
 from benchmark.perf.costs import InstructionCosts
 from benchmark.perf.deps import Dependencies
+from benchmark.perf.spills import SpillPlan
 
 _BUCKET_S = 0.5e-6
 
@@ -75,7 +77,7 @@ def replay(
     costs: InstructionCosts,
     deps: Dependencies,
     barriers: np.ndarray,
-    spills: np.ndarray,
+    spills: SpillPlan,
 ) -> Schedule:
     n = len(trace)
     start = np.zeros(n)
@@ -89,8 +91,9 @@ def replay(
     indptr = deps.indptr.tolist()
     preds = deps.indices.tolist()
     barrier_at = barriers.tolist()
-    spill_at = (2.0 * spills).tolist()  # save + reload
-    spill_any = bool(spills.any())
+    reload_at = spills.reload_bytes.tolist()
+    save_at = spills.save_bytes.tolist()
+    spill_any = bool(spills.reload_bytes.any() or spills.save_bytes.any())
 
     hbm = _Bandwidth(platform.hbm_bytes_per_s * platform.dma_efficiency)
     onchip = _Bandwidth(platform.dma_sbuf_bytes_per_s)
@@ -110,9 +113,10 @@ def replay(
             t = end_l[preds[k]]
             if t > ready:
                 ready = t
-        if spill_any and spill_at[i] > 0.0:
-            ready = hbm.consume(ready, spill_at[i])
         e = engine[i]
+        if spill_any and reload_at[i] > 0.0:
+            issue = ready if e == dma else min(ready, engine_free[e])
+            ready = max(ready, hbm.consume(issue, reload_at[i]) + fixed)
         if e == dma:
             s = max(ready, queues[0])
             last_byte = (hbm if touches_hbm[i] else onchip).consume(s, dma_bytes[i])
@@ -124,6 +128,8 @@ def replay(
             engine_free[e] = f
         start_l[i] = s
         end_l[i] = f
+        if spill_any and save_at[i] > 0.0:
+            hbm.consume(f, save_at[i])
         if f > drained:
             drained = f
     start[:] = start_l

@@ -18,8 +18,8 @@ def streaming_kernel(tiles: int, free: int, *, kind: LoopKind = LoopKind.AFFINE,
                      loads_per_tile: int = 1, resident: bool = False, engine: Engine = Engine.SCALAR) -> Trace:
     """out[t] = f(x[t]) tile by tile: load, `ops_per_tile` elementwise ops, store.
 
-    `loads_per_tile` > 1 re-loads the same input (redundant HBM traffic). `resident` keeps every loaded
-    tile in one SBUF tensor that is read only at the end of the kernel (a working set that grows).
+    `loads_per_tile` > 1 re-loads the same input (redundant HBM traffic). `resident` keeps every computed
+    tile in one SBUF tensor that is read again at the end of the kernel (a working set that grows).
     """
     tr = Trace()
     tile_bytes = free * 4
@@ -29,8 +29,8 @@ def streaming_kernel(tiles: int, free: int, *, kind: LoopKind = LoopKind.AFFINE,
     big = sbuf(tr, "resident", tiles * tile_bytes) if resident else -1
     for t in range(tiles):
         ctx = tr.context_id(((loop, t),))
-        buf = big if resident else sbuf(tr, f"in{t}", tile_bytes)
-        lo = t * tile_bytes if resident else 0
+        buf = sbuf(tr, f"in{t}", tile_bytes)
+        lo = 0
         for _ in range(loads_per_tile):
             tr.append(engine=Engine.DMA, op="load", dtype="float32", partitions=128, free_elems=free,
                       hbm_read=128 * tile_bytes, sbuf_write=128 * tile_bytes, loop_ctx=ctx,
@@ -38,12 +38,12 @@ def streaming_kernel(tiles: int, free: int, *, kind: LoopKind = LoopKind.AFFINE,
                                 (buf, True, 0, 128, lo, lo + tile_bytes)))
         src, src_lo = buf, lo
         for k in range(ops_per_tile):
-            dst = sbuf(tr, f"y{t}_{k}", tile_bytes)
+            dst, dst_lo = (big, t * tile_bytes) if resident and k == 0 else (sbuf(tr, f"y{t}_{k}", tile_bytes), 0)
             tr.append(engine=engine, op="activation", dtype="float32", partitions=128, free_elems=free,
                       flops=128 * free, loop_ctx=ctx,
                       accesses=((src, False, 0, 128, src_lo, src_lo + tile_bytes),
-                                (dst, True, 0, 128, 0, tile_bytes)))
-            src, src_lo = dst, 0
+                                (dst, True, 0, 128, dst_lo, dst_lo + tile_bytes)))
+            src, src_lo = dst, dst_lo
         tr.append(engine=Engine.DMA, op="store", dtype="float32", partitions=128, free_elems=free,
                   hbm_write=128 * tile_bytes, sbuf_read=128 * tile_bytes, loop_ctx=ctx,
                   accesses=((src, False, 0, 128, src_lo, src_lo + tile_bytes),

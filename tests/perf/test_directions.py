@@ -41,3 +41,25 @@ def test_a_deliberately_redundant_kernel_is_predicted_slower():
     lean = estimate(streaming_kernel(32, 2048, ops_per_tile=2))
     redundant = estimate(streaming_kernel(32, 2048, ops_per_tile=6, loads_per_tile=2))
     assert redundant.latency_ms > 1.2 * lean.latency_ms
+
+
+def test_an_input_tile_evicted_under_pressure_is_fetched_again_not_spilled():
+    # Loaded tiles kept until the end: clean copies of HBM, so the model re-reads them instead of saving.
+    from benchmark.nki.trace import Engine, Trace
+    from tests.perf.builders import hbm, sbuf
+
+    tr = Trace()
+    tiles, tile_bytes = 64, 8192
+    x = hbm(tr, "x", tiles * 128 * tile_bytes)
+    big = sbuf(tr, "resident", tiles * tile_bytes)
+    for t in range(tiles):
+        tr.append(engine=Engine.DMA, op="load", dtype="float32", partitions=128, free_elems=2048,
+                  hbm_read=128 * tile_bytes, sbuf_write=128 * tile_bytes,
+                  accesses=((x, False, 0, 1, t * 128 * tile_bytes, (t + 1) * 128 * tile_bytes),
+                            (big, True, 0, 128, t * tile_bytes, (t + 1) * tile_bytes)))
+    for t in range(tiles):
+        tr.append(engine=Engine.VECTOR, op="tensor_reduce", dtype="float32", partitions=128, free_elems=2048,
+                  accesses=((big, False, 0, 128, t * tile_bytes, (t + 1) * tile_bytes),))
+    profile = estimate(tr.freeze()).profile
+    assert profile["spill_save_bytes"] == 0
+    assert profile["hbm_read_bytes"] > tiles * 128 * tile_bytes

@@ -1,0 +1,91 @@
+"""SBUF capacity pressure turned into HBM traffic.
+
+Along program order, a chunk of SBUF data is live from its write to its last read. Where the live bytes
+per partition exceed the SBUF capacity, something must leave: like a compiler's allocator, we evict the
+data whose next use is furthest away. Concretely, every read of a chunk closes a "gap" since the chunk's
+previous access; gaps that cross a point of excess are candidates, and the longest ones are evicted first
+(one length threshold, found by bisection, the largest that brings the live set under capacity everywhere).
+An evicted gap costs a reload before the read. Data that is a plain copy of HBM (written by a DMA load) is
+reloaded from its source; anything else is a spill: saved once after it is written, reloaded at each
+evicted read, and counted in spill_save_bytes / spill_reload_bytes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from benchmark.perf.deps import SbufUse
+
+
+@dataclass(frozen=True)
+class SpillPlan:
+    reload_bytes: np.ndarray  # per instruction: bytes to bring back from HBM before it can run
+    save_bytes: np.ndarray  # per instruction: bytes written to HBM after it (spill saves)
+    spill_reload_total: float  # reloads of spilled (dirty) data
+    spill_save_total: float
+    refetch_total: float  # reloads of clean data (HBM copies), counted as plain hbm reads
+
+
+def live_bytes(use: SbufUse, n: int) -> np.ndarray:
+    """Live SBUF bytes per partition after each instruction, in program order."""
+    live = np.zeros(n + 1)
+    if len(use.inst) == 0:
+        return live[:n]
+    writes = np.flatnonzero(use.is_write)
+    last_use = use.inst.copy()
+    reads = np.flatnonzero(~use.is_write & (use.producer >= 0))
+    np.maximum.at(last_use, use.producer[reads], use.inst[reads])
+    np.add.at(live, use.inst[writes], use.chunk_bytes[writes])
+    np.add.at(live, last_use[writes] + 1, -use.chunk_bytes[writes])
+    return np.cumsum(live)[:n]
+
+
+def plan_spills(use: SbufUse, n: int, capacity_per_partition: float) -> SpillPlan:
+    zeros = np.zeros(n)
+    live = live_bytes(use, n)
+    excess = live - capacity_per_partition
+    if n == 0 or excess.max(initial=0.0) <= 0:
+        return SpillPlan(zeros, zeros.copy(), 0.0, 0.0, 0.0)
+    pressured = np.concatenate(([0], np.cumsum(excess > 0)))  # pressured[i] = points < i under pressure
+    gap_rows = np.flatnonzero(~use.is_write & (use.prev_inst >= 0) & (use.producer >= 0))
+    lo, hi = use.prev_inst[gap_rows] + 1, use.inst[gap_rows]  # not resident over [lo, hi)
+    crosses = (hi > lo) & (pressured[hi] - pressured[lo] > 0)
+    gap_rows, lo, hi = gap_rows[crosses], lo[crosses], hi[crosses]
+    if len(gap_rows) == 0:
+        return SpillPlan(zeros, zeros.copy(), 0.0, 0.0, 0.0)
+    length = hi - lo
+    size = use.chunk_bytes[gap_rows].astype(np.float64)
+
+    def fits(threshold: int) -> bool:
+        chosen = length >= threshold
+        relief = np.zeros(n + 1)
+        np.add.at(relief, lo[chosen], size[chosen])
+        np.add.at(relief, hi[chosen], -size[chosen])
+        return bool((excess - np.cumsum(relief)[:n]).max() <= 0)
+
+    lengths = np.unique(length)
+    lo_i, hi_i = 0, len(lengths) - 1  # find the largest threshold that fits (fewest evictions)
+    if not fits(int(lengths[0])):
+        threshold = int(lengths[0])  # even evicting every candidate is not enough: evict them all
+    else:
+        while lo_i < hi_i:
+            mid = (lo_i + hi_i + 1) // 2
+            if fits(int(lengths[mid])):
+                lo_i = mid
+            else:
+                hi_i = mid - 1
+        threshold = int(lengths[lo_i])
+    evicted = gap_rows[length >= threshold]
+    total = use.chunk_bytes[evicted].astype(np.float64) * use.partitions[evicted]
+    reload_bytes = np.zeros(n)
+    np.add.at(reload_bytes, use.inst[evicted], total)
+    producer = use.producer[evicted]
+    dirty = ~use.clean[producer]
+    save_rows = np.unique(producer[dirty])
+    save_bytes = np.zeros(n)
+    saved = use.chunk_bytes[save_rows].astype(np.float64) * use.partitions[save_rows]
+    np.add.at(save_bytes, use.inst[save_rows], saved)
+    return SpillPlan(reload_bytes, save_bytes, float(total[dirty].sum()), float(saved.sum()),
+                     float(total[~dirty].sum()))
