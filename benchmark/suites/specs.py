@@ -9,8 +9,8 @@ import ast
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-# NKIBench's single correctness criterion: relative L2 error of each output at most this.
-TOLERANCE = 2e-5
+# NKIBench's correctness criterion (relative L2 error per output), defined once by the evaluation checks.
+from benchmark.evaluation.checks import RELATIVE_L2_TOLERANCE as TOLERANCE
 
 
 class SuiteError(ValueError):

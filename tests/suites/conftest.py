@@ -23,9 +23,3 @@ def exec_reference(source: str, name: str = "reference") -> types.ModuleType:
 def seeded_inputs(module: types.ModuleType, seed: int = 0) -> list:
     np.random.seed(seed)
     return list(module.get_inputs())
-
-
-def relative_l2(output: np.ndarray, reference: np.ndarray) -> float:
-    output = np.asarray(output, dtype=np.float64)
-    reference = np.asarray(reference, dtype=np.float64)
-    return float(np.linalg.norm(output - reference) / max(np.linalg.norm(reference), 1e-30))

@@ -8,9 +8,10 @@ import numpy as np
 import pytest
 
 import benchmark.nki
+from benchmark.evaluation.checks import relative_l2
 from benchmark.suites import load_suite
 
-from .conftest import exec_reference, relative_l2, seeded_inputs
+from .conftest import exec_reference, seeded_inputs
 
 SLUGS = [spec.slug for spec in load_suite("nkibench").problems]
 

@@ -7,10 +7,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from benchmark.evaluation.checks import relative_l2
 from benchmark.suites import load_suite, read_nkibench_dir
 from benchmark.suites.specs import render_reference
 
-from .conftest import exec_reference, relative_l2, seeded_inputs
+from .conftest import exec_reference, seeded_inputs
 
 ACCELOPT_NKIBENCH = Path("/work/ext/AccelOpt/NKIBench")
 SLUGS = [spec.slug for spec in load_suite("nkibench").problems]
