@@ -61,12 +61,11 @@ def estimate(trace: Trace | PreparedTrace, platform: str | Platform = "trn1") ->
     costs = instruction_costs(trace, p)
     spills = plan_spills(deps.sbuf, len(trace), p.sbuf_bytes_per_partition)
     sched = replay(trace, p, costs, deps, prepared.barriers, spills)
-    engine = np.asarray(trace.columns["engine"])
-    busy = {int(e): float(costs.seconds[engine == e].sum()) for e in (Engine.VECTOR, Engine.SCALAR, Engine.GPSIMD)}
+    busy = {int(e): float(costs.seconds[sched.engine == e].sum()) for e in (Engine.VECTOR, Engine.SCALAR, Engine.GPSIMD)}
     profile = counters(trace, p, spills, sched.latency_s, busy)
     return PerfReport(
         latency_ms=sched.latency_s * 1e3,
         profile=profile,
-        timeline=timeline(trace, sched.start_s, sched.end_s),
+        timeline=timeline(sched.engine, sched.start_s, sched.end_s),
         platform=p.name,
     )

@@ -26,6 +26,9 @@ _BINARY_OPS = {
 }
 _GPSIMD_START_OPS = {"iota", "affine_select", "local_gather"}
 _NO_MIN_II_OPS = {"tensor_reduce", "max8", "nc_find_index8"}
+# Ops the compiler places on Vector or Scalar Engine as load allows (their `engine=` defaults to unknown and
+# both engines cost max(MIN_II, N)); the schedule picks whichever of the two is free first.
+_FLEXIBLE_OPS = {"tensor_scalar", "tensor_copy", "copy", "memset"}
 
 _DTYPE_BYTES = {
     "float32": 4, "fp32": 4, "int32": 4, "uint32": 4, "tfloat32": 4,
@@ -49,6 +52,7 @@ class InstructionCosts:
     dma_bytes: np.ndarray  # bytes one DMA moves (0 for compute rows)
     dma_touches_hbm: np.ndarray  # bool: the DMA reads or writes HBM (else SBUF<->SBUF)
     dma_rows: np.ndarray  # contiguous rows (descriptors) of each DMA
+    flexible: np.ndarray  # bool: may run on Vector or Scalar Engine, whichever frees first
 
 
 def _per_op(trace: Trace, table: dict[str, float] | set[str], default: float = 0.0) -> np.ndarray:
@@ -145,4 +149,5 @@ def instruction_costs(trace: Trace, platform: Platform) -> InstructionCosts:
         dma_bytes=np.where(is_dma, moved, 0).astype(np.float64),
         dma_touches_hbm=is_dma & (hbm > 0),
         dma_rows=np.where(is_dma, partitions, 0.0),
+        flexible=(_per_op(trace, _FLEXIBLE_OPS) > 0) & ((engine == Engine.VECTOR) | (engine == Engine.SCALAR)),
     )

@@ -1,7 +1,8 @@
 """neuron-profile summary counters and the per-engine timeline, from a trace and its schedule.
 
 Counter names and meanings follow the columns of ../shared/calibration/trn1_nkibench_baselines.csv:
-- hbm/sbuf/psum bytes as the trace records them, plus what SBUF pressure adds (hbm_read includes spill
+- hbm/sbuf/psum bytes moved by DMA instructions (compute engines' own SBUF/PSUM traffic is not in these
+  counters: on the CSV, silu's sbuf_write_bytes equals its hbm_read_bytes), plus what SBUF pressure adds (hbm_read includes spill
   reloads and re-fetches of evicted input tiles, hbm_write includes spill saves, as neuron-profile counts them);
 - hardware_flops counts a multiply-add as 2 FLOPs on each of the 2 passes neuron-profile sees per matmul,
   i.e. 2x the 2*M*N*K of the trace (checked on the CSV: matmul's 1.16e12 = 2*(2*4096*12288*5120) + transposes);
@@ -34,9 +35,11 @@ COUNTER_NAMES = (
 def counters(trace: Trace, platform: Platform, spills: SpillPlan, latency_s: float,
              busy_s: dict[int, float]) -> dict[str, float]:
     c = trace.columns
-    total = {k: float(np.asarray(c[k], dtype=np.float64).sum()) for k in
-             ("hbm_read", "hbm_write", "sbuf_read", "sbuf_write", "psum_read", "psum_write")}
     engine = np.asarray(c["engine"])
+    dma = engine == Engine.DMA
+    # neuron-profile's sbuf/psum byte counters see DMA traffic only (silu: sbuf_write == hbm_read).
+    total = {k: float(np.asarray(c[k], dtype=np.float64)[dma].sum()) for k in
+             ("hbm_read", "hbm_write", "sbuf_read", "sbuf_write", "psum_read", "psum_write")}
     flops = np.asarray(c["flops"], dtype=np.float64)
     on_pe = engine == Engine.TENSOR
     transpose = on_pe & (np.asarray(c["is_transpose"]) != 0)
@@ -88,7 +91,7 @@ def merged_intervals(start_s: np.ndarray, end_s: np.ndarray,
     return [(float(a), float(b)) for a, b in zip(seg_s, seg_e, strict=True)]
 
 
-def timeline(trace: Trace, start_s: np.ndarray, end_s: np.ndarray) -> dict[str, list[tuple[float, float]]]:
-    engine = np.asarray(trace.columns["engine"])
+def timeline(engine: np.ndarray, start_s: np.ndarray, end_s: np.ndarray) -> dict[str, list[tuple[float, float]]]:
+    """Per engine (the one each instruction ran on), its merged busy intervals in microseconds."""
     return {name: merged_intervals(start_s[engine == eng], end_s[engine == eng])
             for eng, name in TIMELINE_ENGINES.items()}

@@ -5,6 +5,9 @@ it depends on (deps.py) has finished, and, inside a `sequential_range` loop, the
 drained. `affine_range` iterations carry no such barrier, so the next iteration's loads overlap the current
 iteration's compute whenever the data allows it.
 
+Ops the compiler may place on either Vector or Scalar Engine (costs.py: tensor_scalar, copies, memset) go to
+whichever of the two is free first, as the compiler's scheduler would balance them.
+
 DMAs go to the first free of `dma_queues` queues; the bytes of all queues share one HBM bandwidth, modelled
 as a calendar of fixed time buckets whose byte capacity transfers fill in order (a DMA ready early can use
 bandwidth a later-issued DMA left free, so a store waiting for compute does not block the next load).
@@ -68,6 +71,7 @@ class _Bandwidth:
 class Schedule:
     start_s: np.ndarray
     end_s: np.ndarray
+    engine: np.ndarray  # the engine each instruction ran on (differs from the trace for flexible ops)
     latency_s: float
 
 
@@ -83,8 +87,10 @@ def replay(
     start = np.zeros(n)
     end = np.zeros(n)
     if n == 0:
-        return Schedule(start, end, 0.0)
+        return Schedule(start, end, np.zeros(0, dtype=np.int64), 0.0)
     engine = np.asarray(trace.columns["engine"], dtype=np.int64).tolist()
+    flexible = costs.flexible.tolist()
+    vector, scalar = int(Engine.VECTOR), int(Engine.SCALAR)
     seconds = costs.seconds.tolist()
     dma_bytes = costs.dma_bytes.tolist()
     touches_hbm = costs.dma_touches_hbm.tolist()
@@ -123,6 +129,9 @@ def replay(
             f = last_byte + fixed
             heapq.heapreplace(queues, f)
         else:
+            if flexible[i]:
+                e = vector if engine_free[vector] <= engine_free[scalar] else scalar
+                engine[i] = e
             s = ready if ready > engine_free[e] else engine_free[e]
             f = s + seconds[i]
             engine_free[e] = f
@@ -134,4 +143,4 @@ def replay(
             drained = f
     start[:] = start_l
     end[:] = end_l
-    return Schedule(start, end, float(end.max()))
+    return Schedule(start, end, np.asarray(engine, dtype=np.int64), float(end.max()))
