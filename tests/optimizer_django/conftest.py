@@ -21,10 +21,10 @@ from tests.optimizer.fakes import FakeAgents, fake_kernel, read_kernel
 
 class FakePipeline:
     def __init__(self) -> None:
-        self.calls: Counter[str] = Counter()
+        self.calls: Counter[tuple[str, str]] = Counter()  # (reference, kernel) -> evaluations
 
     def __call__(self, kernel_source: str, reference_source: str, **kwargs) -> dict:
-        self.calls[kernel_source] += 1
+        self.calls[reference_source, kernel_source] += 1
         kernel = read_kernel(kernel_source)
         latency = float(kernel["latency"])
         if kernel.get("broken"):
@@ -34,8 +34,8 @@ class FakePipeline:
                 "peak_fraction": 1.0 / latency, "profile": {"hbm_read_bytes": 1000.0 * latency}}
 
     @property
-    def evaluated_twice(self) -> list[str]:
-        return [source for source, count in self.calls.items() if count > 1]
+    def evaluated_twice(self) -> list[tuple[str, str]]:
+        return [key for key, count in self.calls.items() if count > 1]
 
 
 @pytest.fixture
