@@ -11,7 +11,7 @@ from typing import Any
 
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.http import Http404, HttpRequest
-from ninja import Router, Schema
+from ninja import Router, Schema, Status
 from ninja.errors import HttpError
 
 from accounts.auth import api_optional_auth, api_role
@@ -237,7 +237,7 @@ def read_problem(request: HttpRequest, reference: str) -> dict[str, Any]:
     response={200: KernelCreated, 201: KernelCreated, 400: ErrorOut, 404: ErrorOut},
     summary="Create a kernel (and evaluate it)",
 )
-def create_kernel(request: HttpRequest, payload: KernelIn) -> tuple[int, dict[str, Any]]:
+def create_kernel(request: HttpRequest, payload: KernelIn) -> Status:
     if (payload.problem is None) == (payload.reference_source is None):
         raise HttpError(
             400, "give either 'problem' (an id or address such as silu:mini) or 'reference_source'"
@@ -261,7 +261,7 @@ def create_kernel(request: HttpRequest, payload: KernelIn) -> tuple[int, dict[st
         "kernel": _kernel_out(request, kernel),
         "evaluation": _evaluation_out(request, evaluation) if evaluation is not None else None,
     }
-    return (201 if created else 200), body
+    return Status(201 if created else 200, body)
 
 
 @router.get(

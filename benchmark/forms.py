@@ -41,6 +41,7 @@ class KernelUploadForm(forms.Form):
     kernel_file = forms.FileField(required=False, label="Kernel file (.py)")
     source = forms.CharField(
         required=False,
+        strip=False,  # the source is stored exactly as given (its sha256 identifies the kernel)
         label="…or paste the source",
         widget=forms.Textarea(attrs={"rows": 18, "spellcheck": "false", "class": "code-input"}),
     )
@@ -62,7 +63,7 @@ class KernelUploadForm(forms.Form):
             data["kernel_source"] = _read_text_upload(kernel_file, "kernel file")
             data["kernel_name"] = kernel_file.name
         elif pasted.strip():
-            data["kernel_source"] = pasted
+            data["kernel_source"] = pasted.replace("\r\n", "\n")  # browsers send textarea lines with CRLF
             data["kernel_name"] = ""
         else:
             raise forms.ValidationError("upload a kernel file or paste its source")
