@@ -15,7 +15,9 @@ PY  := $(BIN)/python
 # the venv also forgets them.
 RUNTIME_STAMP := $(VENV)/.accelopt-installed
 DEV_STAMP     := $(VENV)/.accelopt-dev-installed
-PIP := $(PY) -m pip install --disable-pip-version-check --progress-bar off --quiet
+# --no-compile: byte-compiling all ~7,000 installed modules up front is slow; the ones we import compile
+# on first use.
+PIP := $(PY) -m pip install --disable-pip-version-check --progress-bar off --quiet --no-compile
 
 .PHONY: run test install install-dev prepare serve lint clean-venv
 
