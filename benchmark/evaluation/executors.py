@@ -24,7 +24,7 @@ class EvaluationRequest:
     reference_source: str
     platform: str = "trn1"
     backend: str = "simulator"
-    peak_counts: Mapping[str, float] | None = None
+    peak_counts: Mapping[str, float] | Sequence[float] | None = None
     seeds: Sequence[int] | None = None
     kernel_name: str | None = None
     limits: Limits = field(default_factory=Limits)

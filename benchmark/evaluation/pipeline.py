@@ -8,6 +8,7 @@ performance model, so the model never runs next to untrusted code. See docs/eval
 
 from __future__ import annotations
 
+import ast
 import functools
 import time
 from collections.abc import Mapping, Sequence
@@ -21,7 +22,13 @@ from benchmark.evaluation.backends import Backend, get_backend
 from benchmark.evaluation.inputs import DISTRIBUTIONS, MIN_SEEDS, draw_seeds, plan_distributions
 from benchmark.evaluation.result import STATUS_FAILED, STATUS_OK, ErrorKind, EvaluationResult
 from benchmark.evaluation.sandbox import ChildError, ChildProcess, Limits
-from benchmark.evaluation.static_check import StaticCheckError, check_kernel_source, check_reference_source
+from benchmark.evaluation.static_check import (
+    CheckedKernel,
+    StaticCheckError,
+    check_kernel_source,
+    check_reference_source,
+    find_kernel_name,
+)
 
 
 @functools.lru_cache(maxsize=1)
@@ -61,7 +68,7 @@ class _Attempt:
     distributions: Sequence[str] | None
     tolerance: float
     limits: Limits
-    peak_counts: Mapping[str, float] | None
+    peak_counts: Mapping[str, float] | Sequence[float] | None
     guards: dict[str, bool]
     context: dict[str, Any]
     errors: list[tuple[float | None, ...]] = field(default_factory=list)
@@ -175,6 +182,11 @@ class _Attempt:
         elif ran.get("latency_ms") is not None:
             trace = {"latency_ms": float(ran["latency_ms"])}
 
+        if len(outputs) != len(expected):
+            # Checked before transform_nki_outputs: NKIBench's zips and would drop extra outputs silently.
+            raise self.fail(ErrorKind.INCORRECT, f"kernel returned {len(outputs)} output(s) with shapes "
+                            f"{[list(o.shape) for o in outputs]}; the reference expects {len(expected)} with "
+                            f"shapes {[list(e.shape) for e in expected]} ({where})", **ran_flags)
         try:
             transformed, shaped = reference.request({"op": "transform", "index": index, "output_count": len(outputs)},
                                                     {f"out{i}": o for i, o in enumerate(outputs)})
@@ -248,7 +260,7 @@ class _Attempt:
         if self.peak_counts and latency_ms:
             from benchmark.perf.peak import theoretical_peak_ms
 
-            peak_ms = theoretical_peak_ms(self.platform, **dict(self.peak_counts))
+            peak_ms = theoretical_peak_ms(self.platform, **_peak_kwargs(self.peak_counts))
             peak_fraction = peak_ms / latency_ms
         context = dict(self.context, perf_model_version=perf_version)
         result = EvaluationResult(
@@ -267,6 +279,18 @@ class _Attempt:
         return result
 
 
+PEAK_COUNT_NAMES = ("vector_flops", "matmul_flops", "hbm_bytes")
+
+
+def _peak_kwargs(counts: Mapping[str, float] | Sequence[float]) -> dict[str, float]:
+    """Peak counts as a mapping, or as the (vector_flops, matmul_flops, hbm_bytes) triple Problem stores."""
+    if isinstance(counts, Mapping):
+        return {name: float(counts[name]) for name in PEAK_COUNT_NAMES}
+    if len(counts) != len(PEAK_COUNT_NAMES):
+        raise ValueError(f"peak_counts must be {PEAK_COUNT_NAMES}, got {counts!r}")
+    return {name: float(v) for name, v in zip(PEAK_COUNT_NAMES, counts, strict=True)}
+
+
 def _worst(errors: list[tuple[float | None, ...]]) -> tuple[float | None, ...]:
     if not errors:
         return ()
@@ -282,7 +306,7 @@ def _trace_dtypes(trace: dict[str, Any]) -> checks.TraceDtypes:
 
 
 # Every guard on; tests of the lower layers switch single ones off to prove the others hold on their own.
-ALL_GUARDS = {"imports": True, "audit": True}
+ALL_GUARDS = {"static": True, "imports": True, "audit": True}
 
 
 def evaluate(
@@ -291,7 +315,7 @@ def evaluate(
     *,
     platform: str = "trn1",
     backend: str = "simulator",
-    peak_counts: Mapping[str, float] | None = None,
+    peak_counts: Mapping[str, float] | Sequence[float] | None = None,
     seeds: Sequence[int] | None = None,
     kernel_name: str | None = None,
     limits: Limits = Limits(),  # noqa: B008 - frozen dataclass, safe as a default
@@ -301,7 +325,8 @@ def evaluate(
 ) -> EvaluationResult:
     """Evaluate one kernel against one reference. Never raises for anything the kernel or reference does.
 
-    `peak_counts` are `theoretical_peak_ms`'s keyword arguments (vector_flops, matmul_flops, hbm_bytes).
+    `peak_counts`: `theoretical_peak_ms`'s counts, a mapping or the (vector_flops, matmul_flops, hbm_bytes)
+    triple; validated here so a bad value is the caller's ValueError, not a failed evaluation.
     `seeds` reproduces an earlier evaluation (at least 3); by default fresh seeds are drawn.
     `distributions` restricts the input distributions (see benchmark.evaluation.inputs).
     """
@@ -312,6 +337,8 @@ def evaluate(
     chosen = get_backend(backend)
     if seeds is not None and len(seeds) < MIN_SEEDS:
         raise ValueError(f"at least {MIN_SEEDS} seeds are needed, got {len(seeds)}")
+    if peak_counts is not None:
+        peak_counts = _peak_kwargs(peak_counts)
     seed_list = tuple(int(s) % 2**32 for s in seeds) if seeds is not None else draw_seeds(MIN_SEEDS)
     context: dict[str, Any] = {
         "backend": chosen.name, "backend_version": chosen.version(), "perf_model_version": chosen.perf_model_version(),
@@ -321,8 +348,15 @@ def evaluate(
     def finish(result: EvaluationResult, attempts: int) -> EvaluationResult:
         return replace(result, wall_time_s=round(time.monotonic() - started, 4), attempts=attempts)
 
+    guards = dict(ALL_GUARDS, **(_guards or {}))
     try:
-        checked = check_kernel_source(kernel_source, kernel_name)
+        if guards.pop("static"):
+            checked = check_kernel_source(kernel_source, kernel_name)
+        else:  # tests proving the run-time layers hold on their own
+            checked = CheckedKernel(find_kernel_name(ast.parse(kernel_source), kernel_name))
+    except SyntaxError as exc:
+        return finish(EvaluationResult.failure(ErrorKind.REJECTED, f"syntax error: {exc.msg}", line=exc.lineno,
+                                               seeds=seed_list, **context), 0)
     except StaticCheckError as exc:
         return finish(EvaluationResult.failure(ErrorKind.REJECTED, exc.message, line=exc.line, seeds=seed_list,
                                                **context), 0)
@@ -340,7 +374,7 @@ def evaluate(
             backend=chosen, kernel_source=kernel_source, reference_source=reference_source,
             kernel_name=checked.kernel_name, platform=platform, seeds=seed_list, distributions=distributions,
             tolerance=checks.RELATIVE_L2_TOLERANCE if tolerance is None else float(tolerance), limits=limits,
-            peak_counts=peak_counts, guards=dict(ALL_GUARDS, **(_guards or {})), context=context,
+            peak_counts=peak_counts, guards=guards, context=context,
         )
         try:
             return finish(job.run(), attempt)

@@ -1,0 +1,82 @@
+"""Tiny references and kernels for the evaluation tests (a 128x512 add; silu)."""
+
+from __future__ import annotations
+
+import os
+import textwrap
+
+import pytest
+
+from benchmark.evaluation import Limits
+
+ADD_REFERENCE = textwrap.dedent('''
+    import numpy as np
+
+    M, N = 128, 512
+
+    def get_inputs():
+        a = np.random.normal(size=(M, N)).astype(np.float32)
+        b = np.random.normal(size=(M, N)).astype(np.float32)
+        return [a, b]
+
+    def forward(a, b):
+        return a + b
+
+    def transform_to_nki_inputs(inputs):
+        return inputs
+
+    def transform_nki_outputs(k_res, ref):
+        if not isinstance(k_res, tuple):
+            k_res = (k_res,)
+        refs = ref if isinstance(ref, tuple) else (ref,)
+        return [np.reshape(v, r.shape) for v, r in zip(k_res, refs)]
+''')
+
+# A kernel for the null backend: plain numpy on the arrays it is given.
+NUMPY_ADD_KERNEL = textwrap.dedent('''
+    import numpy as np
+
+    def kernel(a, b):
+        return a + b
+''')
+
+# Short limits so a runaway kernel costs seconds, not minutes.
+FAST_LIMITS = Limits(wall_seconds=20, cpu_seconds=20, memory_bytes=1024**3)
+
+
+def simulator_available() -> bool:
+    try:
+        from benchmark.nki import install, simulate  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+needs_simulator = pytest.mark.skipif(not simulator_available(), reason="benchmark.nki.simulate not available yet")
+
+
+def children_of_this_process(role: str) -> list[int]:
+    """Evaluation children of this test process running `role` (read from /proc)."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as stat:
+                ppid = int(stat.read().rsplit(")", 1)[1].split()[1])
+            with open(f"/proc/{entry}/cmdline", "rb") as cmdline:
+                args = cmdline.read().split(b"\0")
+        except (OSError, IndexError, ValueError):
+            continue
+        if ppid == os.getpid() and b"benchmark.evaluation.child" in args and role.encode() in args:
+            found.append(int(entry))
+    return found
+
+
+def process_alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            state = stat.read().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state not in ("Z", "X")
