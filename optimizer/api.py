@@ -1,7 +1,231 @@
-"""The optimizer app's part of the API; accelopt_site/api.py mounts this router under /api/."""
+"""The optimizer app's part of the API; accelopt_site/api.py mounts this router under /api/.
+
+Runs: create (engineer), list and read (public ones for anyone, private ones for their owner), cancel,
+pause and resume (owner), and page through their events by seq (the same log the websocket streams).
+Each endpoint parses, authorizes, calls one service and serializes.
+"""
 
 from __future__ import annotations
 
-from ninja import Router
+from collections.abc import Callable
+from datetime import datetime
+from typing import Any
+
+from django.core.exceptions import PermissionDenied, ValidationError
+from django.http import Http404, HttpRequest
+from ninja import Field, Router, Schema, Status
+from ninja.errors import HttpError
+
+from accounts.auth import api_optional_auth, api_role
+from accounts.roles import ENGINEER
+from benchmark import services as benchmark_services
+from benchmark.models import Backend, Platform
+from optimizer import services
+from optimizer.models import AgentKind, Run, RunEvent, RunStatus
 
 router = Router()
+
+MAX_EVENT_PAGE = 1000
+MAX_RUN_PAGE = 200
+
+
+class ErrorOut(Schema):
+    detail: str
+
+
+class RunIn(Schema):
+    problem: str = Field(description="problem id or address such as silu:mini")
+    start_kernel_id: int | None = Field(None, description="default: the problem's baseline kernel")
+    agent: str = AgentKind.OFFLINE
+    platform: str = Platform.TRN1
+    backend: str = Backend.SIMULATOR
+    search: dict[str, Any] = Field(default_factory=dict, description="SearchConfig fields; unset ones take defaults")
+    models: dict[str, str] = Field(default_factory=dict, description="model name per role (LLM agent)")
+    is_public: bool = False
+
+
+class RunOut(Schema):
+    id: int
+    problem_id: int
+    problem: str
+    start_kernel_id: int
+    owner: str | None
+    is_public: bool
+    agent: str
+    platform: str
+    backend: str
+    config: dict[str, Any]
+    status: str
+    cancel_requested: bool
+    pause_requested: bool
+    error_message: str
+    current_iteration: int
+    best_kernel_id: int | None
+    start_latency_ms: float | None
+    best_latency_ms: float | None
+    best_speedup: float | None
+    best_peak_fraction: float | None
+    prompt_tokens: int
+    completion_tokens: int
+    cost_usd: float
+    last_event_seq: int
+    created: datetime
+    started: datetime | None
+    finished: datetime | None
+    url: str
+    events_url: str
+    websocket_path: str
+
+
+class EventOut(Schema):
+    seq: int
+    kind: str
+    payload: dict[str, Any]
+    time: datetime
+
+
+class EventPageOut(Schema):
+    run_id: int
+    events: list[EventOut]
+    next_after: int | None = Field(description="pass as ?after= for the next page; null when there is no more")
+
+
+def _run_out(request: HttpRequest, run: Run) -> dict[str, Any]:
+    return {
+        "id": run.pk,
+        "problem_id": run.problem_id,
+        "problem": run.problem.address,
+        "start_kernel_id": run.start_kernel_id,
+        "owner": run.owner.get_username() if run.owner_id else None,
+        "is_public": run.is_public,
+        "agent": run.agent,
+        "platform": run.platform,
+        "backend": run.backend,
+        "config": run.config,
+        "status": run.status,
+        "cancel_requested": run.cancel_requested,
+        "pause_requested": run.pause_requested,
+        "error_message": run.error_message,
+        "current_iteration": run.current_iteration,
+        "best_kernel_id": run.best_kernel_id,
+        "start_latency_ms": run.start_latency_ms,
+        "best_latency_ms": run.best_latency_ms,
+        "best_speedup": run.best_speedup,
+        "best_peak_fraction": run.best_peak_fraction,
+        "prompt_tokens": run.prompt_tokens,
+        "completion_tokens": run.completion_tokens,
+        "cost_usd": run.cost_usd,
+        "last_event_seq": run.next_event_seq - 1,
+        "created": run.created,
+        "started": run.started,
+        "finished": run.finished,
+        "url": request.build_absolute_uri(run.get_absolute_url()),
+        "events_url": request.build_absolute_uri(f"/api/runs/{run.pk}/events"),
+        "websocket_path": f"/ws/runs/{run.pk}/",
+    }
+
+
+def _event_out(event: RunEvent) -> dict[str, Any]:
+    return {"seq": event.seq, "kind": event.kind, "payload": event.payload, "time": event.created}
+
+
+def _run_for(request: HttpRequest, run_id: int, *, write: bool = False) -> Run:
+    try:
+        return services.get_run_for_user(request.auth, run_id, write=write)
+    except Http404 as error:
+        raise HttpError(404, str(error)) from None
+    except PermissionDenied as error:
+        raise HttpError(403, str(error)) from None
+
+
+@router.post(
+    "/runs",
+    auth=api_role(ENGINEER),
+    response={201: RunOut, 400: ErrorOut, 403: ErrorOut, 404: ErrorOut},
+    summary="Queue an optimization run",
+)
+def create_run(request: HttpRequest, payload: RunIn) -> Status:
+    try:
+        if payload.problem.isdigit():
+            problem = benchmark_services.get_problem_for_user(request.auth, int(payload.problem))
+        else:
+            problem = benchmark_services.get_problem_by_address(payload.problem, request.auth)
+        start_kernel = None
+        if payload.start_kernel_id is not None:
+            start_kernel = benchmark_services.get_kernel_for_user(request.auth, payload.start_kernel_id)
+        run = services.create_run(
+            request.auth,
+            problem,
+            start_kernel=start_kernel,
+            agent=payload.agent,
+            platform=payload.platform,
+            backend=payload.backend,
+            search=payload.search,
+            models=payload.models,
+            is_public=payload.is_public,
+        )
+    except ValueError as error:
+        raise HttpError(400, str(error)) from None
+    except ValidationError as error:
+        raise HttpError(400, " ".join(error.messages)) from None
+    except Http404 as error:
+        raise HttpError(404, str(error)) from None
+    except PermissionDenied as error:
+        raise HttpError(403, str(error)) from None
+    return Status(201, _run_out(request, Run.objects.select_related("problem", "owner").get(pk=run.pk)))
+
+
+@router.get("/runs", auth=api_optional_auth, response=list[RunOut], summary="List the runs you may see")
+def list_runs(
+    request: HttpRequest, status: str = "", problem: str = "", mine: bool = False, limit: int = 50, offset: int = 0
+) -> list[dict[str, Any]]:
+    runs = services.visible_runs(request.auth)
+    if status:
+        if status not in RunStatus.values:
+            raise HttpError(400, f"unknown status {status!r}; expected one of {', '.join(RunStatus.values)}")
+        runs = runs.filter(status=status)
+    if problem:
+        runs = runs.filter(problem_id=int(problem)) if problem.isdigit() else runs.filter(problem__slug=problem)
+    if mine:
+        runs = runs.filter(owner=request.auth) if request.auth.is_authenticated else runs.none()
+    limit = max(1, min(limit, MAX_RUN_PAGE))
+    return [_run_out(request, run) for run in runs[max(0, offset) : max(0, offset) + limit]]
+
+
+@router.get(
+    "/runs/{int:run_id}", auth=api_optional_auth, response={200: RunOut, 404: ErrorOut}, summary="Read a run"
+)
+def read_run(request: HttpRequest, run_id: int) -> dict[str, Any]:
+    return _run_out(request, _run_for(request, run_id))
+
+
+def _lifecycle(action: Callable[..., Run]) -> Callable[[HttpRequest, int], dict[str, Any]]:
+    def endpoint(request: HttpRequest, run_id: int) -> dict[str, Any]:
+        run = action(_run_for(request, run_id, write=True), request.auth)
+        return _run_out(request, run)
+
+    return endpoint
+
+
+_WRITE_RESPONSES = {200: RunOut, 403: ErrorOut, 404: ErrorOut}
+router.post("/runs/{int:run_id}/cancel", auth=api_role(ENGINEER), response=_WRITE_RESPONSES,
+            summary="Cancel a run (a running one stops before its next step)",
+            operation_id="cancel_run")(_lifecycle(services.cancel_run))
+router.post("/runs/{int:run_id}/pause", auth=api_role(ENGINEER), response=_WRITE_RESPONSES,
+            summary="Pause a run (a running one stops before its next step)",
+            operation_id="pause_run")(_lifecycle(services.pause_run))
+router.post("/runs/{int:run_id}/resume", auth=api_role(ENGINEER), response=_WRITE_RESPONSES,
+            summary="Resume a paused run from its last checkpoint",
+            operation_id="resume_run")(_lifecycle(services.resume_run))
+
+
+@router.get(
+    "/runs/{int:run_id}/events",
+    auth=api_optional_auth,
+    response={200: EventPageOut, 404: ErrorOut},
+    summary="Page through a run's events (seq > after, in order)",
+)
+def run_events(request: HttpRequest, run_id: int, after: int = 0, limit: int = 100) -> dict[str, Any]:
+    run = _run_for(request, run_id)
+    events, next_after = services.event_page(run, max(0, after), max(1, min(limit, MAX_EVENT_PAGE)))
+    return {"run_id": run.pk, "events": [_event_out(e) for e in events], "next_after": next_after}
