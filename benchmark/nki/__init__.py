@@ -1,0 +1,18 @@
+"""NKI CPU simulator: run unmodified NKI kernels on numpy, with the hardware's rules and an instruction trace.
+
+Public API:
+- `simulate(kernel, inputs, platform="trn1", record_trace=True) -> Simulation`
+- `install()`: make `neuronxcc.nki` (SDK 2.26 API) and top-level `nki` (SDK 2.30 API) importable in this
+  process. Only the sandboxed evaluation child calls it.
+- `errors`: `NKIError`, `NKICompileError`, `NKIRuntimeError`.
+"""
+
+from __future__ import annotations
+
+from . import errors
+from .errors import NKICompileError, NKIError, NKIRuntimeError
+from .namespaces import install
+from .simulate import JitKernel, Simulation, jit, simulate, simulate_kernel
+
+__all__ = ["JitKernel", "NKICompileError", "NKIError", "NKIRuntimeError", "Simulation", "errors", "install",
+           "jit", "simulate", "simulate_kernel"]

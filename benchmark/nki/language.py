@@ -1,0 +1,589 @@
+"""`neuronxcc.nki.language` (nl): tensors, loops, data movement and tile arithmetic.
+
+Semantics follow the NKI language reference (SDK 2.26). Engines follow what the reference says each
+operation lowers to: arithmetic between tiles runs on the Vector Engine, transcendental functions are
+Scalar Engine activations, matmul/transpose use the Tensor Engine, load/store are DMAs.
+"""
+
+from __future__ import annotations
+
+import builtins as _b
+from typing import Any
+
+import numpy as np
+
+from . import alu
+from . import dtypes as dt
+from .errors import NKICompileError, unsupported
+from .indexing import IndexExpr, arange, ds, mgrid  # noqa: F401  (re-exported as nl.arange, ...)
+from .memory import Access, Accumulate, Buffer, Derived, ParDim, Tensor, View
+from .runtime import HBM, ON_CHIP, PRIVATE_HBM, PSUM, SBUF, SHARED_HBM, _fit, active, instruction  # noqa: F401
+from .trace import Engine, LoopKind, Memory
+
+# -- dtypes and buffers -----------------------------------------------------------------------------
+float32 = dt.float32
+float16 = dt.float16
+bfloat16 = dt.bfloat16
+tfloat32 = dt.tfloat32
+float8_e4m3 = dt.float8_e4m3
+float8_e5m2 = dt.float8_e5m2
+int8, int16, int32, int64 = dt.int8, dt.int16, dt.int32, dt.int64
+uint8, uint16, uint32, uint64 = dt.uint8, dt.uint16, dt.uint32, dt.uint64
+bool_ = dt.bool_
+
+sbuf, psum, hbm, shared_hbm, private_hbm = SBUF, PSUM, HBM, SHARED_HBM, PRIVATE_HBM
+
+
+def par_dim(size: int) -> ParDim:
+    return ParDim(size)
+
+
+class tile_size:  # noqa: N801 - the NKI name
+    """Hardware tile limits (NKI language reference, nl.tile_size)."""
+
+    pmax = 128
+    psum_fmax = 512
+    gemm_stationary_fmax = 128
+    gemm_moving_fmax = 512
+    psum_min_fmax = 1
+    total_available_sbuf_size = 24 * 1024 * 1024 // 128
+
+
+# -- tensor creation --------------------------------------------------------------------------------
+def _buffer(buffer: Any) -> Buffer:
+    return SBUF if buffer is None else buffer
+
+
+@instruction("ndarray")
+def ndarray(shape: Any, dtype: Any = float32, buffer: Any = None, name: str = "", **_: Any) -> Tensor:
+    """Uninitialised tensor. HBM outputs start as NaN so unwritten output elements are visible."""
+    sim = active("ndarray").begin("ndarray")
+    buf = _buffer(buffer)
+    return sim.declare("ndarray", shape, dtype, buf, name=name, poison=buf.memory == Memory.HBM)
+
+
+@instruction("zeros")
+def zeros(shape: Any, dtype: Any = float32, buffer: Any = None, name: str = "", **_: Any) -> Tensor:
+    sim = active("zeros").begin("zeros")
+    return sim.declare("zeros", shape, dtype, _buffer(buffer), name=name, fill=0)
+
+
+@instruction("ones")
+def ones(shape: Any, dtype: Any = float32, buffer: Any = None, name: str = "", **_: Any) -> Tensor:
+    sim = active("ones").begin("ones")
+    return sim.declare("ones", shape, dtype, _buffer(buffer), name=name, fill=1)
+
+
+@instruction("full")
+def full(shape: Any, fill_value: Any, dtype: Any = float32, buffer: Any = None, name: str = "",
+         **_: Any) -> Tensor:
+    sim = active("full").begin("full")
+    return sim.declare("full", shape, dtype, _buffer(buffer), name=name, fill=fill_value)
+
+
+@instruction("empty_like")
+def empty_like(a: Any, dtype: Any = None, buffer: Any = None, name: str = "", **_: Any) -> Tensor:
+    return ndarray(tuple(a.shape), dtype or a.dtype, buffer if buffer is not None else _memory_buffer(a), name)
+
+
+@instruction("zeros_like")
+def zeros_like(a: Any, dtype: Any = None, buffer: Any = None, name: str = "", **_: Any) -> Tensor:
+    return zeros(tuple(a.shape), dtype or a.dtype, buffer if buffer is not None else _memory_buffer(a), name)
+
+
+@instruction("ones_like")
+def ones_like(a: Any, dtype: Any = None, buffer: Any = None, name: str = "", **_: Any) -> Tensor:
+    return ones(tuple(a.shape), dtype or a.dtype, buffer if buffer is not None else _memory_buffer(a), name)
+
+
+@instruction("full_like")
+def full_like(a: Any, fill_value: Any, dtype: Any = None, buffer: Any = None, name: str = "", **_: Any) -> Tensor:
+    return full(tuple(a.shape), fill_value, dtype or a.dtype,
+                buffer if buffer is not None else _memory_buffer(a), name)
+
+
+def _memory_buffer(a: Any) -> Buffer:
+    t = a.base if isinstance(a, View) else a
+    return t.buffer if isinstance(t, Tensor) else SBUF
+
+
+@instruction("shared_constant")
+def shared_constant(constant: Any, dtype: Any = None, **_: Any) -> Tensor:
+    """A host constant placed in HBM (initialised)."""
+    sim = active("shared_constant").begin("shared_constant")
+    arr = np.asarray(constant)
+    d = dt.as_dtype(dtype if dtype is not None else arr.dtype)
+    return Tensor(sim.fresh_name("constant"), arr.shape, d, SHARED_HBM, data=np.array(arr, dtype=d.storage),
+                  initialised=True)
+
+
+@instruction("shared_identity_matrix")
+def shared_identity_matrix(n: int, dtype: Any = float32, **_: Any) -> Tensor:
+    return shared_constant(np.identity(n), dtype)
+
+
+# -- loops ------------------------------------------------------------------------------------------
+class _Range:
+    __slots__ = ("kind", "bounds")
+
+    def __init__(self, kind: LoopKind, args: tuple[int, ...]) -> None:
+        self.kind = kind
+        self.bounds = range(*(int(a) for a in args))
+
+    def __iter__(self) -> Any:
+        return active("affine_range").loop(self.kind, self.bounds)
+
+    def __len__(self) -> int:
+        return len(self.bounds)
+
+
+def affine_range(*args: int, **_: Any) -> _Range:
+    """Iterations are independent; the only loop-carried dependence allowed is accumulation."""
+    return _Range(LoopKind.AFFINE, args)
+
+
+def sequential_range(*args: int, **_: Any) -> _Range:
+    return _Range(LoopKind.SEQUENTIAL, args)
+
+
+def static_range(*args: int, **_: Any) -> _Range:
+    return _Range(LoopKind.STATIC, args)
+
+
+# -- operands ---------------------------------------------------------------------------------------
+def _window(mask: Any) -> dict | None:
+    if mask is None:
+        return None
+    from .indexing import Mask
+
+    if not isinstance(mask, Mask):
+        raise NKICompileError("mask", f"mask must be a predicate over index expressions, got {mask!r}")
+    win = mask.window()
+    if win is None:
+        raise unsupported("mask", "a mask that is not a conjunction of bounds on single indices")
+    return win
+
+
+def _dtype_of(x: Any) -> dt.DType | None:
+    if isinstance(x, Access):
+        return x.tensor.dtype
+    if isinstance(x, (Tensor, View, Derived)):
+        return x.dtype
+    return None
+
+
+def _out_dtype(dtype: Any, *operands: Any) -> dt.DType:
+    if dtype is not None:
+        return dt.as_dtype(dtype)
+    found = [d for d in (_dtype_of(o) for o in operands) if d is not None]
+    if not found:
+        return float32
+    if _b.any(d is float32 for d in found):
+        return float32
+    return found[0]
+
+
+def _align(*arrays: Any) -> list[Any]:
+    """NKI broadcasting is partition-first: pad lower-rank tiles with trailing unit dimensions."""
+    nd = _b.max((np.ndim(a) for a in arrays if isinstance(a, np.ndarray)), default=0)
+    out = []
+    for a in arrays:
+        if isinstance(a, np.ndarray) and 0 < a.ndim < nd:
+            a = a.reshape(a.shape + (1,) * (nd - a.ndim))
+        out.append(a)
+    return out
+
+
+def _full_shape(*accs: Any) -> tuple[int, ...]:
+    shapes = [a.full_shape for a in accs if isinstance(a, Access)]
+    if not shapes:
+        return ()
+    nd = _b.max(len(s) for s in shapes)
+    shapes = [tuple(s) + (1,) * (nd - len(s)) for s in shapes]
+    return tuple(np.broadcast_shapes(*shapes))
+
+
+def _as32(x: Any) -> Any:
+    """Engines compute in fp32: promote narrow floats before the math."""
+    if isinstance(x, np.ndarray) and x.dtype.kind == "f" and x.dtype.itemsize < 4:
+        return x.astype(np.float32)
+    return x
+
+
+def _cast(values: Any, d: dt.DType) -> np.ndarray:
+    arr = np.asarray(values)
+    if arr.dtype != d.storage:
+        arr = arr.astype(d.storage)
+    if d.mantissa_bits:
+        arr = d.round(arr)
+    return arr
+
+
+def _engine(engine: Any, default: Engine) -> Engine:
+    from .isa import engine_of
+
+    return engine_of(engine, default)
+
+
+# -- data movement ----------------------------------------------------------------------------------
+@instruction("load")
+def load(src: Any, mask: Any = None, dtype: Any = None, **_: Any) -> Tensor:
+    """HBM -> SBUF (DMA)."""
+    sim = active("load").begin("load")
+    win = _window(mask)
+    acc = sim.operand(src, win, on_chip=False)
+    if acc.memory != Memory.HBM:
+        raise NKICompileError("load", f"load reads HBM, but {acc.tensor.name!r} is in {acc.memory.name}; "
+                                      "use nl.copy between on-chip tiles")
+    d = dt.as_dtype(dtype) if dtype is not None else acc.tensor.dtype
+    values = _cast(sim.read(acc), d)
+    return sim.result(values, d, engine=Engine.DMA, reads=[acc], window=win, full_shape=acc.full_shape,
+                      allowed=frozenset((Memory.SBUF,)), flops=0)
+
+
+@instruction("store")
+def store(dst: Any, value: Any, mask: Any = None, **_: Any) -> None:
+    """SBUF -> HBM (DMA)."""
+    sim = active("store").begin("store")
+    win = _window(mask)
+    if isinstance(dst, View):
+        out = dst.base.access(dst.items, win, "store")
+    elif isinstance(dst, Tensor):
+        out = dst.whole(win, "store")
+    else:
+        raise NKICompileError("store", f"store needs an HBM tensor destination, got {type(dst).__name__}")
+    if out.memory != Memory.HBM:
+        raise NKICompileError("store", f"store writes HBM, but the destination {out.tensor.name!r} is in "
+                                       f"{out.memory.name}")
+    src = sim.operand(value, win)
+    if isinstance(src, Access) and src.memory != Memory.SBUF:
+        raise NKICompileError("store", f"store reads SBUF, but {src.tensor.name!r} is in {src.memory.name}; "
+                                       "copy it to SBUF first")
+    values = sim.read(src)
+    sim.write(out, values, "store")
+    sim.emit("store", Engine.DMA, out.tensor.dtype.name, out.partitions, out.free, 0,
+             [src] if isinstance(src, Access) else [], [out], sim.line_no, sim.ctx)
+
+
+@instruction("copy")
+def copy(src: Any, mask: Any = None, dtype: Any = None, **_: Any) -> Tensor:
+    sim = active("copy").begin("copy")
+    win = _window(mask)
+    acc = sim.operand(src, win)
+    d = _out_dtype(dtype, acc)
+    values = _cast(sim.read(acc), d)
+    return sim.result(values, d, engine=Engine.VECTOR, reads=[acc], window=win, full_shape=acc.full_shape)
+
+
+# -- elementwise ------------------------------------------------------------------------------------
+def _binary_op(name: str) -> Any:
+    fn = alu.binary(name, name)
+
+    @instruction(name)
+    def op(x: Any, y: Any, dtype: Any = None, mask: Any = None, **_: Any) -> Any:
+        sim = active(name).begin(name)
+        win = _window(mask)
+        a = sim.operand(x, win)
+        b = sim.operand(y, win)
+        if not isinstance(a, Access) and not isinstance(b, Access):
+            return fn(a, b)
+        d = _out_dtype(dtype, a, b)
+        va, vb = _align(_as32(sim.read(a)), _as32(sim.read(b)))
+        values = _cast(fn(va, vb), d)
+        reads = [r for r in (a, b) if isinstance(r, Access)]
+        return sim.result(values, d, engine=Engine.VECTOR, reads=reads, window=win, full_shape=_full_shape(a, b))
+
+    op.__name__ = name
+    alu.register(op, name)
+    return op
+
+
+add = _binary_op("add")
+subtract = _binary_op("subtract")
+multiply = _binary_op("multiply")
+divide = _binary_op("divide")
+maximum = _binary_op("maximum")
+minimum = _binary_op("minimum")
+power = _binary_op("power")
+equal = _binary_op("equal")
+not_equal = _binary_op("not_equal")
+greater = _binary_op("greater")
+greater_equal = _binary_op("greater_equal")
+less = _binary_op("less")
+less_equal = _binary_op("less_equal")
+logical_and = _binary_op("logical_and")
+logical_or = _binary_op("logical_or")
+logical_xor = _binary_op("logical_xor")
+bitwise_and = _binary_op("bitwise_and")
+bitwise_or = _binary_op("bitwise_or")
+bitwise_xor = _binary_op("bitwise_xor")
+left_shift = _binary_op("left_shift")
+right_shift = _binary_op("right_shift")
+fmod = _binary_op("mod")
+abs_max = _binary_op("abs_max")
+
+
+def _unary_op(name: str, engine: Engine = Engine.SCALAR) -> Any:
+    fn = alu.unary(name, name)
+
+    @instruction(name)
+    def op(x: Any, dtype: Any = None, mask: Any = None, **_: Any) -> Any:
+        sim = active(name).begin(name)
+        win = _window(mask)
+        a = sim.operand(x, win)
+        if not isinstance(a, Access):
+            return fn(np.float32(a))
+        d = _out_dtype(dtype, a)
+        values = _cast(fn(_as32(sim.read(a))), d)
+        return sim.result(values, d, engine=engine, reads=[a], window=win, full_shape=a.full_shape)
+
+    op.__name__ = name
+    alu.register(op, name)
+    return op
+
+
+exp = _unary_op("exp")
+log = _unary_op("log")
+sqrt = _unary_op("sqrt")
+rsqrt = _unary_op("rsqrt")
+square = _unary_op("square")
+reciprocal = _unary_op("reciprocal")
+tanh = _unary_op("tanh")
+sigmoid = _unary_op("sigmoid")
+silu = _unary_op("silu")
+gelu = _unary_op("gelu")
+gelu_apprx_tanh = _unary_op("gelu_apprx_tanh")
+gelu_apprx_sigmoid = _unary_op("gelu_apprx_sigmoid")
+relu = _unary_op("relu")
+sin = _unary_op("sin")
+cos = _unary_op("cos")
+tan = _unary_op("tan")
+arctan = _unary_op("arctan")
+erf = _unary_op("erf")
+softplus = _unary_op("softplus")
+mish = _unary_op("mish")
+abs = _unary_op("abs", Engine.VECTOR)  # noqa: A001 - the NKI name
+negative = _unary_op("negative", Engine.VECTOR)
+sign = _unary_op("sign", Engine.VECTOR)
+ceil = _unary_op("ceil", Engine.VECTOR)
+floor = _unary_op("floor", Engine.VECTOR)
+trunc = _unary_op("trunc", Engine.VECTOR)
+logical_not = _unary_op("logical_not", Engine.VECTOR)
+invert = _unary_op("invert", Engine.VECTOR)
+identity = _unary_op("identity")
+alu.register(copy, "copy")
+
+
+# -- reductions -------------------------------------------------------------------------------------
+def _axes(axis: Any, ndim: int, op: str) -> tuple[int, ...]:
+    if axis is None:
+        axes = tuple(range(1, ndim))
+    elif isinstance(axis, (list, tuple)):
+        axes = tuple(int(a) % ndim for a in axis)
+    else:
+        axes = (int(axis) % ndim,)
+    if 0 in axes:
+        raise NKICompileError(op, "reductions run along free axes; axis 0 is the partition axis "
+                                  "(transpose first, or use nisa.tensor_partition_reduce)")
+    return axes
+
+
+def _reduce_op(name: str, combine: str, mean: bool = False) -> Any:
+    @instruction(name)
+    def op(x: Any, axis: Any = None, dtype: Any = None, mask: Any = None, keepdims: bool = False,
+           **_: Any) -> Tensor:
+        sim = active(name).begin(name)
+        win = _window(mask)
+        a = sim.operand(x, win)
+        d = _out_dtype(dtype, a)
+        values = _as32(sim.read(a))
+        axes = _axes(axis, values.ndim, name)
+        out = alu.reducer(combine, name)(values, axis=axes, keepdims=keepdims)
+        if mean:
+            count = 1
+            for ax in axes:
+                count *= a.full_shape[ax]
+            out = out / count
+        full = list(a.full_shape)
+        for ax in sorted(axes, reverse=True):
+            if keepdims:
+                full[ax] = 1
+            else:
+                del full[ax]
+        return sim.result(_cast(out, d), d, engine=Engine.VECTOR, reads=[a], window=win, full_shape=tuple(full),
+                          free=a.free, flops=a.size)
+
+    op.__name__ = name
+    return op
+
+
+sum = _reduce_op("sum", "add")  # noqa: A001
+prod = _reduce_op("prod", "multiply")
+max = _reduce_op("max", "maximum")  # noqa: A001
+min = _reduce_op("min", "minimum")  # noqa: A001
+mean = _reduce_op("mean", "add", mean=True)
+all = _reduce_op("all", "logical_and")  # noqa: A001
+any = _reduce_op("any", "logical_or")  # noqa: A001
+alu.register(sum, "add")
+alu.register(max, "maximum")
+alu.register(min, "minimum")
+alu.register(prod, "multiply")
+
+
+@instruction("loop_reduce")
+def loop_reduce(x: Any, op: Any, loop_indices: Any, *, dtype: Any = None, mask: Any = None, **_: Any) -> Tensor:
+    """dst = op(dst, x) across the listed loops; the first contribution initialises dst."""
+    sim = active("loop_reduce").begin("loop_reduce")
+    win = _window(mask)
+    a = sim.operand(x, win)
+    d = _out_dtype(dtype, a)
+    combine = alu.op_name(op, "loop_reduce")
+    alu.binary(combine, "loop_reduce")
+    tile = sim.result(_cast(sim.read(a), d), d, engine=Engine.VECTOR, reads=[a], window=win,
+                      full_shape=a.full_shape)
+    sim.pending.reduce = combine  # type: ignore[union-attr]
+    return tile
+
+
+# -- Tensor Engine ----------------------------------------------------------------------------------
+@instruction("matmul")
+def matmul(x: Any, y: Any, *, transpose_x: bool = False, mask: Any = None, **_: Any) -> Tensor:
+    """x @ y (or x.T @ y): lowers to nc_matmul, with a Tensor Engine transpose of x unless transpose_x."""
+    from .isa import nc_matmul, nc_transpose
+
+    if not transpose_x:
+        xt = nc_transpose(x)
+        sim = active("matmul")
+        sim.flush()
+        x = copy(xt)  # the transposed tile comes back to SBUF before it can be a matmul operand
+    return nc_matmul(x, y, mask=mask, _op="matmul")
+
+
+@instruction("transpose")
+def transpose(x: Any, dtype: Any = None, mask: Any = None, **_: Any) -> Tensor:
+    from .isa import nc_transpose
+
+    return nc_transpose(x, dtype=dtype, mask=mask)
+
+
+# -- misc -------------------------------------------------------------------------------------------
+def program_id(axis: int = 0) -> int:
+    return 0
+
+
+def num_programs(axis: int = 0) -> int:
+    return 1
+
+
+def program_ndim() -> int:
+    return 0
+
+
+def device_print(*_: Any, **__: Any) -> None:
+    """Printing from the device is a no-op in the simulator."""
+
+
+def broadcast_to(x: Any, shape: Any) -> Derived:
+    return Derived(x, tuple(shape), "broadcast")
+
+
+def where(condition: Any, x: Any, y: Any, dtype: Any = None, mask: Any = None, **_: Any) -> Tensor:
+    sim = active("where").begin("where")
+    win = _window(mask)
+    c, a, b = (sim.operand(v, win) for v in (condition, x, y))
+    d = _out_dtype(dtype, a, b)
+    vc, va, vb = _align(sim.read(c), sim.read(a), sim.read(b))
+    values = _cast(np.where(vc, va, vb), d)
+    return sim.result(values, d, engine=Engine.VECTOR, reads=[r for r in (c, a, b) if isinstance(r, Access)],
+                      window=win, full_shape=_full_shape(c, a, b))
+
+
+def __getattr__(name: str) -> Any:
+    if name.startswith("__"):
+        raise AttributeError(name)
+
+    def missing(*_: Any, **__: Any) -> Any:
+        raise unsupported(f"nl.{name}")
+
+    return missing
+
+
+# -- tile methods and operators ---------------------------------------------------------------------
+def _install_operators() -> None:
+    def binop(fn: Any, reflected: bool = False) -> Any:
+        if reflected:
+            return lambda self, other: fn(other, self)
+        return lambda self, other: fn(self, other)
+
+    def iop(name: str) -> Any:
+        def method(self: Any, other: Any) -> Any:
+            if isinstance(self, View):
+                return Accumulate(self, other, name)
+            active(name).assign(self, (Ellipsis,), Accumulate(View(self, (Ellipsis,)), other, name))
+            return self
+
+        return method
+
+    def getitem(self: Tensor, items: Any) -> View:
+        return View(self, items)
+
+    def setitem(self: Tensor, items: Any, value: Any) -> None:
+        active("assign").assign(self, items, value)
+
+    def view_setitem(self: View, items: Any, value: Any) -> None:
+        raise unsupported("assign", "assigning into a view of a view")
+
+    def view_getitem(self: View, items: Any) -> View:
+        acc = self.access()
+        holder = Tensor.__new__(Tensor)
+        # A view of a view: alias a temporary tensor onto the resolved region and index it.
+        for slot in ("name", "shape", "dtype", "memory", "buffer", "partition_axis", "data", "init", "trace_id",
+                     "scope", "is_tile", "records", "race_key_len", "pstrides", "version"):
+            setattr(holder, slot, getattr(acc.tensor, slot))
+        holder.alias = acc
+        return View(holder, items)
+
+    def t_broadcast(self: Any, shape: Any) -> Derived:
+        return Derived(self, tuple(shape), "broadcast")
+
+    def t_reshape(self: Any, shape: Any) -> Any:
+        if isinstance(self, Tensor) and self.memory == Memory.HBM:
+            t = Tensor(self.name, tuple(shape), self.dtype, self.buffer, data=self.data.reshape(shape),
+                       initialised=self.init is None, scope=self.scope)
+            if self.init is not None:
+                t.init = self.init.reshape(shape)
+            t.records = self.records
+            return t
+        return Derived(self, tuple(shape), "reshape")
+
+    def t_transpose(self: Any) -> Derived:
+        return Derived(self, tuple(reversed(self.shape)), "transpose")
+
+    for cls in (Tensor, View, Derived):
+        cls.__add__ = binop(add)
+        cls.__radd__ = binop(add, True)
+        cls.__sub__ = binop(subtract)
+        cls.__rsub__ = binop(subtract, True)
+        cls.__mul__ = binop(multiply)
+        cls.__rmul__ = binop(multiply, True)
+        cls.__truediv__ = binop(divide)
+        cls.__rtruediv__ = binop(divide, True)
+        cls.__pow__ = binop(power)
+        cls.__neg__ = lambda self: multiply(self, -1.0)
+        cls.broadcast_to = t_broadcast
+        cls.T = property(t_transpose)
+    for cls in (Tensor, View):
+        cls.__iadd__ = iop("add")
+        cls.__isub__ = iop("subtract")
+        cls.__imul__ = iop("multiply")
+        cls.__itruediv__ = iop("divide")
+        cls.reshape = t_reshape
+    Tensor.__getitem__ = getitem
+    Tensor.__setitem__ = setitem
+    View.__getitem__ = view_getitem
+    View.__setitem__ = view_setitem
+    Derived.reshape = t_reshape
+
+
+_install_operators()
+_ = (ON_CHIP, IndexExpr, _fit)

@@ -1,0 +1,475 @@
+"""Tensors in HBM, SBUF and PSUM, and the resolution of an index into a strided numpy view.
+
+Storage is one numpy array per tensor, allocated with `np.zeros` so the operating system maps pages only
+when they are touched: a compiler-style kernel may declare SBUF tensors far larger than SBUF (the real
+compiler allocates by live range), and only the tiles it writes cost host memory. An optional boolean
+array of the same shape tracks which elements were written, for the uninitialised-read rule.
+
+`resolve` turns `tensor[items]` (ints, slices, `IndexExpr`s, optionally narrowed by a mask window) into
+an `Access`: a numpy view of the elements, the bounding box per tensor axis (for the trace and the race
+check), and the tile shape.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from numpy.lib.stride_tricks import as_strided
+
+from . import dtypes as dt
+from .errors import NKICompileError, NKIRuntimeError, unsupported
+from .indexing import ArrayIndex, IndexExpr, _is_int
+from .trace import Memory
+
+Window = dict[int, tuple[int, int, int]]  # position -> (lo, hi, size)
+
+
+class Buffer:
+    """nl.sbuf, nl.psum, nl.hbm, nl.shared_hbm, nl.private_hbm."""
+
+    __slots__ = ("name", "memory")
+
+    def __init__(self, name: str, memory: Memory) -> None:
+        self.name = name
+        self.memory = memory
+
+    def __repr__(self) -> str:
+        return f"nl.{self.name}"
+
+
+class ParDim(int):
+    """nl.par_dim(n): marks the partition axis of a declared on-chip tensor."""
+
+    def __repr__(self) -> str:
+        return f"par_dim({int(self)})"
+
+
+class Access:
+    """A resolved region of a tensor: a numpy view plus what the trace and the rules need."""
+
+    __slots__ = ("tensor", "array", "init", "box", "shape", "full_shape", "key", "exact")
+
+    def __init__(self, tensor: Tensor, array: np.ndarray, init: np.ndarray | None,
+                 box: tuple[tuple[int, int], ...], shape: tuple[int, ...], full_shape: tuple[int, ...],
+                 key: tuple[int, ...] | None, exact: bool = True) -> None:
+        self.tensor = tensor
+        self.array = array
+        self.init = init
+        self.box = box
+        self.shape = shape
+        self.full_shape = full_shape
+        self.key = key  # leading pinned indices: the race-check bucket (None: spans buckets)
+        self.exact = exact  # the box is the exact footprint (affine access), not a loose bound
+
+    @property
+    def memory(self) -> Memory:
+        return self.tensor.memory
+
+    @property
+    def size(self) -> int:
+        n = 1
+        for s in self.shape:
+            n *= s
+        return n
+
+    @property
+    def nbytes(self) -> int:
+        return self.size * self.tensor.dtype.itemsize
+
+    @property
+    def partitions(self) -> int:
+        return self.shape[0] if self.shape else 1
+
+    @property
+    def free(self) -> int:
+        p = self.partitions
+        return self.size // p if p else 0
+
+
+def _normalize_items(items: Any, ndim: int) -> list[Any]:
+    if not isinstance(items, tuple):
+        items = (items,)
+    out: list[Any] = []
+    for k, it in enumerate(items):
+        if it is Ellipsis:
+            rest = len(items) - k - 1
+            out.extend([slice(None)] * (ndim - len(out) - rest))
+        else:
+            out.append(it)
+    if len(out) > ndim:
+        raise IndexError(f"too many indices: {len(out)} for a tensor of rank {ndim}")
+    out.extend([slice(None)] * (ndim - len(out)))
+    return out
+
+
+class Spec:
+    """The affine form of an access: per axis a constant and terms (position, coef, size)."""
+
+    __slots__ = ("consts", "terms", "out_shape", "full_shape", "empty")
+
+    def __init__(self, consts: list[int], terms: list[list[tuple[int, int, int]]], out_shape: list[int],
+                 full_shape: tuple[int, ...], empty: bool) -> None:
+        self.consts = consts
+        self.terms = terms
+        self.out_shape = out_shape
+        self.full_shape = full_shape
+        self.empty = empty
+
+
+def affine_spec(shape: tuple[int, ...], items: Any, window: Window | None) -> Spec | None:
+    """Affine form of `items` over a tensor of `shape`; None if an index is not affine (ArrayIndex)."""
+    ndim = len(shape)
+    norm = _normalize_items(items, ndim)
+    has_expr = False
+    n_slices = 0
+    for it in norm:
+        if isinstance(it, IndexExpr):
+            has_expr = True
+        elif isinstance(it, ArrayIndex):
+            return None
+        elif isinstance(it, slice):
+            n_slices += 1
+        elif not _is_int(it):
+            if isinstance(it, np.ndarray) and it.dtype.kind in "iu":
+                return None
+            raise NKICompileError("index", f"unsupported index {it!r} of type {type(it).__name__}")
+    consts: list[int] = []
+    terms: list[list[tuple[int, int, int]]] = []
+    # Slices are iterators of their own. Next to arange indices, a slice takes the tile dimension of
+    # its place among the non-integer indices (x[i_p, 0:512] is a (128, 512) tile, like mgrid).
+    n_free = sum(1 for it in norm if isinstance(it, (IndexExpr, slice)))
+    rank = n_free
+    if has_expr:
+        rank = max(rank, max(it.ndim for it in norm if isinstance(it, IndexExpr)))
+    j = 0
+    for axis, it in enumerate(norm):
+        if isinstance(it, IndexExpr):
+            consts.append(it.const)
+            terms.append(list(it.terms))
+            j += 1
+        elif isinstance(it, slice):
+            start, stop, step = it.indices(shape[axis])
+            size = len(range(start, stop, step))
+            consts.append(start)
+            terms.append([(j - n_free, step, size)])
+            j += 1
+        else:
+            consts.append(int(it))
+            terms.append([])
+    out_shape = [1] * rank
+    for axis_terms in terms:
+        for pos, _c, size in axis_terms:
+            cur = out_shape[pos]
+            if cur == 1:
+                out_shape[pos] = size
+            elif size != 1 and size != cur:
+                raise NKICompileError("index", f"index shapes do not broadcast: {cur} and {size}")
+    full_shape = tuple(out_shape)
+    empty = False
+    if window:
+        for pos, (lo, hi, wsize) in window.items():
+            if -pos > rank:
+                continue
+            if wsize == 0:
+                empty = True
+                continue
+            if out_shape[pos] != wsize:
+                continue
+            if hi <= lo:
+                empty = True
+            out_shape[pos] = max(0, hi - lo)
+            for axis, axis_terms in enumerate(terms):
+                new_terms = []
+                for p, c, s in axis_terms:
+                    if p == pos and s == wsize:
+                        consts[axis] += c * lo
+                        s = max(0, hi - lo)
+                    new_terms.append((p, c, s))
+                terms[axis] = new_terms
+    if any(s == 0 for s in out_shape):
+        empty = True
+    return Spec(consts, terms, out_shape, full_shape, empty)
+
+
+def _bounds(spec: Spec) -> list[tuple[int, int]]:
+    box = []
+    for const, axis_terms in zip(spec.consts, spec.terms, strict=True):
+        lo = hi = const
+        for _p, c, s in axis_terms:
+            if s > 1:
+                span = c * (s - 1)
+                if span < 0:
+                    lo += span
+                else:
+                    hi += span
+        box.append((lo, hi + 1))
+    return box
+
+
+def build_view(arr: np.ndarray, spec: Spec) -> np.ndarray:
+    """A numpy view of `arr` with the access's tile shape (no copy)."""
+    simple = True
+    seen: set[int] = set()
+    for axis_terms in spec.terms:
+        live = [t for t in axis_terms if t[2] > 1]
+        if len(live) > 1:
+            simple = False
+            break
+        for p, _c, _s in live:
+            if p in seen:
+                simple = False
+                break
+            seen.add(p)
+    rank = len(spec.out_shape)
+    if simple:
+        index: list[Any] = []
+        positions: list[int] = []
+        for const, axis_terms in zip(spec.consts, spec.terms, strict=True):
+            live = [t for t in axis_terms if t[2] > 1]
+            if not live:
+                index.append(const)
+                continue
+            p, c, s = live[0]
+            stop = const + c * s
+            index.append(slice(const, stop if stop >= 0 else None, c))
+            positions.append(p + rank)
+        view = arr[tuple(index)]
+        if positions != sorted(positions):
+            order = sorted(range(len(positions)), key=positions.__getitem__)
+            view = view.transpose(order)
+        if view.shape != tuple(spec.out_shape):
+            view = view.reshape(spec.out_shape)
+        return view
+    origin = arr[tuple(slice(c, None) if c >= 0 else slice(0, None) for c in spec.consts)]
+    strides = [0] * rank
+    for axis, axis_terms in enumerate(spec.terms):
+        for p, c, s in axis_terms:
+            if s > 1:
+                strides[p] += c * arr.strides[axis]
+    return as_strided(origin, shape=tuple(spec.out_shape), strides=tuple(strides))
+
+
+class Tensor:
+    """A tensor in one of the memories. On-chip tensors have a partition axis (par_dim, else axis 0)."""
+
+    __slots__ = ("name", "shape", "dtype", "memory", "buffer", "partition_axis", "data", "init", "trace_id",
+                 "scope", "alias", "is_tile", "records", "race_key_len", "pstrides", "version", "__weakref__")
+
+    def __init__(self, name: str, shape: tuple[int, ...], dtype: dt.DType, buffer: Buffer, *,
+                 data: np.ndarray | None = None, initialised: bool = False, poison: bool = False,
+                 scope: tuple = (), is_tile: bool = False) -> None:
+        part_axes = [i for i, s in enumerate(shape) if isinstance(s, ParDim)]
+        if len(part_axes) > 1:
+            raise NKICompileError("ndarray", f"tensor {name!r} declares {len(part_axes)} partition dimensions")
+        self.shape = tuple(int(s) for s in shape)
+        self.name = name
+        self.dtype = dtype
+        self.buffer = buffer
+        self.memory = buffer.memory
+        if self.memory == Memory.HBM:
+            self.partition_axis = -1
+        else:
+            self.partition_axis = part_axes[0] if part_axes else 0
+        if data is None:
+            if poison and dt.is_float(dtype):
+                data = np.full(self.shape, np.nan, dtype=dtype.storage)
+            else:
+                data = np.zeros(self.shape, dtype=dtype.storage)
+        self.data = data
+        self.init = None if initialised else np.zeros(self.shape, dtype=np.bool_)
+        self.trace_id = -1
+        self.scope = scope
+        self.alias: Access | None = None
+        self.is_tile = is_tile
+        self.records: dict[Any, list] = {}
+        self.version = 0
+        # Race-check buckets: the leading block indices of on-chip tensors, the leading axes of HBM ones.
+        if self.memory == Memory.HBM:
+            self.race_key_len = max(0, len(self.shape) - 2)
+        else:
+            self.race_key_len = self.partition_axis
+        # Per-partition element strides (row-major over the non-partition axes) for trace byte ranges.
+        strides = [0] * len(self.shape)
+        acc = 1
+        for axis in range(len(self.shape) - 1, -1, -1):
+            if axis == self.partition_axis:
+                continue
+            strides[axis] = acc
+            acc *= self.shape[axis]
+        self.pstrides = tuple(strides)
+
+    # -- properties kernels use -----------------------------------------------------------------
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def bytes_per_partition(self) -> int:
+        if self.memory == Memory.HBM:
+            return 0
+        n = 1
+        for axis, s in enumerate(self.shape):
+            if axis > self.partition_axis:
+                n *= s
+        return n * self.dtype.itemsize
+
+    @property
+    def itemsize(self) -> int:
+        return self.dtype.itemsize
+
+    def __repr__(self) -> str:
+        return f"<{self.memory.name} tensor {self.name} {self.shape} {self.dtype.name}>"
+
+    def __len__(self) -> int:
+        return self.shape[0]
+
+    # -- resolution -----------------------------------------------------------------------------
+    def access(self, items: Any, window: Window | None = None, op: str = "index") -> Access | FancyAccess:
+        if self.alias is not None:
+            return compose(self.alias, items, window, op)
+        spec = affine_spec(self.shape, items, window)
+        if spec is None:
+            return fancy_access(self, self.data, self.init, items, op)
+        box = _bounds(spec)
+        if not spec.empty:
+            for axis, (lo, hi) in enumerate(box):
+                if lo < 0 or hi > self.shape[axis]:
+                    bad = lo if lo < 0 else hi - 1
+                    raise NKIRuntimeError(op, f"index {bad} is out of bounds for axis {axis} of size "
+                                              f"{self.shape[axis]} of tensor {self.name!r} {self.shape}")
+            array = build_view(self.data, spec)
+            init = build_view(self.init, spec) if self.init is not None else None
+        else:
+            array = np.zeros(spec.out_shape, self.data.dtype)
+            init = None
+        n = self.race_key_len
+        key: tuple[int, ...] | None = tuple(spec.consts[:n])
+        for axis in range(n):
+            if spec.terms[axis] and any(s > 1 for _p, _c, s in spec.terms[axis]):
+                key = None
+                break
+        return Access(self, array, init, tuple(box), tuple(spec.out_shape), spec.full_shape, key)
+
+    def whole(self, window: Window | None = None, op: str = "index") -> Access | FancyAccess:
+        return self.access((Ellipsis,), window, op)
+
+
+class FancyAccess(Access):
+    """An access through explicit index arrays (non-affine indices): reads copy, writes scatter."""
+
+    __slots__ = ("index", "base", "base_init")
+
+    def __init__(self, tensor: Tensor, base: np.ndarray, base_init: np.ndarray | None, index: tuple,
+                 box: tuple[tuple[int, int], ...], shape: tuple[int, ...]) -> None:
+        super().__init__(tensor, None, None, box, shape, shape, None, exact=False)  # type: ignore[arg-type]
+        self.index = index
+        self.base = base
+        self.base_init = base_init
+
+
+def fancy_access(tensor: Tensor, base: np.ndarray, base_init: np.ndarray | None, items: Any,
+                 op: str) -> FancyAccess:
+    norm = _normalize_items(items, base.ndim)
+    arrays = []
+    for it in norm:
+        if isinstance(it, (IndexExpr, ArrayIndex)):
+            arrays.append(it.materialize())
+        elif isinstance(it, slice):
+            raise unsupported(op, "slices mixed with non-affine indices")
+        elif isinstance(it, np.ndarray):
+            arrays.append(it.astype(np.int64))
+        else:
+            arrays.append(np.int64(it))
+    rank = max(np.ndim(a) for a in arrays)
+    arrays = [np.asarray(a).reshape((1,) * (rank - np.ndim(a)) + np.shape(a)) for a in arrays]
+    shape = np.broadcast_shapes(*(a.shape for a in arrays))
+    box = []
+    for axis, a in enumerate(arrays):
+        lo, hi = int(a.min()), int(a.max()) + 1
+        if lo < 0 or hi > base.shape[axis]:
+            bad = lo if lo < 0 else hi - 1
+            raise NKIRuntimeError(op, f"index {bad} is out of bounds for axis {axis} of size {base.shape[axis]}"
+                                      f" of tensor {tensor.name!r}")
+        box.append((lo, hi))
+    return FancyAccess(tensor, base, base_init, tuple(arrays), tuple(box), tuple(shape))
+
+
+def compose(parent: Access, items: Any, window: Window | None, op: str) -> Access:
+    """Index into an already resolved region (a tile aliased onto a destination, or a view of a view)."""
+    if isinstance(parent, FancyAccess):
+        raise unsupported(op, "indexing a tile produced by a non-affine access")
+    arr = parent.array
+    spec = affine_spec(arr.shape, items, window)
+    if spec is None:
+        raise unsupported(op, "non-affine index into a tile view")
+    box = _bounds(spec)
+    if not spec.empty:
+        for axis, (lo, hi) in enumerate(box):
+            if lo < 0 or hi > arr.shape[axis]:
+                bad = lo if lo < 0 else hi - 1
+                raise NKIRuntimeError(op, f"index {bad} is out of bounds for axis {axis} of size "
+                                          f"{arr.shape[axis]} of tile {parent.tensor.name!r} {arr.shape}")
+        array = build_view(arr, spec)
+        init = build_view(parent.init, spec) if parent.init is not None else None
+    else:
+        array = np.zeros(spec.out_shape, arr.dtype)
+        init = None
+    # The trace keeps the parent's bounding box: a conservative footprint.
+    return Access(parent.tensor, array, init, parent.box, tuple(spec.out_shape), spec.full_shape, parent.key,
+                  exact=False)
+
+
+class View:
+    """`tensor[items]` before it is used: resolved lazily, once the instruction's mask is known."""
+
+    __slots__ = ("base", "items")
+
+    def __init__(self, base: Tensor, items: Any) -> None:
+        self.base = base
+        self.items = items
+
+    def access(self, window: Window | None = None, op: str = "index") -> Access:
+        return self.base.access(self.items, window, op)
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self.access().shape
+
+    @property
+    def dtype(self) -> dt.DType:
+        return self.base.dtype
+
+    @property
+    def memory(self) -> Memory:
+        return self.base.memory
+
+    def __repr__(self) -> str:
+        return f"<view of {self.base.name} {self.shape}>"
+
+
+class Accumulate:
+    """What `view += value` hands to `__setitem__`: accumulate `value` into the view."""
+
+    __slots__ = ("view", "value", "op")
+
+    def __init__(self, view: View, value: Any, op: str) -> None:
+        self.view = view
+        self.value = value
+        self.op = op  # "add", "subtract", "multiply", ...
+
+
+class Derived:
+    """A tile view computed from another operand without an instruction (broadcast_to, reshape)."""
+
+    __slots__ = ("source", "shape", "kind", "arg")
+
+    def __init__(self, source: Any, shape: tuple[int, ...], kind: str, arg: Any = None) -> None:
+        self.source = source
+        self.shape = tuple(shape)
+        self.kind = kind
+        self.arg = arg
+
+    @property
+    def dtype(self) -> dt.DType:
+        return self.source.dtype

@@ -1,0 +1,566 @@
+"""The simulator state: loops, the instruction being issued, the hardware rules, and the trace.
+
+Every NKI operation goes through the active `Simulator`: `begin` (flush the previous instruction, find
+the kernel line), `operand` (resolve an input tile, check scope/partitions), `result` (a new tile for a
+functional ISA call, held *pending* until we know where it goes) and `commit` (write the destination,
+check buffer rules, initialisation and races, append the trace row).
+
+A pending result exists because `dst[idx] = nisa.op(...)` is one instruction on the device writing
+straight into `dst`, while `t = nisa.op(...)` writes a fresh tile: the destination is only known once
+Python calls `__setitem__` (or when the next operation starts and nothing claimed the result).
+"""
+
+from __future__ import annotations
+
+import functools
+import sys
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import numpy as np
+
+from . import dtypes as dt
+from .errors import NKICompileError, NKIError, NKIRuntimeError
+from .memory import Access, Accumulate, Buffer, Derived, FancyAccess, Tensor, View, Window
+from .trace import Engine, LoopInfo, LoopKind, Memory, TensorInfo, Trace
+
+_ACTIVE: Simulator | None = None
+
+SBUF = Buffer("sbuf", Memory.SBUF)
+PSUM = Buffer("psum", Memory.PSUM)
+HBM = Buffer("hbm", Memory.HBM)
+SHARED_HBM = Buffer("shared_hbm", Memory.HBM)
+PRIVATE_HBM = Buffer("private_hbm", Memory.HBM)
+
+ON_CHIP = frozenset((Memory.SBUF, Memory.PSUM))
+_SCALARS = (int, float, bool, np.generic)
+
+
+def active(op: str) -> Simulator:
+    if _ACTIVE is None:
+        raise NKICompileError(op, "NKI operations run only inside a simulated kernel "
+                                  "(call benchmark.nki.simulate or a @nki.jit kernel with numpy arrays)")
+    return _ACTIVE
+
+
+def instruction(name: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Decorate an NKI operation: numpy/shape errors inside it become NKICompileErrors naming it."""
+
+    def wrap(fn: Callable[..., Any]) -> Callable[..., Any]:
+        @functools.wraps(fn)
+        def run(*args: Any, **kwargs: Any) -> Any:
+            try:
+                return fn(*args, **kwargs)
+            except NKIError:
+                raise
+            except (ValueError, TypeError, IndexError) as exc:
+                raise NKICompileError(name, str(exc)) from exc
+
+        run.nki_name = name  # type: ignore[attr-defined]
+        return run
+
+    return wrap
+
+
+class Pending:
+    """A functional instruction whose destination is not known yet."""
+
+    __slots__ = ("op", "engine", "dtype", "data", "full_shape", "window", "reads", "line", "ctx", "nest",
+                 "partitions", "free", "flops", "is_transpose", "tile", "allowed", "native_acc", "compute", "reduce")
+
+    def __init__(self, **fields: Any) -> None:
+        self.reduce = None  # loop_reduce: the combining operator
+        for k, v in fields.items():
+            setattr(self, k, v)
+
+
+class Simulator:
+    def __init__(self, platform: Any, *, record_trace: bool, kernel_file: str) -> None:
+        self.platform = platform
+        self.trace = Trace()
+        self.record_trace = record_trace
+        self.kernel_file = kernel_file
+        self.stack: list[tuple[int, int]] = []
+        self.nest: tuple[tuple[int, int], ...] = ()
+        self.ctx = self.trace.context_id(())
+        self.loop_kind: list[LoopKind] = []
+        self.loop_line: list[int] = []
+        self.loop_open: list[bool] = []
+        self.pending: Pending | None = None
+        self.op = ""
+        self.line_no = 0
+        self.instructions = 0
+        self.counter = 0
+
+    # -- lifecycle ----------------------------------------------------------------------------------
+    def __enter__(self) -> Simulator:
+        global _ACTIVE
+        if _ACTIVE is not None:
+            raise RuntimeError("a simulation is already running in this process")
+        _ACTIVE = self
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        global _ACTIVE
+        _ACTIVE = None
+
+    def line(self) -> int:
+        f = sys._getframe(2)
+        target = self.kernel_file
+        while f is not None:
+            if f.f_code.co_filename == target:
+                return f.f_lineno
+            f = f.f_back
+        return 0
+
+    def begin(self, op: str) -> Simulator:
+        if self.pending is not None:
+            self.flush()
+        self.op = op
+        self.line_no = self.line()
+        return self
+
+    def fresh_name(self, prefix: str) -> str:
+        self.counter += 1
+        return f"{prefix}_{self.counter}"
+
+    # -- loops -------------------------------------------------------------------------------------
+    def loop(self, kind: LoopKind, bounds: range) -> Iterator[int]:
+        line = self.line()
+        loop_id = len(self.loop_kind)
+        self.loop_kind.append(kind)
+        self.loop_line.append(line)
+        self.loop_open.append(True)
+        self.trace.add_loop(LoopInfo(kind=kind, trip_count=len(bounds), line=line))
+        depth = len(self.stack)
+        self.stack.append((loop_id, 0))
+        try:
+            for i in bounds:
+                self.stack[depth] = (loop_id, i)
+                self.nest = tuple(self.stack)
+                self.ctx = self.trace.context_id(self.nest)
+                yield i
+        finally:
+            if self.pending is not None:
+                self.flush()
+            del self.stack[depth:]
+            self.nest = tuple(self.stack)
+            self.ctx = self.trace.context_id(self.nest)
+            self.loop_open[loop_id] = False
+
+    # -- tensors ------------------------------------------------------------------------------------
+    def declare(self, op: str, shape: Any, dtype: Any, buffer: Buffer, *, name: str = "", fill: Any = None,
+                poison: bool = False) -> Tensor:
+        if isinstance(shape, (int, np.integer)):
+            shape = (shape,)
+        shape = tuple(shape)
+        dtype = dt.as_dtype(dtype)
+        if not isinstance(buffer, Buffer):
+            raise NKICompileError(op, f"buffer must be nl.sbuf, nl.psum or an HBM buffer, got {buffer!r}")
+        name = name or self.fresh_name("t")
+        initialised = fill is not None
+        data = None
+        if fill is not None and fill != 0:
+            data = np.full(tuple(int(s) for s in shape), fill, dtype=dtype.storage)
+        t = Tensor(name, shape, dtype, buffer, data=data, initialised=initialised, poison=poison and not initialised,
+                   scope=self.nest)
+        self.check_declared(op, t)
+        return t
+
+    def check_declared(self, op: str, t: Tensor) -> None:
+        if t.memory == Memory.HBM:
+            return
+        parts = t.shape[t.partition_axis] if t.shape else 1
+        limit = self.platform.partitions
+        if parts > limit:
+            raise NKICompileError(op, f"partition dimension {parts} of tensor {t.name!r} {t.shape} exceeds "
+                                      f"{limit}")
+        per_part = t.bytes_per_partition
+        if t.memory == Memory.PSUM:
+            bank = self.platform.psum_bank_bytes_per_partition
+            if per_part > bank:
+                raise NKICompileError(op, f"PSUM tile {t.name!r} {t.shape} needs {per_part} bytes per partition, "
+                                          f"over the {bank}-byte PSUM tile limit ({bank // 4} fp32)")
+        elif per_part > self.platform.sbuf_bytes_per_partition:
+            raise NKICompileError(op, f"SBUF tile {t.name!r} {t.shape} needs {per_part} bytes per partition, over "
+                                      f"the {self.platform.sbuf_bytes_per_partition}-byte SBUF partition of "
+                                      f"{self.platform.name}")
+
+    def tensor_id(self, t: Tensor) -> int:
+        if t.trace_id < 0:
+            t.trace_id = self.trace.add_tensor(TensorInfo(
+                name=t.name, memory=t.memory, shape=t.shape, dtype=t.dtype.name, partition_axis=t.partition_axis,
+                bytes_per_partition=t.bytes_per_partition, total_bytes=int(np.prod(t.shape)) * t.dtype.itemsize))
+        return t.trace_id
+
+    # -- operands -----------------------------------------------------------------------------------
+    def operand(self, x: Any, window: Window | None = None, op: str | None = None,
+                on_chip: bool = True) -> Any:
+        """Resolve an input: an Access for tensors/views, the value itself for scalars."""
+        op = op or self.op
+        if isinstance(x, View):
+            acc = x.base.access(x.items, window, op)
+        elif isinstance(x, Tensor):
+            acc = x.whole(window, op)
+        elif isinstance(x, Derived):
+            acc = self.derived(x, window, op)
+        elif isinstance(x, _SCALARS):
+            return x
+        elif isinstance(x, np.ndarray):
+            return x
+        else:
+            raise NKICompileError(op, f"expected a tile or a scalar, got {type(x).__name__}")
+        t = acc.tensor
+        if t.scope and self.nest[:len(t.scope)] != t.scope:
+            raise NKICompileError(op, f"tensor {t.name!r} is used outside the loop iteration that defined it "
+                                      f"(defined inside the loop at line {self.loop_line[t.scope[-1][0]]})")
+        if on_chip:
+            if t.memory not in ON_CHIP:
+                raise NKICompileError(op, f"operand {t.name!r} is in HBM; {op} reads SBUF or PSUM tiles "
+                                          "(load it with nl.load first)")
+            if acc.partitions > self.platform.partitions:
+                raise NKICompileError(op, f"partition dimension {acc.partitions} of operand {t.name!r} "
+                                          f"exceeds {self.platform.partitions}")
+        return acc
+
+    def derived(self, d: Derived, window: Window | None, op: str) -> Access:
+        src = self.operand(d.source, None, op)
+        if not isinstance(src, Access):
+            raise NKICompileError(op, f"{d.kind} needs a tile")
+        values = self.read(src, op)
+        if d.kind == "broadcast":
+            if values.ndim < len(d.shape) and values.shape and values.shape[0] == d.shape[0]:
+                values = values.reshape(values.shape + (1,) * (len(d.shape) - values.ndim))
+            array = np.broadcast_to(values, d.shape)
+        elif d.kind == "reshape":
+            array = values.reshape(d.shape)
+        elif d.kind == "transpose":
+            array = values.T
+        else:  # pragma: no cover - kinds are fixed by language.py
+            raise NKICompileError(op, f"unknown view {d.kind}")
+        shape = tuple(array.shape)
+        if window:
+            index = [slice(None)] * array.ndim
+            for pos, (lo, hi, size) in window.items():
+                if -pos <= array.ndim and array.shape[pos] == size:
+                    index[pos] = slice(lo, hi)
+            array = array[tuple(index)]
+        return Access(src.tensor, array, None, src.box, tuple(array.shape), shape, src.key, exact=False)
+
+    def read(self, acc: Any, op: str | None = None) -> Any:
+        if not isinstance(acc, Access):
+            return acc
+        if isinstance(acc, FancyAccess):
+            if acc.base_init is not None and not acc.base_init[acc.index].all():
+                self._uninitialised(acc, op)
+            return acc.base[acc.index]
+        if acc.init is not None and not acc.init.all():
+            self._uninitialised(acc, op)
+        return acc.array
+
+    def _uninitialised(self, acc: Access, op: str | None) -> None:
+        t = acc.tensor
+        region = ", ".join(f"{lo}:{hi}" for lo, hi in acc.box)
+        raise NKIRuntimeError(op or self.op, f"reads uninitialised memory of tensor {t.name!r} {t.shape} "
+                                             f"(region [{region}] was never written)")
+
+    # -- results ------------------------------------------------------------------------------------
+    def result(self, data: np.ndarray, dtype: dt.DType, *, engine: Engine, reads: list[Any],
+               window: Window | None = None, full_shape: tuple[int, ...] | None = None,
+               allowed: frozenset = ON_CHIP, default: Buffer = SBUF, flops: int | None = None,
+               partitions: int | None = None, free: int | None = None, is_transpose: bool = False,
+               native_acc: bool = False, compute: str | None = None) -> Tensor:
+        """Hold `data` as the pending result of the current instruction and return its tile."""
+        full = tuple(full_shape) if full_shape is not None else tuple(data.shape)
+        if full and full[0] > self.platform.partitions:
+            raise NKICompileError(self.op, f"result partition dimension {full[0]} exceeds "
+                                           f"{self.platform.partitions} (shape {full})")
+        whole = full == tuple(data.shape) and not window
+        tile = Tensor(self.fresh_name(self.op), full, dtype, default, data=data if whole else None,
+                      initialised=whole, scope=self.nest, is_tile=True)
+        if default.memory == Memory.SBUF and tile.bytes_per_partition > self.platform.sbuf_bytes_per_partition:
+            raise NKICompileError(self.op, f"result tile {full} needs {tile.bytes_per_partition} bytes per "
+                                           f"partition, over the {self.platform.sbuf_bytes_per_partition}-byte "
+                                           f"SBUF partition of {self.platform.name}")
+        size = int(data.size)
+        parts = partitions if partitions is not None else (data.shape[0] if data.ndim else 1)
+        self.pending = Pending(
+            op=self.op, engine=engine, dtype=compute or dtype.name, data=data, full_shape=full, window=window,
+            reads=reads, line=self.line_no, ctx=self.ctx, nest=self.nest, partitions=parts,
+            free=free if free is not None else (size // parts if parts else 0),
+            flops=flops if flops is not None else size, is_transpose=is_transpose, tile=tile, allowed=allowed,
+            native_acc=native_acc, compute=compute)
+        return tile
+
+    def flush(self) -> None:
+        """Commit the pending result into its own fresh tile (nothing claimed it)."""
+        p = self.pending
+        self.pending = None
+        if p is None:
+            return
+        tile = p.tile
+        if tile.data.shape != p.data.shape or p.window:
+            acc = tile.access((Ellipsis,), p.window, p.op)
+            if isinstance(acc, Access) and acc.array.size:
+                acc.array[...] = _fit(p.data, acc.shape, p.op)
+                if acc.init is not None:
+                    acc.init[...] = True
+        else:
+            acc = tile.whole(None, p.op)
+            if tile.dtype.mantissa_bits:
+                tile.data = tile.dtype.round(tile.data)
+                acc = tile.whole(None, p.op)
+        self.emit_pending(p, acc, accumulate=False)
+
+    def commit(self, p: Pending, dst: Access, accumulate: str | None, race_accumulate: bool = False) -> None:
+        t = dst.tensor
+        if t.memory not in p.allowed:
+            where = " or ".join(sorted(m.name for m in p.allowed))
+            raise NKICompileError(p.op, f"{p.op} writes its result to {where}, but the destination {t.name!r} is "
+                                        f"in {t.memory.name}")
+        if t.scope and p.nest[:len(t.scope)] != t.scope:
+            raise NKICompileError(p.op, f"tensor {t.name!r} is used outside the loop iteration that defined it "
+                                        f"(defined inside the loop at line {self.loop_line[t.scope[-1][0]]})")
+        if t.memory == Memory.PSUM:
+            per_part = dst.free * 4
+            bank = self.platform.psum_bank_bytes_per_partition
+            if per_part > bank:
+                raise NKICompileError(p.op, f"PSUM tile of {dst.free} elements per partition ({per_part} bytes) "
+                                            f"exceeds the {bank}-byte PSUM tile")
+        reads = p.reads
+        if accumulate:
+            reads = [*reads, dst]
+        self.write(dst, p.data, p.op, accumulate=accumulate, nest=p.nest, race_accumulate=race_accumulate)
+        self.emit_pending(p, dst, accumulate=bool(accumulate), reads=reads)
+
+    def emit_pending(self, p: Pending, dst: Access, *, accumulate: bool, reads: list[Any] | None = None) -> None:
+        self.emit(p.op, p.engine, p.dtype, p.partitions, p.free, p.flops, reads if reads is not None else p.reads,
+                  [dst], p.line, p.ctx, p.is_transpose)
+
+    # -- writes -------------------------------------------------------------------------------------
+    def write(self, dst: Access, values: Any, op: str, *, accumulate: str | None = None,
+              nest: tuple | None = None, race_accumulate: bool = False) -> None:
+        t = dst.tensor
+        if isinstance(dst, FancyAccess):
+            vals = _fit(values, dst.shape, op)
+            if accumulate:
+                cur = self.read(dst, op)
+                vals = _apply(accumulate, cur, vals, op)
+            dst.base[dst.index] = t.dtype.round(np.asarray(vals, dtype=t.dtype.storage)) \
+                if t.dtype.mantissa_bits else vals
+            if dst.base_init is not None:
+                dst.base_init[dst.index] = True
+            t.version += 1
+            return
+        if dst.array.size == 0:
+            return
+        vals = _fit(values, dst.shape, op)
+        if accumulate:
+            cur = self.read(dst, op)
+            if accumulate == "add":
+                np.add(cur, vals, out=dst.array, casting="unsafe")
+            else:
+                dst.array[...] = _apply(accumulate, cur, vals, op)
+        else:
+            dst.array[...] = vals
+        if t.dtype.mantissa_bits:
+            dst.array[...] = t.dtype.round(dst.array)
+        if dst.init is not None:
+            dst.init[...] = True
+        t.version += 1
+        self.check_race(dst, bool(accumulate) or race_accumulate, op, self.nest if nest is None else nest)
+
+    def check_race(self, dst: Access, accumulate: bool, op: str, nest: tuple) -> None:
+        if not nest or not dst.exact:
+            return
+        t = dst.tensor
+        key = dst.key
+        if key is None:
+            lists = list(t.records.values())
+            key = "*"
+        else:
+            lists = [t.records.get(key, ()), t.records.get("*", ())]
+        box = dst.box
+        loop_kind = self.loop_kind
+        for records in lists:
+            for rbox, rnest, racc in records:
+                if accumulate and racc:
+                    continue
+                if rnest is nest:
+                    continue
+                overlap = True
+                for (alo, ahi), (blo, bhi) in zip(rbox, box, strict=True):
+                    if alo >= bhi or blo >= ahi:
+                        overlap = False
+                        break
+                if not overlap:
+                    continue
+                for k in range(min(len(rnest), len(nest))):
+                    if rnest[k] != nest[k]:
+                        loop_id = nest[k][0]
+                        if rnest[k][0] == loop_id and loop_kind[loop_id] == LoopKind.AFFINE:
+                            self._race(t, dst, op, loop_id, rnest[k][1], nest[k][1])
+                        break
+        records = t.records.get(key)
+        if records is None:
+            t.records[key] = records = []
+        elif records:
+            open_ = self.loop_open
+            # Drop records outside every open loop (they can no longer race) and records the new write
+            # covers with the same accumulate flag (the new record stands for them).
+            records[:] = [r for r in records if open_[r[1][0][0]] and not (
+                r[2] == accumulate and _inside(r[0], box))]
+        records.append((box, nest, accumulate))
+
+    def _race(self, t: Tensor, dst: Access, op: str, loop_id: int, it_a: int, it_b: int) -> None:
+        region = ", ".join(f"{lo}:{hi}" for lo, hi in dst.box)
+        raise NKIRuntimeError(op, f"iterations {it_a} and {it_b} of the affine_range loop at line "
+                                  f"{self.loop_line[loop_id]} both write tensor {t.name!r} [{region}]; "
+                                  "use sequential_range for a loop-carried dependency, or index the "
+                                  "destination by the loop variable")
+
+    # -- assignment: dst[items] = value -------------------------------------------------------------
+    def assign(self, tensor: Tensor, items: Any, value: Any) -> None:
+        accumulate = None
+        if isinstance(value, Accumulate):
+            accumulate = value.op
+            value = value.value
+        p = self.pending
+        if p is not None and value is p.tile:
+            self.pending = None
+            try:
+                dst = tensor.access(items, p.window, p.op)
+            except NKIError as e:
+                raise e.with_line(p.line) from None
+            if p.reduce is not None:
+                # loop_reduce: combine with what the destination holds; the first contribution initialises it.
+                initialised = isinstance(dst, FancyAccess) or dst.init is None or bool(dst.init.all())
+                try:
+                    self.commit(p, dst, p.reduce if initialised else None, race_accumulate=True)
+                except NKIError as e:
+                    raise e.with_line(p.line) from None
+                p.tile.alias = dst if not isinstance(dst, FancyAccess) else None
+                return
+            if accumulate and not (accumulate == "add" and p.native_acc and dst.memory == Memory.PSUM):
+                # Only the Tensor Engine accumulates in place (into PSUM); elsewhere `+=` is an extra
+                # Vector Engine instruction reading the destination and the fresh tile.
+                self.pending = p
+                self.flush()
+                self.begin("tensor_tensor")
+                self._combine_into(tensor, items, value, accumulate)
+                return
+            try:
+                self.commit(p, dst, accumulate)
+            except NKIError as e:
+                raise e.with_line(p.line) from None
+            tile = p.tile
+            if not isinstance(dst, FancyAccess):
+                tile.alias = dst  # later uses of the result tile read the destination
+            return
+        self.begin("tensor_copy" if not accumulate else "tensor_tensor")
+        if accumulate:
+            self._combine_into(tensor, items, value, accumulate)
+            return
+        dst = tensor.access(items, None, self.op)
+        if dst.memory == Memory.HBM:
+            raise NKICompileError("store", f"writing HBM tensor {tensor.name!r} needs nl.store (or a DMA copy)")
+        if isinstance(value, _SCALARS):
+            self.write(dst, value, "memset")
+            self.emit("memset", Engine.VECTOR, tensor.dtype.name, dst.partitions, dst.free, dst.size, [], [dst],
+                      self.line_no, self.ctx)
+            return
+        src = self.operand(value, None, "tensor_copy", on_chip=False)
+        if isinstance(src, Access) and src.memory == Memory.HBM:
+            raise NKICompileError("load", f"reading HBM tensor {src.tensor.name!r} into {tensor.name!r} needs "
+                                          "nl.load (or a DMA copy)")
+        vals = self.read(src, "tensor_copy")
+        self.write(dst, vals, "tensor_copy")
+        self.emit("tensor_copy", Engine.VECTOR, tensor.dtype.name, dst.partitions, dst.free, dst.size,
+                  [src] if isinstance(src, Access) else [], [dst], self.line_no, self.ctx)
+
+    def _combine_into(self, tensor: Tensor, items: Any, value: Any, op: str) -> None:
+        dst = tensor.access(items, None, "tensor_tensor")
+        src = self.operand(value, None, "tensor_tensor")
+        vals = self.read(src, "tensor_tensor")
+        self.write(dst, vals, "tensor_tensor", accumulate=op)
+        self.emit("tensor_tensor", Engine.VECTOR, tensor.dtype.name, dst.partitions, dst.free, dst.size,
+                  [dst] + ([src] if isinstance(src, Access) else []), [dst], self.line_no, self.ctx)
+
+    # -- the trace ----------------------------------------------------------------------------------
+    def emit(self, op: str, engine: Engine, dtype: str, partitions: int, free: int, flops: int,
+             reads: list[Any], writes: list[Access], line: int, ctx: int, is_transpose: bool = False) -> None:
+        self.instructions += 1
+        if not self.record_trace:
+            return
+        moved = [0, 0, 0, 0, 0, 0]  # hbm r/w, sbuf r/w, psum r/w
+        rows = []
+        for is_write, accs in ((False, reads), (True, writes)):
+            for acc in accs:
+                if not isinstance(acc, Access):
+                    continue
+                moved[2 * int(acc.tensor.memory) + is_write] += acc.nbytes
+                rows.append(self.region(acc, is_write))
+        self.trace.append(engine=engine, op=op, dtype=dtype, partitions=partitions, free_elems=free, flops=flops,
+                          is_transpose=is_transpose, hbm_read=moved[0], hbm_write=moved[1], sbuf_read=moved[2],
+                          sbuf_write=moved[3], psum_read=moved[4], psum_write=moved[5], loop_ctx=ctx, line=line,
+                          accesses=tuple(rows))
+
+    def region(self, acc: Access, is_write: bool) -> tuple[int, bool, int, int, int, int]:
+        t = acc.tensor
+        tid = self.tensor_id(t)
+        item = t.dtype.itemsize
+        box = acc.box
+        if t.partition_axis < 0:
+            strides = _row_major(t.shape)
+            lo = sum(b[0] * s for b, s in zip(box, strides, strict=True))
+            hi = sum((b[1] - 1) * s for b, s in zip(box, strides, strict=True)) + 1
+            return (tid, is_write, 0, 1, lo * item, hi * item)
+        k = t.partition_axis
+        ps = t.pstrides
+        lo = sum(b[0] * s for b, s in zip(box, ps, strict=True))
+        hi = sum((b[1] - 1) * s for b, s in zip(box, ps, strict=True)) + 1
+        return (tid, is_write, box[k][0], box[k][1], lo * item, hi * item)
+
+
+@functools.lru_cache(maxsize=256)
+def _row_major(shape: tuple[int, ...]) -> tuple[int, ...]:
+    strides = []
+    acc = 1
+    for s in reversed(shape):
+        strides.append(acc)
+        acc *= s
+    return tuple(reversed(strides))
+
+
+def _inside(inner: tuple, outer: tuple) -> bool:
+    for (ilo, ihi), (olo, ohi) in zip(inner, outer, strict=True):
+        if ilo < olo or ihi > ohi:
+            return False
+    return True
+
+
+def _apply(op: str, a: Any, b: Any, where: str) -> Any:
+    from .alu import binary
+
+    return binary(op, where)(a, b)
+
+
+def _fit(values: Any, shape: tuple[int, ...], op: str) -> Any:
+    """Match a result to a destination shape: equal, same size (reshape), or NKI partition-first broadcast."""
+    if isinstance(values, _SCALARS):
+        return values
+    values = np.asarray(values)
+    if values.shape == shape:
+        return values
+    size = 1
+    for s in shape:
+        size *= s
+    if values.size == size:
+        return values.reshape(shape)
+    if values.ndim <= len(shape):
+        padded = values.reshape(values.shape + (1,) * (len(shape) - values.ndim))
+        try:
+            return np.broadcast_to(padded, shape)
+        except ValueError:
+            pass
+    raise NKICompileError(op, f"result shape {values.shape} does not fit destination shape {shape}")

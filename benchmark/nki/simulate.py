@@ -1,0 +1,134 @@
+"""Running a kernel: `simulate(kernel, inputs)` and the `nki.jit` family of decorators."""
+
+from __future__ import annotations
+
+import inspect
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ..hardware import get_platform
+from . import dtypes as dt
+from . import runtime
+from .errors import NKICompileError, NKIError
+from .memory import Tensor
+from .runtime import SHARED_HBM, Simulator
+from .trace import Trace
+
+
+@dataclass(frozen=True)
+class Simulation:
+    outputs: tuple[np.ndarray, ...]  # the kernel's returned HBM tensors
+    trace: Trace  # frozen instruction trace (empty when record_trace=False)
+    instructions: int  # instructions executed (counted even without a trace)
+
+
+class JitKernel:
+    """What `@nki.jit` returns: the kernel function, callable with numpy arrays (simulates it)."""
+
+    def __init__(self, func: Any, options: dict[str, Any] | None = None) -> None:
+        self.func = func
+        self.options = options or {}
+        self.__name__ = getattr(func, "__name__", "kernel")
+        self.__doc__ = getattr(func, "__doc__", None)
+        self.__wrapped__ = func
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if runtime._ACTIVE is not None:
+            return self.func(*args, **kwargs)  # a kernel calling another kernel: plain call
+        sim = simulate(self, list(args), kwargs=kwargs)
+        return sim.outputs[0] if len(sim.outputs) == 1 else sim.outputs
+
+    def __getitem__(self, grid: Any) -> JitKernel:
+        # kernel[grid](...) launches SPMD programs; the simulator runs program 0 only.
+        return self
+
+    def __repr__(self) -> str:
+        return f"<nki.jit kernel {self.__name__}>"
+
+
+def jit(func: Any = None, **options: Any) -> Any:
+    """@nki.jit or @nki.jit(mode=..., ...)."""
+    if func is None:
+        return lambda f: JitKernel(f, options)
+    if isinstance(func, JitKernel):
+        return func
+    return JitKernel(func, options)
+
+
+def _unwrap(kernel: Any) -> Any:
+    while isinstance(kernel, JitKernel):
+        kernel = kernel.func
+    return getattr(kernel, "__wrapped__", kernel) if not callable(kernel) else kernel
+
+
+def simulate(kernel: Any, inputs: list[Any], *, platform: str = "trn1", record_trace: bool = True,
+             kwargs: dict[str, Any] | None = None) -> Simulation:
+    """Run `kernel` on copies of `inputs`; return its outputs (numpy) and the instruction trace."""
+    func = _unwrap(kernel)
+    code = getattr(func, "__code__", None)
+    if code is None:
+        raise TypeError(f"simulate needs a kernel function, got {type(kernel).__name__}")
+    names = _parameter_names(func, len(inputs))
+    sim = Simulator(get_platform(platform), record_trace=record_trace, kernel_file=code.co_filename)
+    with sim:
+        args = [_as_input(x, name, sim) for x, name in zip(inputs, names, strict=False)]
+        try:
+            result = func(*args, **(kwargs or {}))
+            sim.flush()
+        except NKIError as err:
+            raise err.with_line(_kernel_line(err, code.co_filename)) from None
+    outputs = tuple(_output(t) for t in _flatten(result))
+    return Simulation(outputs=outputs, trace=sim.trace.freeze(), instructions=sim.instructions)
+
+
+def simulate_kernel(kernel: Any, *args: Any, **kwargs: Any) -> Any:
+    """nki.simulate_kernel(kernel, *numpy_arrays): the kernel's outputs as numpy arrays."""
+    sim = simulate(kernel, list(args), kwargs=kwargs)
+    return sim.outputs[0] if len(sim.outputs) == 1 else sim.outputs
+
+
+def _parameter_names(func: Any, n: int) -> list[str]:
+    try:
+        params = list(inspect.signature(func).parameters)
+    except (TypeError, ValueError):
+        params = []
+    return [params[i] if i < len(params) else f"input{i}" for i in range(n)]
+
+
+def _as_input(x: Any, name: str, sim: Simulator) -> Any:
+    if isinstance(x, np.ndarray):
+        d = dt.as_dtype(x.dtype)
+        return Tensor(name, x.shape, d, SHARED_HBM, data=np.array(x, dtype=d.storage, copy=True), initialised=True)
+    return x
+
+
+def _flatten(result: Any) -> list[Tensor]:
+    if result is None:
+        return []
+    if isinstance(result, Tensor):
+        return [result]
+    if isinstance(result, (tuple, list)):
+        out: list[Tensor] = []
+        for r in result:
+            out.extend(_flatten(r))
+        return out
+    raise NKICompileError("return", f"a kernel returns HBM tensors, got {type(result).__name__}")
+
+
+def _output(t: Tensor) -> np.ndarray:
+    if t.alias is not None:
+        return np.array(t.alias.array)
+    return t.data
+
+
+def _kernel_line(err: BaseException, filename: str) -> int:
+    """The deepest traceback frame inside the kernel's source file."""
+    line = 0
+    tb = err.__traceback__
+    while tb is not None:
+        if tb.tb_frame.f_code.co_filename == filename:
+            line = tb.tb_lineno
+        tb = tb.tb_next
+    return line

@@ -1,0 +1,133 @@
+"""Run NKIBench kernels through the NKI CPU simulator and compare with their numpy references.
+
+    .venv/bin/python benchmarks/simulate_nkibench.py /path/to/AccelOpt/NKIBench [--problems silu,matmul]
+
+NKIBench's layout: `summary.json` maps each problem to a reference file (get_inputs, forward,
+transform_to_nki_inputs, transform_nki_outputs) and a kernel file. Each problem runs in two child
+processes (simulation, reference) so their wall time and peak RSS are measured separately. Prints one
+JSON line per problem and a Markdown table at the end.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import resource
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parents[1]
+TOLERANCE = 2e-5  # NKIBench's relative L2 tolerance for fp32
+
+
+def _load(path: Path, name: str) -> Any:
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec and spec.loader
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def _cases(root: Path) -> list[tuple[str, Path, Path]]:
+    summary = json.loads((root / "summary.json").read_text())
+    out = []
+    for problem, entry in summary.items():
+        for case in entry["cases"].values():
+            for impl in case["impls"]:
+                out.append((problem, root / impl["task"], root / impl["kernel"]))
+    return out
+
+
+def _peak_rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+
+
+def run_child(part: str, reference: Path, kernel: Path, trace: bool) -> dict[str, Any]:
+    sys.path.insert(0, str(REPO))
+    ref = _load(reference, "nkibench_reference")
+    np.random.seed(0)
+    inputs = ref.get_inputs()
+    if part == "ref":
+        start = time.perf_counter()
+        ref.forward(*inputs)
+        return {"ref_s": time.perf_counter() - start, "ref_rss_mb": _peak_rss_mb()}
+    from benchmark.nki import install, simulate
+
+    install()
+    expected = ref.forward(*inputs)
+    nki_inputs = ref.transform_to_nki_inputs(inputs)
+    mod = _load(kernel, "nkibench_kernel")
+    fn = getattr(mod, "optimized_kernel", None) or mod.kernel
+    base_rss = _peak_rss_mb()
+    start = time.perf_counter()
+    sim = simulate(fn, list(nki_inputs), record_trace=trace)
+    wall = time.perf_counter() - start
+    outs = sim.outputs[0] if len(sim.outputs) == 1 else sim.outputs
+    got = ref.transform_nki_outputs(outs, expected)
+    refs = expected if isinstance(expected, tuple) else (expected,)
+    errors = []
+    for g, r in zip(got, refs, strict=False):
+        g = np.asarray(g, dtype=np.float64)
+        r = np.asarray(r, dtype=np.float64)
+        errors.append(float(np.linalg.norm(g - r) / np.linalg.norm(r)))
+    return {"sim_s": wall, "sim_rss_mb": _peak_rss_mb(), "rss_before_sim_mb": base_rss,
+            "instructions": sim.instructions, "trace_mb": sim.trace.nbytes() / 2**20, "rel_l2": max(errors)}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("nkibench", type=Path, help="the NKIBench directory (with summary.json)")
+    parser.add_argument("--problems", default="", help="comma-separated problem names (default: all)")
+    parser.add_argument("--no-trace", action="store_true", help="simulate without recording the trace")
+    parser.add_argument("--child", nargs=3, metavar=("PART", "REFERENCE", "KERNEL"), help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        part, reference, kernel = args.child
+        print(json.dumps(run_child(part, Path(reference), Path(kernel), not args.no_trace)))
+        return
+    wanted = {p for p in args.problems.split(",") if p}
+    rows = []
+    for problem, reference, kernel in _cases(args.nkibench.resolve()):
+        if wanted and problem not in wanted:
+            continue
+        row: dict[str, Any] = {"problem": problem}
+        for part in ("sim", "ref"):
+            cmd = [sys.executable, __file__, str(args.nkibench), "--child", part, str(reference), str(kernel)]
+            if args.no_trace:
+                cmd.append("--no-trace")
+            proc = subprocess.run(cmd, capture_output=True, text=True)
+            if proc.returncode != 0:
+                row[f"{part}_error"] = proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else "failed"
+                continue
+            row.update(json.loads(proc.stdout.strip().splitlines()[-1]))
+        if "sim_s" in row and "ref_s" in row:
+            row["ratio"] = row["sim_s"] / row["ref_s"]
+            row["ok"] = row["rel_l2"] <= TOLERANCE
+        print(json.dumps(row), flush=True)
+        rows.append(row)
+    print()
+    print("| problem | rel L2 | ok | instructions | sim s | ref s | ratio | sim peak RSS MB | trace MB |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    for r in rows:
+        if "sim_s" not in r:
+            print(f"| {r['problem']} | error: {r.get('sim_error', '')} | no | | | | | | |")
+            continue
+        print(f"| {r['problem']} | {r['rel_l2']:.2e} | {'yes' if r.get('ok') else 'no'} | {r['instructions']} | "
+              f"{r['sim_s']:.2f} | {r.get('ref_s', float('nan')):.2f} | {r.get('ratio', float('nan')):.2f} | "
+              f"{r['sim_rss_mb']:.0f} | {r['trace_mb']:.1f} |")
+    done = [r for r in rows if "sim_s" in r and "ref_s" in r]
+    if done:
+        sim_total = sum(r["sim_s"] for r in done)
+        ref_total = sum(r["ref_s"] for r in done)
+        print(f"\nsum over {len(done)} problems: simulator {sim_total:.1f} s, references {ref_total:.1f} s, "
+              f"ratio {sim_total / ref_total:.2f}")
+
+
+if __name__ == "__main__":
+    main()
