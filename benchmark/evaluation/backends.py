@@ -38,6 +38,8 @@ class BackendRun:
     trace: Any = None  # benchmark.nki.trace.Trace for the simulator
     latency_ms: float | None = None  # measured backends time the kernel themselves
     profile: dict[str, Any] | None = None
+    # The inputs as the kernel left them, when the backend ran on copies (None: the arrays passed in).
+    inputs_after: tuple[np.ndarray, ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -75,6 +77,42 @@ class Backend:
 def _as_output_tuple(value: Any) -> tuple[np.ndarray, ...]:
     items = value if isinstance(value, (tuple, list)) else (value,)
     return tuple(np.asarray(v) for v in items)
+
+
+class _SimulatedInputs:
+    """Keeps the simulator's input tensors, so the parent can see whether the kernel wrote to its inputs.
+
+    `simulate` runs the kernel on copies of its inputs; their final contents are in the tensors its
+    `_as_input` creates. (Asked of the simulator: return them in `Simulation`; until then, this.)
+    """
+
+    def __enter__(self) -> _SimulatedInputs:
+        import sys
+
+        import benchmark.nki  # noqa: F401 - loads the module below (the package re-exports a function of its name)
+
+        simulate_module = sys.modules["benchmark.nki.simulate"]
+        self.module = simulate_module
+        self.original = getattr(simulate_module, "_as_input", None)
+        self.tensors: list[Any] = []
+        if self.original is not None:
+            def recording(*args: Any, **kwargs: Any) -> Any:
+                tensor = self.original(*args, **kwargs)
+                self.tensors.append(tensor)
+                return tensor
+
+            simulate_module._as_input = recording
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.original is not None:
+            self.module._as_input = self.original
+
+    def final_arrays(self) -> tuple[np.ndarray, ...] | None:
+        arrays = [getattr(t, "data", None) for t in self.tensors]
+        if not arrays or any(not isinstance(a, np.ndarray) for a in arrays):
+            return None
+        return tuple(arrays)
 
 
 class NullBackend(Backend):
@@ -116,8 +154,11 @@ class SimulatorBackend(Backend):
     def run(self, kernel: Callable[..., Any], inputs: Sequence[np.ndarray], platform: str) -> BackendRun:
         from benchmark.nki import simulate
 
-        simulation = simulate(kernel, list(inputs), platform=platform, record_trace=True)
-        return BackendRun(outputs=_as_output_tuple(simulation.outputs), trace=simulation.trace)
+        with _SimulatedInputs() as simulated_inputs:
+            simulation = simulate(kernel, list(inputs), platform=platform, record_trace=True)
+        after = simulated_inputs.final_arrays()
+        return BackendRun(outputs=_as_output_tuple(simulation.outputs), trace=simulation.trace,
+                          inputs_after=after if after is not None and len(after) == len(inputs) else None)
 
     def classify(self, exc: BaseException) -> ErrorKind | None:
         try:

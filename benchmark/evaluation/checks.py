@@ -29,7 +29,11 @@ _SIGNIFICAND_BITS = {
 
 
 class CheckFailed(Exception):
-    """The kernel's result is wrong; the message says how."""
+    """The kernel's result is wrong; the message says how (and `line` where, when a trace row knows)."""
+
+    def __init__(self, message: str, line: int | None = None) -> None:
+        super().__init__(message)
+        self.line = line
 
 
 def float_significand_bits(dtype_name: str) -> int | None:
@@ -141,4 +145,5 @@ def check_trace_precision(trace: TraceDtypes, floor: tuple[int, str] | None) -> 
     line = int(trace.line[row])
     where = f" at line {line}" if line > 0 else ""
     raise CheckFailed(f"{len(rows)} instruction(s) compute in lower precision than the reference ({floor_name}): "
-                      f"first {op} on the {engine} engine in {trace.dtype_names[int(trace.dtype[row])]}{where}")
+                      f"first {op} on the {engine} engine in {trace.dtype_names[int(trace.dtype[row])]}{where}",
+                      line=line if line > 0 else None)

@@ -143,7 +143,8 @@ class KernelRole:
             return {"ok": False, "kind": "incorrect", "message": f"kernel returned non-numeric outputs {kinds}"}, {}
         reply: dict[str, Any] = {"ok": True, "output_count": len(outputs), "latency_ms": run.latency_ms}
         out_arrays = {f"out{i}": o for i, o in enumerate(outputs)}
-        out_arrays.update({f"after{i}": np.asarray(a) for i, a in enumerate(inputs)})
+        after = run.inputs_after if run.inputs_after is not None else inputs
+        out_arrays.update({f"after{i}": np.asarray(a) for i, a in enumerate(after)})
         if run.trace is not None:
             meta, trace_arrays = encode_trace(run.trace, "trace.")
             reply["trace"] = meta

@@ -177,7 +177,7 @@ class _Attempt:
             try:
                 checks.check_trace_precision(_trace_dtypes(trace), checks.reference_precision(expected))
             except checks.CheckFailed as exc:
-                raise self.fail(ErrorKind.INCORRECT, str(exc), **ran_flags) from None
+                raise self.fail(ErrorKind.INCORRECT, str(exc), line=exc.line, **ran_flags) from None
             trace["latency_ms"] = None
         elif ran.get("latency_ms") is not None:
             trace = {"latency_ms": float(ran["latency_ms"])}
