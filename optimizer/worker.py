@@ -121,6 +121,15 @@ def _fail(run_id: int, worker_id: str, error: str) -> list[Any]:
         return append_events(run_id, [("run.failed", {"error": error, "phase": "worker"})])
 
 
+def _release(run_id: int, worker_id: str) -> list[Any]:
+    with transaction.atomic():
+        if not Run.objects.filter(pk=run_id, claimed_by=worker_id, status=RunStatus.RUNNING).update(
+            status=RunStatus.QUEUED, claimed_by=""
+        ):
+            return []
+        return append_events(run_id, [("run.queued", {"reason": "worker stopped; resumes from its checkpoint"})])
+
+
 def _heartbeat(run_id: int, worker_id: str) -> bool:
     return bool(Run.objects.filter(pk=run_id, claimed_by=worker_id).update(heartbeat_at=timezone.now()))
 
@@ -132,14 +141,17 @@ async def drive_run(
     run_id: int,
     worker_id: str,
     *,
-    agents_factory: AgentsFactory = default_agents,
-    evaluator_factory: Callable[[Run], Any] = DjangoEvaluator,
+    agents_factory: AgentsFactory | None = None,
+    evaluator_factory: Callable[[Run], Any] | None = None,
     on_step: StepHook | None = None,
 ) -> str:
     """Drive a claimed run until it finishes, is cancelled or paused, or is lost. Returns its status.
 
-    `on_step` is awaited after every step (the `optimize` command shows progress with it).
+    `on_step` is awaited after every step (the `optimize` command shows progress with it). The agents
+    and the evaluator default to `default_agents` and `DjangoEvaluator` (resolved at call time).
     """
+    agents_factory = agents_factory or default_agents
+    evaluator_factory = evaluator_factory or DjangoEvaluator
     run = await sync_to_async(Run.objects.select_related("problem", "start_kernel").get)(pk=run_id)
     recorder = RunRecorder(run, worker_id)
     agents = await sync_to_async(agents_factory)(run)
@@ -170,6 +182,12 @@ async def drive_run(
     except LostClaim as lost:
         logger.warning("%s", lost)
         return "lost"
+    except asyncio.CancelledError:
+        # The worker is shutting down: hand the run back at once rather than after the stale limit.
+        with contextlib.suppress(Exception):
+            events = await sync_to_async(_release)(run_id, worker_id)
+            await publish_events_async(run_id, events)
+        raise
     except Exception as error:  # our bug or a broken dependency: fail the run with the reason, keep serving
         logger.exception("run %s failed in the worker", run_id)
         events = await sync_to_async(_fail)(run_id, worker_id, f"{type(error).__name__}: {error}")
@@ -209,8 +227,8 @@ class RunWorker:
         *,
         concurrency: int | None = None,
         poll_interval_s: float | None = None,
-        agents_factory: AgentsFactory = default_agents,
-        evaluator_factory: Callable[[Run], Any] = DjangoEvaluator,
+        agents_factory: AgentsFactory | None = None,
+        evaluator_factory: Callable[[Run], Any] | None = None,
     ) -> None:
         settings = conf.worker_settings()
         self.worker_id = worker_id or new_worker_id()

@@ -1,0 +1,133 @@
+"""python manage.py optimize --problem SLUG[:CASE]: one optimization run, driven here to completion.
+
+The run is an ordinary Run row (visible in the web pages and the API while it goes); this command
+claims it itself instead of leaving it to a worker, prints one line per iteration, and ends with the
+best speedup and peak fraction. Ctrl-C pauses the run: resume it from the web page, the API, or a
+worker, and it continues from its last checkpoint.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+from asgiref.sync import sync_to_async
+from django.core.exceptions import ValidationError
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.db import transaction
+from django.db.models import Q
+from django.http import Http404
+
+from benchmark import services as benchmark_services
+from benchmark.models import Backend, Platform
+from optimizer import services
+from optimizer.models import AgentKind, Run, RunStatus
+from optimizer.search import BeamSearch
+from optimizer.worker import claim_run, drive_run, new_worker_id
+
+# Command-line option -> SearchConfig field.
+SEARCH_OPTIONS = {
+    "iterations": "iterations",
+    "beam": "beam_width",
+    "plans": "plans_per_candidate",
+    "samples": "samples_per_plan",
+    "memory_size": "memory_size",
+    "fix_attempts": "fix_attempts",
+    "seed": "seed",
+}
+
+
+def _percent(value: float | None) -> str:
+    return "—" if value is None else f"{100 * value:.2f}%"
+
+
+def _ms(value: float | None) -> str:
+    return "—" if value is None else f"{value:.4g} ms"
+
+
+class Command(BaseCommand):
+    help = "Optimize a problem's kernel with the beam search and print the best speedup and peak fraction."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("--problem", required=True, help="[SUITE/]SLUG[:CASE], e.g. silu or silu:mini")
+        parser.add_argument("--agent", choices=AgentKind.values, default=AgentKind.OFFLINE)
+        parser.add_argument("--kernel", help="starting kernel file (default: the problem's baseline)")
+        parser.add_argument("--iterations", type=int, help="search iterations (T)")
+        parser.add_argument("--beam", type=int, help="beam width (B)")
+        parser.add_argument("--plans", type=int, help="plans per beam kernel (N)")
+        parser.add_argument("--samples", type=int, help="kernels written per plan (K)")
+        parser.add_argument("--memory-size", type=int, help="memory entries shown to the Planner")
+        parser.add_argument("--fix-attempts", type=int, help="Fixer rounds per failing kernel")
+        parser.add_argument("--seed", type=int)
+        parser.add_argument("--platform", choices=Platform.values, default=Platform.TRN1)
+        parser.add_argument("--backend", choices=Backend.values, default=Backend.SIMULATOR)
+        parser.add_argument("--public", action="store_true", help="let anyone watch the run")
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        search = {field: options[opt] for opt, field in SEARCH_OPTIONS.items() if options.get(opt) is not None}
+        worker_id = "optimize-command:" + new_worker_id()
+        try:
+            problem = benchmark_services.get_problem_by_address(options["problem"], require_visible=False)
+            start_kernel = None
+            if options["kernel"]:
+                source = Path(options["kernel"]).read_text(encoding="utf-8")
+                start_kernel, _ = benchmark_services.create_kernel(problem, source, name=Path(options["kernel"]).name)
+            # Created and claimed in one transaction: a worker elsewhere never sees it queued.
+            with transaction.atomic():
+                run = services.create_run(
+                    None, problem, start_kernel=start_kernel, agent=options["agent"], platform=options["platform"],
+                    backend=options["backend"], search=search, is_public=options["public"],
+                )
+                claim_run(worker_id, run.pk)
+        except (ValueError, Http404, OSError) as error:
+            raise CommandError(str(error)) from None
+        except ValidationError as error:
+            raise CommandError(" ".join(error.messages)) from None
+
+        config = run.config["search"]
+        self.stdout.write(
+            f"run {run.pk}: {problem.address} on {run.platform}, {run.agent} agent, "
+            f"T={config['iterations']} B={config['beam_width']} N={config['plans_per_candidate']} "
+            f"K={config['samples_per_plan']} seed={config['seed']}"
+        )
+        try:
+            status = asyncio.run(drive_run(run.pk, worker_id, on_step=self._progress()))
+        except KeyboardInterrupt:
+            # The driver has already handed the run back (queued); hold it instead, as promised.
+            Run.objects.filter(Q(claimed_by=worker_id) | Q(status=RunStatus.QUEUED), pk=run.pk).update(
+                status=RunStatus.PAUSED, claimed_by=""
+            )
+            self.stdout.write(f"\ninterrupted: run {run.pk} paused at its last checkpoint (resume it to continue)")
+            return
+        run.refresh_from_db()
+        self._summary(run, status)
+
+    def _progress(self) -> Any:
+        reported = {"iterations": 0}
+
+        async def on_step(search: BeamSearch) -> None:
+            state = search.state
+            for summary in state.history[reported["iterations"]:]:
+                best_peak = state.evaluations.get(summary.get("best_sha") or "")
+                await sync_to_async(self.stdout.write)(
+                    f"  iteration {summary['iteration']}/{state.config.iterations}: "
+                    f"{summary['correct']}/{summary['candidates']} candidates correct, "
+                    f"{summary['rewrites']} rewrites remembered, best {_ms(summary['best_latency_ms'])} "
+                    f"(x{(summary['best_speedup'] or 0):.3f}, peak {_percent(best_peak.peak_fraction if best_peak else None)})"
+                )
+            reported["iterations"] = len(state.history)
+
+        return on_step
+
+    def _summary(self, run: Run, status: str) -> None:
+        if run.status != RunStatus.SUCCEEDED:
+            raise CommandError(f"run {run.pk} {run.status}: {run.error_message or status}")
+        speedup = run.best_speedup
+        self.stdout.write(
+            f"best speedup x{speedup:.3f} ({_ms(run.start_latency_ms)} -> {_ms(run.best_latency_ms)}), "
+            f"peak fraction {_percent(run.best_peak_fraction)}; kernel {run.best_kernel_id}, "
+            f"{run.total_tokens} tokens, ${run.cost_usd:.4f}"
+            if speedup is not None
+            else f"run {run.pk} finished without a timed kernel"
+        )
