@@ -1,0 +1,100 @@
+"""NKI kernels through the real simulator and performance model: results, errors with lines, provenance."""
+
+from __future__ import annotations
+
+import textwrap
+
+from benchmark.evaluation import ErrorKind, evaluate
+from tests.evaluation.conftest import FAST_LIMITS, needs_simulator
+
+pytestmark = needs_simulator
+
+SILU_REFERENCE = textwrap.dedent('''
+    import numpy as np
+
+    M, N = 256, 512
+
+    def get_inputs():
+        return [np.random.normal(size=(M, N)).astype(np.float32)]
+
+    def forward(x):
+        return x / (1 + np.exp(-x))
+
+    def transform_to_nki_inputs(inputs):
+        return [np.reshape(inputs[0], (2, 128, N))]
+
+    def transform_nki_outputs(k_res, ref):
+        if not isinstance(k_res, tuple):
+            k_res = (k_res,)
+        return [np.reshape(v, r.shape) for v, r in zip(k_res, (ref,))]
+''')
+
+SILU_KERNEL = textwrap.dedent('''
+    import numpy as np
+    import neuronxcc.nki as nki
+    import neuronxcc.nki.language as nl
+    import neuronxcc.nki.isa as nisa
+
+    @nki.jit
+    def kernel(x):
+        tiles, rows, cols = x.shape
+        out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+        for t in nl.affine_range(tiles):
+            tile = nl.load(x[t])
+            gate = nisa.activation(op=nl.sigmoid, data=tile)
+            nl.store(out[t], value=nl.multiply(tile, gate))
+        return out
+''')
+
+# NKIBench's counts for silu at 256x512: one pass of vector work per element, read x, write the output.
+SILU_PEAK_COUNTS = {"vector_flops": 4 * 256 * 512, "matmul_flops": 0, "hbm_bytes": 2 * 4 * 256 * 512}
+
+
+def line_of(source: str, text: str) -> int:
+    return next(n for n, line in enumerate(source.splitlines(), start=1) if text in line)
+
+
+def run(kernel: str, **kwargs):
+    kwargs.setdefault("limits", FAST_LIMITS)
+    return evaluate(kernel, SILU_REFERENCE, platform=kwargs.pop("platform", "trn1"), **kwargs)
+
+
+def test_an_honest_silu_is_correct_with_a_latency_profile_and_provenance() -> None:
+    result = run(SILU_KERNEL, peak_counts=SILU_PEAK_COUNTS)
+    assert result.correct, result.error_message
+    assert result.max_relative_error is not None and result.max_relative_error <= 2e-5
+    assert result.latency_ms > 0 and 0 < result.peak_fraction <= 1
+    assert "hbm_read_bytes" in result.profile and result.timeline
+    assert result.backend == "simulator" and result.perf_model_version and result.platform == "trn1"
+    assert result.seeds and result.distributions == ("reference", "zeros", "scaled")
+
+
+def test_the_same_kernel_is_priced_per_platform() -> None:
+    trn1, trn2 = run(SILU_KERNEL), run(SILU_KERNEL, platform="trn2")
+    assert trn1.correct and trn2.correct
+    assert trn2.platform == "trn2" and trn1.latency_ms != trn2.latency_ms
+
+
+def test_a_partition_dimension_over_128_is_a_compile_error_at_its_line() -> None:
+    kernel = SILU_KERNEL.replace("tile = nl.load(x[t])", "tile = nl.load(x.reshape((256, 512)))")
+    result = run(kernel)
+    assert result.error_kind is ErrorKind.COMPILE_ERROR, result.error_message
+    assert result.error_line == line_of(kernel, "x.reshape")
+    assert not result.compiled
+
+
+def test_reading_uninitialised_memory_is_a_runtime_error_at_its_line() -> None:
+    kernel = SILU_KERNEL.replace("tile = nl.load(x[t])",
+                                 "tile = nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.sbuf)")
+    result = run(kernel)
+    assert result.error_kind is ErrorKind.RUNTIME_ERROR, result.error_message
+    assert result.error_line == line_of(kernel, "nisa.activation")  # the first read of the tile
+    assert "uninitialised" in result.error_message
+
+
+def test_an_nki_kernel_returning_the_wrong_shape_is_incorrect() -> None:
+    kernel = SILU_KERNEL.replace("out = nl.ndarray(x.shape,", "out = nl.ndarray((1, 128, 512),").replace(
+        "for t in nl.affine_range(tiles):", "for t in nl.affine_range(1):")
+    result = run(kernel)
+    assert result.error_kind is ErrorKind.INCORRECT
+    assert "[1, 128, 512]" in result.error_message and "[256, 512]" in result.error_message
