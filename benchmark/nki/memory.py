@@ -275,7 +275,7 @@ class Tensor:
             if poison and dt.is_float(dtype):
                 data = np.full(self.shape, np.nan, dtype=dtype.storage)
             else:
-                data = np.zeros(self.shape, dtype=dtype.storage)
+                data = np.zeros(self.shape, dtype=dtype.storage)  # calloc: untouched pages cost nothing
         self.data = data
         self.init = None if initialised else np.zeros(self.shape, dtype=np.bool_)
         self.trace_id = -1

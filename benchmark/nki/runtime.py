@@ -160,8 +160,10 @@ class Simulator:
         name = name or self.fresh_name("t")
         initialised = fill is not None
         data = None
-        if fill is not None and fill != 0:
-            data = np.full(tuple(int(s) for s in shape), fill, dtype=dtype.storage)
+        if fill is not None:
+            dims = tuple(int(s) for s in shape)
+            # calloc'd zeros stay lazy (pages appear when touched), like an untouched declaration.
+            data = np.zeros(dims, dtype=dtype.storage) if fill == 0 else np.full(dims, fill, dtype=dtype.storage)
         t = Tensor(name, shape, dtype, buffer, data=data, initialised=initialised, poison=poison and not initialised,
                    scope=self.nest)
         self.check_declared(op, t)
