@@ -211,12 +211,13 @@ class Evaluation:
         profile = getattr(result, "profile", None) or {}
         if not isinstance(profile, dict):  # a typed profile record: keep its fields
             profile = asdict(profile) if hasattr(profile, "__dataclass_fields__") else dict(vars(profile))
-        numeric = {k: v for k, v in profile.items() if isinstance(v, int | float) and not isinstance(v, bool)}
+        numeric = {k: float(v) for k, v in profile.items() if isinstance(v, int | float) and not isinstance(v, bool)}
+        kind = getattr(result, "error_kind", None)
         return cls(
             correct=bool(result.correct),
             latency_ms=None if result.latency_ms is None else float(result.latency_ms),
             peak_fraction=None if getattr(result, "peak_fraction", None) is None else float(result.peak_fraction),
-            error_kind=getattr(result, "error_kind", None) or None,
+            error_kind=str(getattr(kind, "value", kind)) if kind else None,  # an ErrorKind enum becomes its code
             error_message=getattr(result, "error_message", None) or None,
             profile=numeric,
         )
@@ -746,6 +747,29 @@ def _call_dict(call: CallRecord) -> dict[str, Any]:
 
 # ---------------------------------------------------------------------------------------------------
 # Small pure implementations of the interfaces (tests, the command line, the offline demo)
+
+
+class PipelineEvaluator:
+    """`Evaluator` over `benchmark.evaluation`: each source is one `EvaluationRequest` on an executor (the
+    local process pool by default), all submitted at once and awaited together. Pass fixed `seeds` for a
+    reproducible run (the same inputs for every candidate)."""
+
+    def __init__(self, reference_source: str, *, platform: str = "trn1", backend: str = "simulator",
+                 peak_counts: dict[str, float] | None = None, seeds: Sequence[int] | None = None,
+                 kernel_name: str | None = None, executor: Any = None) -> None:
+        from benchmark.evaluation import LocalExecutor
+
+        self.reference_source = reference_source
+        self.options = {"platform": platform, "backend": backend, "peak_counts": peak_counts,
+                        "seeds": tuple(seeds) if seeds is not None else None, "kernel_name": kernel_name}
+        self.executor = executor or LocalExecutor()
+
+    async def evaluate_many(self, sources: Sequence[str]) -> Sequence[EvaluationLike]:
+        from benchmark.evaluation import EvaluationRequest
+
+        futures = [self.executor.submit(EvaluationRequest(kernel_source=s, reference_source=self.reference_source,
+                                                          **self.options)) for s in sources]
+        return await asyncio.gather(*(asyncio.wrap_future(f) for f in futures))
 
 
 class ListEventSink:

@@ -1,0 +1,116 @@
+"""The offline agent: a deterministic search over known rewrites, used when no model endpoint is set.
+
+It is not a language model and does not pretend to be one (its label says so). It plays the roles with
+the catalog in `optimizer.agents.rewrites`:
+
+* Planner: lists every (rewrite, site) that applies to the kernel, ordered by what the memory says
+  (rewrites with positive entries first, rewrites with negative entries last, the catalog order in
+  between), and takes `count` of them; ties are broken with the request's seed.
+* Executor: applies the named rewrite at the named site (sample 0), or at every site it has (sample
+  1 and up, for rewrites whose sites disappear once applied). Every result is validated by the
+  evaluator like any other candidate.
+* Fixer: none; it answers "unusable", so offline runs should set `fix_attempts=0`.
+* Summarizer: writes the entry from the rewrite's lesson, the measured speedup and the before/after diff.
+"""
+
+from __future__ import annotations
+
+import difflib
+import random
+import re
+
+from optimizer.agents.base import (
+    NEGATIVE,
+    AgentResult,
+    FixRequest,
+    MemoryDraft,
+    MemoryItem,
+    PlanRequest,
+    SummaryRequest,
+    WriteRequest,
+)
+from optimizer.agents.rewrites import BY_NAME, CATALOG, Rewrite, RewriteError
+
+LABEL = "offline: search over known rewrites (no language model)"
+_PLAN_TAG = re.compile(r"\[rewrite (?P<name>\w+) #(?P<site>\d+)\]")
+_MEMORY_TAG = "rewrite: `{name}`"
+DIFF_LINES = 30
+
+
+def plan_text(rewrite: Rewrite, site_index: int, description: str) -> str:
+    return f"{rewrite.title} [rewrite {rewrite.name} #{site_index}]: {description}. {rewrite.lesson}"
+
+
+def parse_plan(plan: str) -> tuple[Rewrite, int] | None:
+    match = _PLAN_TAG.search(plan)
+    if not match or match.group("name") not in BY_NAME:
+        return None
+    return BY_NAME[match.group("name")], int(match.group("site"))
+
+
+def memory_score(rewrite: Rewrite, memory: tuple[MemoryItem, ...]) -> int:
+    tag = _MEMORY_TAG.format(name=rewrite.name)
+    score = 0
+    for item in memory:
+        if tag in item.summary:
+            score += -1 if item.polarity == NEGATIVE else 1
+    return score
+
+
+class OfflineAgents:
+    label = LABEL
+
+    def __init__(self, catalog: tuple[Rewrite, ...] = CATALOG) -> None:
+        self.catalog = catalog
+
+    async def plan(self, request: PlanRequest) -> AgentResult[list[str]]:
+        options = []
+        for order, rewrite in enumerate(self.catalog):
+            for index, site in enumerate(rewrite.sites(request.kernel.source)):
+                options.append((memory_score(rewrite, request.memory), order, index, rewrite, site))
+        if not options:
+            return AgentResult(None, unusable="no rewrite in the catalog applies to this kernel")
+        tiebreak = random.Random(request.seed)
+        keyed = [(-score, order, tiebreak.random(), index, rewrite, site)
+                 for score, order, index, rewrite, site in options]
+        keyed.sort(key=lambda row: row[:4])
+        plans = [plan_text(rewrite, index, site.description) for *_, index, rewrite, site in keyed[: request.count]]
+        return AgentResult(plans)
+
+    async def write(self, request: WriteRequest) -> AgentResult[str]:
+        parsed = parse_plan(request.plan)
+        if parsed is None:
+            return AgentResult(None, unusable=f"the offline executor only applies catalog rewrites; plan: {request.plan[:80]!r}")
+        rewrite, site = parsed
+        try:
+            source = rewrite.apply(request.kernel.source, site)
+            if request.sample > 0 and rewrite.repeatable:
+                source = rewrite.apply_everywhere(source)
+        except (RewriteError, SyntaxError, ValueError) as exc:
+            return AgentResult(None, unusable=f"rewrite {rewrite.name} failed: {exc}")
+        return AgentResult(source)
+
+    async def fix(self, request: FixRequest) -> AgentResult[str]:
+        return AgentResult(None, unusable="the offline agent does not repair kernels (set fix_attempts=0)")
+
+    async def summarize(self, request: SummaryRequest) -> AgentResult[MemoryDraft]:
+        parsed = parse_plan(request.plan)
+        if parsed is None:
+            return AgentResult(None, unusable="the plan names no catalog rewrite")
+        rewrite, _ = parsed
+        changed_side = request.fast_source if request.polarity != NEGATIVE else request.slow_source
+        other_side = request.slow_source if request.polarity != NEGATIVE else request.fast_source
+        diff = list(difflib.unified_diff(other_side.splitlines(), changed_side.splitlines(), "before", "after",
+                                         lineterm="", n=1))
+        snippet = "\n".join(diff[:DIFF_LINES]) + ("\n…" if len(diff) > DIFF_LINES else "")
+        where = request.problem.slug
+        if request.polarity == NEGATIVE:
+            title = f"{rewrite.title}: slower on {where}"
+            verdict = (f"Applied to {where}, this rewrite made the kernel {request.speedup:.2f}x slower "
+                       "(simulated); avoid it for kernels of this shape.")
+        else:
+            title = rewrite.title
+            verdict = f"Applied to {where}, it made the kernel {request.speedup:.2f}x faster (simulated)."
+        summary = (f"{rewrite.lesson}\n\n{verdict} ({_MEMORY_TAG.format(name=rewrite.name)}, found by the offline "
+                   f"rewrite search)\n\n```diff\n{snippet}\n```")
+        return AgentResult(MemoryDraft(title=title, summary=summary))

@@ -1,0 +1,796 @@
+"""A catalog of known, semantics-preserving rewrites of NKI kernel source, on the Python AST.
+
+Each `Rewrite` finds its *sites* in a kernel (places where it applies) and transforms one site. The
+offline agent proposes sites as plans and applies them; the evaluator then checks every result like any
+other candidate, so a rewrite that is wrong for some kernel simply produces an incorrect candidate.
+
+The rewrites recognise the two styles the product sees: our NKIBench baselines (whole-tile `nl.load`,
+`nl.<op>` calls, slices, `_even_tile` tile sizes) and compiler-style kernels (pre-declared
+`nl.ndarray` buffers written through subscripts). A rewrite that does not recognise a kernel's shape
+reports no site; it never guesses.
+
+    rewrite.sites(source) -> list[Site]           where it applies (empty: it does not)
+    rewrite.apply(source, index) -> str           the source with site `index` rewritten
+"""
+
+from __future__ import annotations
+
+import ast
+import copy
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+# Activation functions the Scalar Engine applies after its free multiply-add: f(data * scale + bias).
+ACTIVATIONS = {"exp", "sqrt", "rsqrt", "tanh", "sigmoid", "silu", "gelu", "relu", "square", "log", "sin", "cos",
+               "softplus", "mish", "erf"}
+SCALAR_FUNCTIONS = {"_even_tile", "min", "max", "int", "float", "abs", "len", "round"}
+FREE_TILE_MAX = 8192  # elements per partition we let a free-dimension tile limit grow to
+FREE_TILE_MIN = 128  # and shrink to
+
+
+class RewriteError(ValueError):
+    """The requested site does not exist (the kernel changed, or the plan names the wrong site)."""
+
+
+@dataclass(frozen=True)
+class Site:
+    description: str
+    line: int
+
+
+@dataclass(frozen=True)
+class Rewrite:
+    name: str
+    title: str  # the general lesson, used as the memory entry title
+    lesson: str  # why it helps and when it applies
+    visit: Callable[[ast.Module, int | None], list[Site]]
+    repeatable: bool = True  # applying it at every site in turn makes sense
+
+    def sites(self, source: str) -> list[Site]:
+        try:
+            tree = ast.parse(source)
+        except SyntaxError:
+            return []
+        return self.visit(tree, None)
+
+    def apply(self, source: str, index: int) -> str:
+        tree = ast.parse(source)
+        sites = self.visit(tree, index)
+        if index < 0 or index >= len(sites):
+            raise RewriteError(f"rewrite {self.name!r} has {len(sites)} sites in this kernel; site {index} does not exist")
+        ast.fix_missing_locations(tree)
+        return ast.unparse(tree) + "\n"
+
+    def apply_everywhere(self, source: str, limit: int = 16) -> str:
+        """Site 0 again and again until none is left (only for rewrites whose sites go away)."""
+        for _ in range(limit):
+            if not self.sites(source):
+                break
+            source = self.apply(source, 0)
+        return source
+
+
+# ---------------------------------------------------------------------------------------------------
+# AST helpers
+
+
+def dotted(node: ast.AST) -> str:
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute):
+        base = dotted(node.value)
+        return f"{base}.{node.attr}" if base else ""
+    return ""
+
+
+def stored_names(node: ast.AST | list[ast.stmt]) -> set[str]:
+    nodes = node if isinstance(node, list) else [node]
+    out: set[str] = set()
+    for n in nodes:
+        for sub in ast.walk(n):
+            if isinstance(sub, ast.Name) and isinstance(sub.ctx, ast.Store | ast.Del):
+                out.add(sub.id)
+    return out
+
+
+def loaded_names(node: ast.AST) -> set[str]:
+    return {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+
+
+def name_loads(fn: ast.AST, name: str) -> int:
+    return sum(1 for n in ast.walk(fn) if isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Load))
+
+
+def assignments_to(fn: ast.AST, name: str) -> int:
+    return sum(1 for n in ast.walk(fn) if isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Store))
+
+
+def subscript_stores_to(fn: ast.AST, name: str) -> int:
+    return sum(1 for n in ast.walk(fn)
+               if isinstance(n, ast.Subscript) and isinstance(n.ctx, ast.Store) and dotted(n.value) == name)
+
+
+class Kernel:
+    """What the rewrites need to know about a module: aliases, the kernel function, scalars, parents."""
+
+    def __init__(self, tree: ast.Module) -> None:
+        self.tree = tree
+        self.nl, self.nisa = "nl", "nisa"
+        has_isa = False
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                for alias in node.names:
+                    if alias.name == "neuronxcc.nki.language":
+                        self.nl = alias.asname or alias.name
+                    if alias.name == "neuronxcc.nki.isa":
+                        self.nisa, has_isa = alias.asname or alias.name, True
+        self.has_isa = has_isa
+        self.fn = self._kernel_function()
+        self.params = {a.arg for a in self.fn.args.args} if self.fn else set()
+        self.parents: dict[ast.AST, ast.AST] = {}
+        for parent in ast.walk(tree):
+            for child in ast.iter_child_nodes(parent):
+                self.parents[child] = parent
+        self.scalars = self._scalar_names()
+
+    def _kernel_function(self) -> ast.FunctionDef | None:
+        functions = [n for n in self.tree.body if isinstance(n, ast.FunctionDef)]
+        for fn in functions:
+            for deco in fn.decorator_list:
+                target = deco.func if isinstance(deco, ast.Call) else deco
+                if dotted(target).endswith("jit"):
+                    return fn
+        return functions[-1] if functions else None
+
+    def is_nl(self, node: ast.AST, *ops: str) -> bool:
+        return isinstance(node, ast.Call) and dotted(node.func) in {f"{self.nl}.{op}" for op in ops}
+
+    def nl_attr(self, op: str) -> ast.expr:
+        return ast.Attribute(value=ast.Name(self.nl, ast.Load()), attr=op, ctx=ast.Load())
+
+    def isa_call(self, instruction: str, **keywords: ast.expr) -> ast.Call:
+        self.need_isa()
+        func = ast.Attribute(value=ast.Name(self.nisa, ast.Load()), attr=instruction, ctx=ast.Load())
+        return ast.Call(func=func, args=[], keywords=[ast.keyword(arg=k, value=v) for k, v in keywords.items()])
+
+    def need_isa(self) -> None:
+        if not self.has_isa:
+            imports = [i for i, n in enumerate(self.tree.body) if isinstance(n, ast.Import | ast.ImportFrom)]
+            node = ast.Import(names=[ast.alias(name="neuronxcc.nki.isa", asname="nisa")])
+            self.tree.body.insert(imports[-1] + 1 if imports else 0, node)
+            self.has_isa, self.nisa = True, "nisa"
+
+    # -- scalars: compile-time constants (shapes, tile sizes, module constants), never tiles or loop indices
+    def is_scalar(self, node: ast.AST) -> bool:
+        if isinstance(node, ast.Constant):
+            return isinstance(node.value, int | float) and not isinstance(node.value, bool)
+        if isinstance(node, ast.Name):
+            return node.id in self.scalars
+        if isinstance(node, ast.BinOp):
+            return self.is_scalar(node.left) and self.is_scalar(node.right)
+        if isinstance(node, ast.UnaryOp):
+            return self.is_scalar(node.operand)
+        if isinstance(node, ast.Attribute):
+            return dotted(node).startswith(f"{self.nl}.tile_size.") or node.attr == "shape"
+        if isinstance(node, ast.Subscript):
+            return isinstance(node.value, ast.Attribute) and node.value.attr == "shape"
+        if isinstance(node, ast.Call):
+            name = dotted(node.func)
+            return ((name in SCALAR_FUNCTIONS or name.startswith("math.")) and not node.keywords
+                    and all(self.is_scalar(a) for a in node.args))
+        return False
+
+    def _scalar_names(self) -> set[str]:
+        """Names bound once to a compile-time scalar: module constants, shape values, tile sizes."""
+        self.scalars = set()
+        assigns = [n for n in self.tree.body if isinstance(n, ast.Assign) and len(n.targets) == 1]
+        counts: dict[str, int] = {}
+        for node in assigns:
+            for name in stored_names(node):
+                counts[name] = counts.get(name, 0) + 1
+        if self.fn is not None:
+            fn_assigns = [n for n in ast.walk(self.fn) if isinstance(n, ast.Assign) and len(n.targets) == 1]
+            assigns += fn_assigns
+            for name in stored_names(self.fn):
+                counts[name] = counts.get(name, 0) + assignments_to(self.fn, name)
+        changed = True
+        while changed:
+            changed = False
+            for node in assigns:
+                target = node.targets[0]
+                if isinstance(target, ast.Name):
+                    names, ok = [target.id], self.is_scalar(node.value)
+                elif isinstance(target, ast.Tuple) and all(isinstance(e, ast.Name) for e in target.elts):
+                    names = [e.id for e in target.elts]
+                    ok = isinstance(node.value, ast.Attribute) and node.value.attr == "shape"
+                else:
+                    continue
+                if ok and all(counts.get(n, 0) == 1 and n not in self.scalars for n in names):
+                    self.scalars.update(names)
+                    changed = True
+        return self.scalars
+
+    def block_of(self, stmt: ast.stmt) -> tuple[list[ast.stmt], int]:
+        parent = self.parents[stmt]
+        for field in ("body", "orelse", "finalbody"):
+            block = getattr(parent, field, None)
+            if isinstance(block, list) and any(s is stmt for s in block):
+                return block, next(i for i, s in enumerate(block) if s is stmt)
+        raise RewriteError(f"statement at line {getattr(stmt, 'lineno', '?')} is not in a block")
+
+    def statement_of(self, node: ast.AST) -> ast.stmt:
+        while not isinstance(node, ast.stmt):
+            node = self.parents[node]
+        return node
+
+    def fresh_name(self, base: str) -> str:
+        used = {n.id for n in ast.walk(self.tree) if isinstance(n, ast.Name)}
+        name, n = base, 1
+        while name in used:
+            n += 1
+            name = f"{base}{n}"
+        return name
+
+    def single_use_definition(self, name_node: ast.AST, before: ast.stmt) -> ast.Assign | None:
+        """The statement `name = <expr>` in the same block as `before`, earlier, when `name` is assigned
+        once, read once, and nothing in between writes a name the expression reads."""
+        if not isinstance(name_node, ast.Name) or self.fn is None:
+            return None
+        name = name_node.id
+        if assignments_to(self.fn, name) != 1 or name_loads(self.fn, name) != 1:
+            return None
+        block, index = self.block_of(before)
+        for j in range(index - 1, -1, -1):
+            stmt = block[j]
+            if (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name)
+                    and stmt.targets[0].id == name):
+                between = stored_names(block[j + 1:index])
+                return stmt if not (between & loaded_names(stmt.value)) else None
+        return None
+
+
+def _replace(kernel: Kernel, old: ast.AST, new: ast.AST) -> None:
+    parent = kernel.parents[old]
+    for field, value in ast.iter_fields(parent):
+        if value is old:
+            setattr(parent, field, new)
+            break
+        if isinstance(value, list):
+            for i, item in enumerate(value):
+                if item is old:
+                    value[i] = new
+                    break
+    kernel.parents[new] = parent
+    ast.copy_location(new, old)
+
+
+def _remove_statement(kernel: Kernel, stmt: ast.stmt) -> None:
+    block, index = kernel.block_of(stmt)
+    del block[index]
+    if not block:
+        block.append(ast.Pass())
+
+
+def _walk_kernel(kernel: Kernel) -> Iterator[ast.AST]:
+    if kernel.fn is None:
+        return iter(())
+    return ast.walk(kernel.fn)
+
+
+def _line(node: ast.AST) -> int:
+    return getattr(node, "lineno", 0)
+
+
+def _short(node: ast.AST, limit: int = 70) -> str:
+    text = ast.unparse(node)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+# ---------------------------------------------------------------------------------------------------
+# 1. fold a multiply (or divide) by a constant into the activation's free scale
+
+
+def _scaled_operand(kernel: Kernel, node: ast.AST) -> tuple[ast.expr, ast.expr] | None:
+    if kernel.is_nl(node, "multiply") and len(node.args) == 2 and not node.keywords:
+        a, b = node.args
+        if kernel.is_scalar(b) and not kernel.is_scalar(a):
+            return a, b
+        if kernel.is_scalar(a) and not kernel.is_scalar(b):
+            return b, a
+    if kernel.is_nl(node, "divide") and len(node.args) == 2 and not node.keywords:
+        a, b = node.args
+        if kernel.is_scalar(b) and not kernel.is_scalar(a):
+            return a, ast.BinOp(left=ast.Constant(1.0), op=ast.Div(), right=b)
+    return None
+
+
+def visit_fold_scale(tree: ast.Module, target: int | None) -> list[Site]:
+    kernel, sites = Kernel(tree), []
+    for node in list(_walk_kernel(kernel)):
+        if not (isinstance(node, ast.Call) and kernel.is_nl(node, *ACTIVATIONS) and len(node.args) == 1
+                and not node.keywords):
+            continue
+        arg, definition = node.args[0], None
+        found = _scaled_operand(kernel, arg)
+        if found is None:
+            definition = kernel.single_use_definition(arg, kernel.statement_of(node))
+            found = _scaled_operand(kernel, definition.value) if definition else None
+        if found is None:
+            continue
+        op = dotted(node.func).rsplit(".", 1)[1]
+        if len(sites) == target:
+            data, scale = found
+            new = kernel.isa_call("activation", op=kernel.nl_attr(op), data=data, scale=scale)
+            _replace(kernel, node, new)
+            if definition is not None:
+                _remove_statement(kernel, definition)
+        sites.append(Site(f"`{_short(node)}` (line {_line(node)}) becomes one activation with scale", _line(node)))
+    return sites
+
+
+# ---------------------------------------------------------------------------------------------------
+# 2. fuse a multiply-by-constant followed by an add/subtract of a tile into nisa.scalar_tensor_tensor
+
+
+def visit_scalar_tensor_tensor(tree: ast.Module, target: int | None) -> list[Site]:
+    kernel, sites = Kernel(tree), []
+    for node in list(_walk_kernel(kernel)):
+        if not (kernel.is_nl(node, "add", "subtract") and len(node.args) == 2 and not node.keywords):
+            continue
+        op1 = dotted(node.func).rsplit(".", 1)[1]
+        match = None
+        for position in (0, 1):
+            inner, other = node.args[position], node.args[1 - position]
+            definition = None
+            found = _scaled_operand(kernel, inner)
+            if found is None:
+                definition = kernel.single_use_definition(inner, kernel.statement_of(node))
+                found = _scaled_operand(kernel, definition.value) if definition else None
+            if found is not None and not kernel.is_scalar(other):
+                match = (position, found, other, definition)
+                break
+        if match is None:
+            continue
+        if len(sites) == target:
+            position, (data, scale), other, definition = match
+            keywords = {"data": data, "op0": kernel.nl_attr("multiply"), "operand0": scale,
+                        "op1": kernel.nl_attr(op1), "operand1": other}
+            if op1 == "subtract" and position == 1:
+                keywords["reverse1"] = ast.Constant(True)  # other - (data * scale)
+            _replace(kernel, node, kernel.isa_call("scalar_tensor_tensor", **keywords))
+            if definition is not None:
+                _remove_statement(kernel, definition)
+        sites.append(Site(f"`{_short(node)}` (line {_line(node)}) becomes one scalar_tensor_tensor", _line(node)))
+    return sites
+
+
+# ---------------------------------------------------------------------------------------------------
+# 3. reduce in the activation instead of a separate sum: nisa.activation_reduce
+
+
+def _activation_parts(kernel: Kernel, node: ast.AST) -> dict[str, ast.expr] | None:
+    if isinstance(node, ast.Call) and kernel.is_nl(node, *ACTIVATIONS) and len(node.args) == 1 and not node.keywords:
+        return {"op": kernel.nl_attr(dotted(node.func).rsplit(".", 1)[1]), "data": node.args[0]}
+    if isinstance(node, ast.Call) and dotted(node.func) == f"{kernel.nisa}.activation" and not node.args:
+        parts = {k.arg: k.value for k in node.keywords if k.arg}
+        if set(parts) <= {"op", "data", "bias", "scale"} and {"op", "data"} <= set(parts):
+            return parts
+    return None
+
+
+def _is_row_sum(kernel: Kernel, node: ast.AST) -> bool:
+    if not (kernel.is_nl(node, "sum") and len(node.args) == 1):
+        return False
+    kw = {k.arg: k.value for k in node.keywords}
+    axis, keep = kw.get("axis"), kw.get("keepdims")
+    return (set(kw) == {"axis", "keepdims"} and isinstance(axis, ast.Constant) and axis.value in (1, -1)
+            and isinstance(keep, ast.Constant) and keep.value is True)
+
+
+def visit_activation_reduce(tree: ast.Module, target: int | None) -> list[Site]:
+    kernel, sites = Kernel(tree), []
+    for node in list(_walk_kernel(kernel)):
+        if not _is_row_sum(kernel, node):
+            continue
+        arg = node.args[0]
+        stmt = kernel.statement_of(node)
+        parts = _activation_parts(kernel, arg)
+        definition = None
+        if parts is None and isinstance(arg, ast.Name) and kernel.fn and assignments_to(kernel.fn, arg.id) == 1:
+            block, index = kernel.block_of(stmt)
+            for j in range(index - 1, -1, -1):
+                s = block[j]
+                if isinstance(s, ast.Assign) and len(s.targets) == 1 and dotted(s.targets[0]) == arg.id:
+                    if not (stored_names(block[j + 1:index]) & {arg.id}):
+                        definition = s
+                    break
+            parts = _activation_parts(kernel, definition.value) if definition else None
+        if parts is None or not isinstance(parts["data"], ast.Name):
+            continue  # the row count comes from data.shape[0]: a named tile keeps that simple
+        if len(sites) == target:
+            anchor = definition or stmt
+            block, index = kernel.block_of(anchor)
+            sums = kernel.fresh_name(f"{parts['data'].id}_row_sums")
+            shape = ast.Tuple(elts=[ast.Subscript(value=ast.Attribute(value=ast.Name(parts["data"].id, ast.Load()),
+                                                                       attr="shape", ctx=ast.Load()),
+                                                  slice=ast.Constant(0), ctx=ast.Load()), ast.Constant(1)],
+                              ctx=ast.Load())
+            alloc = ast.Assign(targets=[ast.Name(sums, ast.Store())], value=ast.Call(
+                func=kernel.nl_attr("ndarray"), args=[shape],
+                keywords=[ast.keyword("dtype", kernel.nl_attr("float32")), ast.keyword("buffer", kernel.nl_attr("sbuf"))]))
+            call = kernel.isa_call("activation_reduce", **parts, reduce_op=kernel.nl_attr("add"),
+                                   reduce_res=ast.Name(sums, ast.Load()))
+            if definition is not None:
+                definition.value = call  # the activated tile is still used elsewhere
+                block.insert(index, alloc)
+            else:
+                discard = kernel.fresh_name(f"{parts['data'].id}_activated")
+                block[index:index] = [alloc, ast.Assign(targets=[ast.Name(discard, ast.Store())], value=call)]
+            _replace(kernel, node, ast.Name(sums, ast.Load()))
+        sites.append(Site(f"`{_short(node)}` (line {_line(node)}) is computed by the activation's reduction", _line(node)))
+    return sites
+
+
+# ---------------------------------------------------------------------------------------------------
+# 4. load loop-invariant tiles once: hoist them, or cache a whole inner loop nest's tiles in SBUF
+
+
+@dataclass
+class _Invariant:
+    call: ast.Call
+    outer: ast.For
+    path: list[ast.For]
+    prefix: dict[str, ast.expr]  # scalar names assigned along the path, by their defining expression
+
+
+def _range_count(kernel: Kernel, loop: ast.For) -> ast.expr | None:
+    it = loop.iter
+    if (isinstance(it, ast.Call) and dotted(it.func) in {f"{kernel.nl}.affine_range", f"{kernel.nl}.sequential_range", "range"}
+            and len(it.args) == 1 and not it.keywords and isinstance(loop.target, ast.Name)):
+        return it.args[0]
+    return None
+
+
+def _invariant_loads(kernel: Kernel) -> list[_Invariant]:
+    found: list[_Invariant] = []
+    if kernel.fn is None:
+        return found
+    loops = [n for n in ast.walk(kernel.fn) if isinstance(n, ast.For)]
+    for outer in loops:
+        if _range_count(kernel, outer) is None:
+            continue
+        variant = stored_names(outer)  # everything written in the loop, its index included
+
+        def scan(body: list[ast.stmt], path: list[ast.For], prefix: dict[str, ast.expr], allowed: set[str],
+                 outer: ast.For = outer, variant: set[str] = variant) -> None:
+            prefix, allowed = dict(prefix), set(allowed)
+            for stmt in body:
+                if isinstance(stmt, ast.For):
+                    count = _range_count(kernel, stmt)
+                    if count is not None and not (loaded_names(count) & variant):
+                        scan(stmt.body, path + [stmt], prefix, allowed | {stmt.target.id})
+                    continue
+                if (path and isinstance(stmt, ast.Assign) and len(stmt.targets) == 1
+                        and isinstance(stmt.targets[0], ast.Name)
+                        and assignments_to(kernel.fn, stmt.targets[0].id) == 1
+                        and not any(isinstance(n, ast.Call) for n in ast.walk(stmt.value))
+                        and loaded_names(stmt.value) & variant <= allowed):
+                    # An index computed from the inner loops' indices (n0 = n * tile_n): copied into the cache nest.
+                    prefix[stmt.targets[0].id] = stmt.value
+                    allowed.add(stmt.targets[0].id)
+                    continue
+                for node in ast.walk(stmt):
+                    if (kernel.is_nl(node, "load") and len(node.args) == 1 and isinstance(node.args[0], ast.Subscript)
+                            and dotted(node.args[0].value) in kernel.params
+                            and loaded_names(node) & variant <= allowed):
+                        found.append(_Invariant(node, outer, path, prefix))
+
+        scan(outer.body, [], {}, set())
+    return found
+
+
+def _substitute(expr: ast.expr, values: dict[str, ast.expr]) -> ast.expr:
+    class Sub(ast.NodeTransformer):
+        def visit_Name(self, node: ast.Name) -> ast.AST:  # noqa: N802 (ast API)
+            if isinstance(node.ctx, ast.Load) and node.id in values:
+                return copy.deepcopy(values[node.id])
+            return node
+
+    return Sub().visit(copy.deepcopy(expr))
+
+
+def simplify(expr: ast.expr) -> ast.expr:
+    """Fold the trivial arithmetic left by substituting 0 for loop indices ((0 + 1) * t - 0 * t -> t)."""
+    if not isinstance(expr, ast.BinOp):
+        return expr
+    left, right = simplify(expr.left), simplify(expr.right)
+
+    def const(node: ast.expr) -> int | float | None:
+        value = node.value if isinstance(node, ast.Constant) else None
+        return value if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+    lc, rc = const(left), const(right)
+    if lc is not None and rc is not None and isinstance(expr.op, ast.Add | ast.Sub | ast.Mult):
+        value = lc + rc if isinstance(expr.op, ast.Add) else lc - rc if isinstance(expr.op, ast.Sub) else lc * rc
+        return ast.Constant(value)
+    if isinstance(expr.op, ast.Mult):
+        if lc == 0 or rc == 0:
+            return ast.Constant(0)
+        if lc == 1:
+            return right
+        if rc == 1:
+            return left
+    if isinstance(expr.op, ast.Add):
+        if lc == 0:
+            return right
+        if rc == 0:
+            return left
+    if isinstance(expr.op, ast.Sub):
+        if rc == 0:
+            return left
+        if ast.dump(left) == ast.dump(right):
+            return ast.Constant(0)
+        # (a + b) - a -> b: the extent of a slice `start:start + size`
+        if isinstance(left, ast.BinOp) and isinstance(left.op, ast.Add) and ast.dump(left.left) == ast.dump(right):
+            return left.right
+    return ast.BinOp(left=left, op=expr.op, right=right)
+
+
+def _tile_extents(inv: _Invariant) -> list[ast.expr] | None:
+    """Extent of each sliced dimension, as an expression of loop-invariant names only."""
+    source = inv.call.args[0]
+    elements = source.slice.elts if isinstance(source.slice, ast.Tuple) else [source.slice]
+    zero = {loop.target.id: ast.Constant(0) for loop in inv.path}
+    resolved: dict[str, ast.expr] = dict(zero)
+    for name, expr in inv.prefix.items():
+        resolved[name] = _substitute(expr, resolved)
+    extents = []
+    for element in elements:
+        if isinstance(element, ast.Slice):
+            if element.lower is None or element.upper is None or element.step is not None:
+                return None
+            extents.append(simplify(ast.BinOp(left=_substitute(element.upper, resolved), op=ast.Sub(),
+                                              right=_substitute(element.lower, resolved))))
+    return extents if len(extents) == 2 else None
+
+
+def visit_hoist_loads(tree: ast.Module, target: int | None) -> list[Site]:
+    kernel, sites = Kernel(tree), []
+    for inv in _invariant_loads(kernel):
+        extents = _tile_extents(inv) if inv.path else []
+        if extents is None:
+            continue
+        source_name = dotted(inv.call.args[0].value)
+        if inv.path:
+            loops = " x ".join(f"`{loop.target.id}`" for loop in inv.path)
+            what = (f"load of `{_short(inv.call.args[0])}` (line {_line(inv.call)}) repeats for every "
+                    f"`{inv.outer.target.id}`: cache its tiles over {loops} in SBUF before that loop")
+        else:
+            what = f"load of `{_short(inv.call.args[0])}` (line {_line(inv.call)}) moves before the `{inv.outer.target.id}` loop"
+        if len(sites) == target:
+            _hoist(kernel, inv, extents, source_name)
+        sites.append(Site(what, _line(inv.call)))
+    return sites
+
+
+def _hoist(kernel: Kernel, inv: _Invariant, extents: list[ast.expr], source_name: str) -> None:
+    block, index = kernel.block_of(inv.outer)
+    if not inv.path:
+        name = kernel.fresh_name(f"{source_name}_tile")
+        hoisted = ast.Assign(targets=[ast.Name(name, ast.Store())], value=inv.call)
+        _replace(kernel, inv.call, ast.Name(name, ast.Load()))
+        block.insert(index, hoisted)
+        return
+    partitions, free = extents
+    counts = [_range_count(kernel, loop) for loop in inv.path]
+    total: ast.expr = copy.deepcopy(counts[0])
+    for count in counts[1:]:
+        total = ast.BinOp(left=total, op=ast.Mult(), right=copy.deepcopy(count))
+    flat: ast.expr = ast.Name(inv.path[0].target.id, ast.Load())
+    for loop, count in zip(inv.path[1:], counts[1:], strict=True):
+        flat = ast.BinOp(left=ast.BinOp(left=flat, op=ast.Mult(), right=copy.deepcopy(count)), op=ast.Add(),
+                         right=ast.Name(loop.target.id, ast.Load()))
+
+    def window() -> ast.Subscript:
+        lower = ast.BinOp(left=copy.deepcopy(flat), op=ast.Mult(), right=copy.deepcopy(free))
+        upper = ast.BinOp(left=ast.BinOp(left=copy.deepcopy(flat), op=ast.Add(), right=ast.Constant(1)),
+                          op=ast.Mult(), right=copy.deepcopy(free))
+        return ast.Subscript(value=ast.Name(cache, ast.Load()),
+                             slice=ast.Tuple(elts=[ast.Slice(), ast.Slice(lower=lower, upper=upper)], ctx=ast.Load()),
+                             ctx=ast.Load())
+
+    cache = kernel.fresh_name(f"{source_name}_cache")
+    dtype = ast.Attribute(value=ast.Name(source_name, ast.Load()), attr="dtype", ctx=ast.Load())
+    alloc = ast.Assign(targets=[ast.Name(cache, ast.Store())], value=ast.Call(
+        func=kernel.nl_attr("ndarray"),
+        args=[ast.Tuple(elts=[copy.deepcopy(partitions), ast.BinOp(left=total, op=ast.Mult(), right=copy.deepcopy(free))],
+                        ctx=ast.Load())],
+        keywords=[ast.keyword("dtype", dtype), ast.keyword("buffer", kernel.nl_attr("sbuf"))]))
+    fill_target = window()
+    fill_target.ctx = ast.Store()
+    body: list[ast.stmt] = [ast.Assign(targets=[fill_target], value=copy.deepcopy(inv.call))]
+    needed = loaded_names(inv.call)
+    for depth in range(len(inv.path) - 1, -1, -1):
+        loop = inv.path[depth]
+        assigns = [ast.Assign(targets=[ast.Name(n, ast.Store())], value=copy.deepcopy(e))
+                   for n, e in inv.prefix.items() if n in needed and _defined_in(n, loop)]
+        body = [ast.For(target=ast.Name(loop.target.id, ast.Store()), iter=copy.deepcopy(loop.iter),
+                        body=assigns + body, orelse=[])]
+    _replace(kernel, inv.call, window())
+    block[index:index] = [alloc] + body
+
+
+def _defined_in(name: str, loop: ast.For) -> bool:
+    return any(isinstance(s, ast.Assign) and dotted(s.targets[0]) == name for s in loop.body)
+
+
+# ---------------------------------------------------------------------------------------------------
+# 5. reuse a tile that is already loaded instead of loading the same region again
+
+
+def visit_reuse_loads(tree: ast.Module, target: int | None) -> list[Site]:
+    kernel, sites = Kernel(tree), []
+    if kernel.fn is None:
+        return sites
+    blocks = [n.body for n in ast.walk(kernel.fn) if isinstance(getattr(n, "body", None), list)]
+    for block in blocks:
+        for i, first in enumerate(block):
+            if not (isinstance(first, ast.Assign) and len(first.targets) == 1 and kernel.is_nl(first.value, "load")):
+                continue
+            for j in range(i + 1, len(block)):
+                second = block[j]
+                between = block[i + 1:j]
+                if any(kernel.is_nl(n, "store") for s in between for n in ast.walk(s)):
+                    break
+                if not (isinstance(second, ast.Assign) and len(second.targets) == 1
+                        and ast.dump(second.value) == ast.dump(first.value)):
+                    continue
+                if stored_names(between) & loaded_names(first.value):
+                    break
+                plan = _reuse_plan(kernel, first.targets[0], second.targets[0], between)
+                if plan is None:
+                    continue
+                if len(sites) == target:
+                    old, new = plan
+                    for n in ast.walk(kernel.fn):
+                        if isinstance(n, ast.Name) and n.id == old and isinstance(n.ctx, ast.Load):
+                            n.id = new
+                    _remove_statement(kernel, second)
+                sites.append(Site(f"line {_line(second)} loads `{_short(second.value.args[0])}` again; reuse the tile "
+                                  f"loaded at line {_line(first)}", _line(second)))
+                break
+    return sites
+
+
+def _reuse_plan(kernel: Kernel, first: ast.expr, second: ast.expr, between: list[ast.stmt]) -> tuple[str, str] | None:
+    fn = kernel.fn
+    if isinstance(first, ast.Name) and isinstance(second, ast.Name):
+        if assignments_to(fn, first.id) == 1 and assignments_to(fn, second.id) == 1:
+            return second.id, first.id
+        return None
+    if isinstance(first, ast.Subscript) and isinstance(second, ast.Subscript):
+        a, b = dotted(first.value), dotted(second.value)
+        if not a or not b or a == b or ast.dump(first.slice) != ast.dump(second.slice):
+            return None
+        if subscript_stores_to(fn, a) != 1 or subscript_stores_to(fn, b) != 1:
+            return None
+        shapes = {}
+        for n in ast.walk(fn):
+            if (isinstance(n, ast.Assign) and len(n.targets) == 1 and dotted(n.targets[0]) in (a, b)
+                    and kernel.is_nl(n.value, "ndarray") and n.value.args):
+                shapes[dotted(n.targets[0])] = ast.dump(n.value.args[0])
+        if shapes.get(a) is None or shapes.get(a) != shapes.get(b):
+            return None
+        return b, a
+    return None
+
+
+# ---------------------------------------------------------------------------------------------------
+# 6. tile size changes: the free-dimension limit given to the tiling helper
+
+
+MOVING_FMAX = 512  # nl.tile_size.gemm_moving_fmax: the largest moving free size of one matmul
+
+
+def _tile_limits(kernel: Kernel) -> Iterator[tuple[ast.Call, int]]:
+    """Calls of a tiling helper `f(extent, limit)` whose limit is a free-dimension size we may change:
+    an integer literal, or the matmul moving-tile maximum (which may only shrink)."""
+    for node in _walk_kernel(kernel):
+        if not (isinstance(node, ast.Call) and len(node.args) == 2 and "tile" in dotted(node.func).lower()):
+            continue
+        limit = node.args[1]
+        if isinstance(limit, ast.Constant) and isinstance(limit.value, int) and not isinstance(limit.value, bool):
+            yield node, limit.value
+        elif dotted(limit) == f"{kernel.nl}.tile_size.gemm_moving_fmax":
+            yield node, MOVING_FMAX
+
+
+def _visit_tile_limit(tree: ast.Module, target: int | None, grow: bool) -> list[Site]:
+    kernel, sites = Kernel(tree), []
+    for call, limit in list(_tile_limits(kernel)):
+        is_moving = not isinstance(call.args[1], ast.Constant)
+        values = []
+        value = limit
+        while True:
+            value = value * 2 if grow else value // 2
+            if not FREE_TILE_MIN <= value <= FREE_TILE_MAX or (grow and is_moving):
+                break
+            values.append(value)
+        for value in values:
+            verb = "raise" if grow else "lower"
+            sites.append(Site(f"{verb} the free-dimension tile limit `{ast.unparse(call)}` to {value} "
+                              f"(line {_line(call)})", _line(call)))
+            if len(sites) - 1 == target:
+                call.args[1] = ast.Constant(value)
+    return sites
+
+
+def visit_larger_tiles(tree: ast.Module, target: int | None) -> list[Site]:
+    return _visit_tile_limit(tree, target, grow=True)
+
+
+def visit_smaller_tiles(tree: ast.Module, target: int | None) -> list[Site]:
+    return _visit_tile_limit(tree, target, grow=False)
+
+
+# ---------------------------------------------------------------------------------------------------
+# 7. interchange a perfect nest of two independent loops
+
+
+def visit_interchange(tree: ast.Module, target: int | None) -> list[Site]:
+    kernel, sites = Kernel(tree), []
+    for outer in list(_walk_kernel(kernel)):
+        if not (isinstance(outer, ast.For) and len(outer.body) == 1 and isinstance(outer.body[0], ast.For)):
+            continue
+        inner = outer.body[0]
+        affine = f"{kernel.nl}.affine_range"
+        if not (isinstance(outer.iter, ast.Call) and dotted(outer.iter.func) == affine
+                and isinstance(inner.iter, ast.Call) and dotted(inner.iter.func) == affine):
+            continue
+        if loaded_names(inner.iter) & stored_names(outer.target) or outer.orelse or inner.orelse:
+            continue
+        if len(sites) == target:
+            outer.target, inner.target = inner.target, outer.target
+            outer.iter, inner.iter = inner.iter, outer.iter
+        sites.append(Site(f"swap the `{dotted(outer.target)}` and `{dotted(inner.target)}` loops (line {_line(outer)})",
+                          _line(outer)))
+    return sites
+
+
+# ---------------------------------------------------------------------------------------------------
+
+CATALOG: tuple[Rewrite, ...] = (
+    Rewrite("hoist_invariant_loads", "Load loop-invariant tiles once",
+            "A tile whose address does not depend on a loop's index was loaded from HBM again in every iteration "
+            "of that loop. Loading it once before the loop (or caching all tiles of an inner loop nest in SBUF "
+            "when they fit) removes repeated DMA traffic; it helps whenever the loop runs more than once and the "
+            "cached tiles fit in SBUF.", visit_hoist_loads),
+    Rewrite("reuse_loaded_tiles", "Reuse a tile that is already in SBUF",
+            "The same HBM region was loaded twice while the first copy was still live. Reading the first copy "
+            "removes a DMA and its SBUF write.", visit_reuse_loads),
+    Rewrite("fold_scale_into_activation", "Fold a constant multiply into the activation's scale",
+            "A multiply (or divide) by a compile-time constant right before an activation function is free inside "
+            "the Scalar Engine's activation instruction, which computes f(data * scale + bias). Folding it removes "
+            "one instruction and one intermediate tile.", visit_fold_scale),
+    Rewrite("fuse_scale_and_add", "Fuse scale-then-add into one scalar_tensor_tensor",
+            "A tile multiplied by a constant and then added to (or subtracted from) another tile takes two Vector "
+            "Engine passes; nisa.scalar_tensor_tensor does both in one instruction, saving a pass over the data and "
+            "an instruction's fixed cost.", visit_scalar_tensor_tensor),
+    Rewrite("reduce_inside_activation", "Sum rows inside the activation instruction",
+            "A row sum of an activation's output was a separate Vector Engine reduction. nisa.activation_reduce "
+            "accumulates the sum while the Scalar Engine writes the activation, removing a pass over the tile.",
+            visit_activation_reduce),
+    Rewrite("larger_free_tiles", "Use larger free-dimension tiles",
+            "Each instruction and each DMA has a fixed cost; larger tiles along the free dimension amortize it, "
+            "as long as the tiles fit in SBUF and the shape divides evenly.", visit_larger_tiles, repeatable=False),
+    Rewrite("smaller_free_tiles", "Use smaller free-dimension tiles",
+            "Smaller free-dimension tiles mean more instructions and DMAs, each with its fixed cost, but when a loop "
+            "has only a few large tiles they let the load of one tile, the compute on another and the store of a "
+            "third overlap (pipelining), and they keep live data within SBUF.", visit_smaller_tiles,
+            repeatable=False),
+    Rewrite("interchange_loops", "Interchange two independent loops",
+            "Swapping a perfect nest of independent loops changes which tiles are consecutive; it can improve reuse "
+            "or DMA order, and is neutral when the body is symmetric.", visit_interchange, repeatable=False),
+)
+
+BY_NAME = {rewrite.name: rewrite for rewrite in CATALOG}
