@@ -21,6 +21,7 @@ from django.conf import settings  # noqa: E402
 from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler  # noqa: E402
 
 from accelopt_site.routing import websocket_urlpatterns  # noqa: E402
+from optimizer.worker import EmbeddedWorkerMiddleware  # noqa: E402
 
 # Django's own static handler (finders, Last-Modified/304): enough for one team on loopback, and it needs
 # no collectstatic step. Behind a reverse proxy set ACCELOPT_SERVE_STATIC=0 and serve STATIC_ROOT there.
@@ -30,9 +31,12 @@ http_application = (
     else django_http_application
 )
 
-application = ProtocolTypeRouter(
-    {
-        "http": http_application,
-        "websocket": AllowedHostsOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
-    }
+# The embedded run worker (optimizer.worker) starts with the server unless ACCELOPT_EMBEDDED_WORKER=0.
+application = EmbeddedWorkerMiddleware(
+    ProtocolTypeRouter(
+        {
+            "http": http_application,
+            "websocket": AllowedHostsOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
+        }
+    )
 )

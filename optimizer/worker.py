@@ -7,9 +7,8 @@
   the benchmark cache and memory entries are keyed, so nothing is evaluated or remembered twice.
 * Between two steps the worker honours cancel and pause requests (optimizer.services sets the flags).
 * Embedded mode (default): `EmbeddedWorkerMiddleware` wraps the ASGI application and starts one worker
-  as an asyncio task in the web process (on lifespan startup, or on the first connection for servers
-  such as daphne that have no lifespan). ACCELOPT_EMBEDDED_WORKER=0 turns it off; then run
-  `python manage.py run_worker` as its own process (scale-out).
+  as an asyncio task in the web process when the server starts. ACCELOPT_EMBEDDED_WORKER=0 turns it
+  off; then run `python manage.py run_worker` as its own process (scale-out).
 """
 
 from __future__ import annotations
@@ -19,6 +18,7 @@ import contextlib
 import logging
 import os
 import socket
+import sys
 import uuid
 from collections.abc import Awaitable, Callable
 from datetime import timedelta
@@ -130,6 +130,10 @@ def _release(run_id: int, worker_id: str) -> list[Any]:
         return append_events(run_id, [("run.queued", {"reason": "worker stopped; resumes from its checkpoint"})])
 
 
+def _claimed_by(worker_id: str) -> list[int]:
+    return list(Run.objects.filter(claimed_by=worker_id, status=RunStatus.RUNNING).values_list("pk", flat=True))
+
+
 def _heartbeat(run_id: int, worker_id: str) -> bool:
     return bool(Run.objects.filter(pk=run_id, claimed_by=worker_id).update(heartbeat_at=timezone.now()))
 
@@ -152,11 +156,12 @@ async def drive_run(
     """
     agents_factory = agents_factory or default_agents
     evaluator_factory = evaluator_factory or DjangoEvaluator
-    run = await sync_to_async(Run.objects.select_related("problem", "start_kernel").get)(pk=run_id)
-    recorder = RunRecorder(run, worker_id)
-    agents = await sync_to_async(agents_factory)(run)
+    agents: Any = None
     heartbeat = asyncio.create_task(_keep_alive(run_id, worker_id))
     try:
+        run = await sync_to_async(Run.objects.select_related("problem", "start_kernel").get)(pk=run_id)
+        recorder = RunRecorder(run, worker_id)
+        agents = await sync_to_async(agents_factory)(run)
         search = await BeamSearch.open(
             problem=problem_context(run),
             start_source=run.start_kernel.source,
@@ -278,6 +283,10 @@ class RunWorker:
                 task.cancel()
             if self.tasks:
                 await asyncio.gather(*self.tasks, return_exceptions=True)
+            # A run claimed but cancelled before its driver started is handed back here.
+            for run_id in await sync_to_async(_claimed_by)(self.worker_id):
+                events = await sync_to_async(_release)(run_id, self.worker_id)
+                await publish_events_async(run_id, events)
             await sync_to_async(close_old_connections)()
             logger.info("run worker %s stopped", self.worker_id)
 
@@ -309,15 +318,24 @@ async def stop_embedded_worker() -> None:
 
 
 class EmbeddedWorkerMiddleware:
-    """ASGI wrapper that runs the embedded worker alongside the application it wraps."""
+    """ASGI wrapper that runs the embedded worker alongside the application it wraps.
+
+    Servers with the ASGI lifespan protocol (uvicorn, hypercorn) start it on lifespan startup. Daphne
+    has no lifespan, so the worker is scheduled on the event loop daphne's reactor is about to run
+    (`daphne.server.twisted_loop`); in a process that never runs that loop (tests, management
+    commands) the callback simply never fires. Connections themselves never start a worker.
+    """
 
     def __init__(self, app: Any) -> None:
         self.app = app
+        daphne_server = sys.modules.get("daphne.server")
+        loop = getattr(daphne_server, "twisted_loop", None)
+        if loop is not None and conf.worker_settings().embedded:
+            loop.call_soon_threadsafe(start_embedded_worker)
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> Any:
         if scope["type"] == "lifespan":
             return await self._lifespan(receive, send)
-        start_embedded_worker()
         return await self.app(scope, receive, send)
 
     async def _lifespan(self, receive: Any, send: Any) -> None:

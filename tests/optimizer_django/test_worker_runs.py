@@ -104,3 +104,15 @@ def test_a_starting_kernel_that_is_not_correct_fails_the_run_with_the_reason(
     assert run.status == RunStatus.FAILED
     assert "starting kernel cannot be optimized" in run.error_message
     assert run.events.filter(kind="run.failed").count() == 1
+
+
+def test_agents_that_cannot_be_built_fail_the_run_with_the_reason(fake_pipeline, problem, owner):
+    def broken_factory(run):
+        raise RuntimeError("no offline rewrites for this kernel")
+
+    run = services.create_run(owner, problem, search=SMALL_SEARCH)
+    run_worker_once(broken_factory)
+    run.refresh_from_db()
+    assert run.status == RunStatus.FAILED
+    assert run.error_message == "RuntimeError: no offline rewrites for this kernel"
+    assert run.claimed_by == ""
