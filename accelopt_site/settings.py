@@ -33,6 +33,11 @@ SECRET_KEY = env_secret("ACCELOPT_SECRET_KEY") or persistent_secret(VAR_DIR / "s
 ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["127.0.0.1", "localhost", "[::1]"])
 # Needed only behind an HTTPS proxy on another host name, e.g. https://studio.example.com
 CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])
+# Behind a proxy that terminates TLS: cookies only over HTTPS, and trust the proxy's X-Forwarded-Proto.
+ACCELOPT_HTTPS = env_bool("ACCELOPT_HTTPS", False)
+if ACCELOPT_HTTPS:
+    SESSION_COOKIE_SECURE = CSRF_COOKIE_SECURE = True
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
 
 INSTALLED_APPS = [
     "daphne",

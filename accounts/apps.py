@@ -7,3 +7,8 @@ class AccountsConfig(AppConfig):
     name = "accounts"
     verbose_name = "Accounts and API tokens"
     default_auto_field = "django.db.models.BigAutoField"
+
+    def ready(self) -> None:
+        from accounts import signals
+
+        signals.connect()

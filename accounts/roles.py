@@ -20,7 +20,7 @@ from functools import wraps
 from typing import Any
 
 from asgiref.sync import iscoroutinefunction, sync_to_async
-from django.contrib.auth.models import AnonymousUser, Group
+from django.contrib.auth.models import AnonymousUser, Group, Permission
 from django.contrib.auth.views import redirect_to_login
 from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponse
@@ -80,12 +80,35 @@ def is_admin(user: Any) -> bool:
 
 
 def grant_role(user: Any, role: str) -> None:
-    """Put the user in the role's group (creating the group if bootstrap_roles has not run)."""
+    """Put the user in the role's group (running bootstrap_roles first if it has not run)."""
     _check_role_name(role)
-    group, _ = Group.objects.get_or_create(name=role)
+    group = Group.objects.filter(name=role).first()
+    if group is None:
+        bootstrap_roles()  # so the group also gets its permissions, not just its name
+        group = Group.objects.get(name=role)
     user.groups.add(group)
     if hasattr(user, _CACHE_ATTRIBUTE):
         delattr(user, _CACHE_ATTRIBUTE)
+
+
+# Admins manage people through the Django admin, so their group carries these model permissions.
+ADMIN_MODEL_PERMISSIONS = (("auth", "user"), ("auth", "group"), ("accounts", "apitoken"))
+
+
+def bootstrap_roles() -> list[str]:
+    """Create the role groups (idempotent) and give the admin group its permissions; returns new names."""
+    created = []
+    for role in ROLES:
+        group, was_created = Group.objects.get_or_create(name=role)
+        if was_created:
+            created.append(role)
+        if role == ADMIN:
+            permissions = Permission.objects.filter(
+                content_type__app_label__in={app for app, _ in ADMIN_MODEL_PERMISSIONS},
+                content_type__model__in={model for _, model in ADMIN_MODEL_PERMISSIONS},
+            )
+            group.permissions.add(*permissions)
+    return created
 
 
 def require_role(role: str) -> Callable[[Callable[..., HttpResponse]], Callable[..., HttpResponse]]:

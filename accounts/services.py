@@ -9,11 +9,10 @@ from datetime import timedelta
 from typing import Any
 
 from django.contrib.auth import get_user_model
-from django.contrib.auth.models import Group, Permission
 from django.utils import timezone
 
 from accounts.models import ApiToken
-from accounts.roles import ADMIN, ROLES, grant_role
+from accounts.roles import ADMIN, grant_role
 
 TOKEN_PREFIX = "aos_"  # makes a leaked token easy to recognise (and to grep for) in logs and repos
 # Writing last_used_at on every request would turn each API read into a database write.
@@ -67,26 +66,7 @@ def user_for_token(secret: str) -> Any | None:
     return token.user
 
 
-# --- Roles and the first admin ----------------------------------------------------------------------
-
-# Admins manage people through the Django admin, so their group carries these model permissions.
-ADMIN_MODEL_PERMISSIONS = (("auth", "user"), ("auth", "group"), ("accounts", "apitoken"))
-
-
-def bootstrap_roles() -> list[str]:
-    """Create the role groups (idempotent) and give the admin group its permissions; returns new names."""
-    created = []
-    for role in ROLES:
-        group, was_created = Group.objects.get_or_create(name=role)
-        if was_created:
-            created.append(role)
-        if role == ADMIN:
-            permissions = Permission.objects.filter(
-                content_type__app_label__in={app for app, _ in ADMIN_MODEL_PERMISSIONS},
-                content_type__model__in={model for _, model in ADMIN_MODEL_PERMISSIONS},
-            )
-            group.permissions.add(*permissions)
-    return created
+# --- The first admin ----------------------------------------------------------------------
 
 
 def create_admin(username: str) -> str | None:

@@ -5,8 +5,7 @@ from __future__ import annotations
 import pytest
 from django.contrib.auth.models import Group
 
-from accounts.roles import ROLES, has_role, is_admin, is_curator, is_engineer, roles_of
-from accounts.services import bootstrap_roles
+from accounts.roles import ROLES, bootstrap_roles, has_role, is_admin, is_curator, is_engineer, roles_of
 
 pytestmark = pytest.mark.django_db
 
@@ -48,3 +47,13 @@ def test_bootstrap_roles_is_idempotent_and_lets_admins_manage_users():
     admin_permissions = set(Group.objects.get(name="admin").permissions.values_list("codename", flat=True))
     assert {"add_user", "change_user", "change_group", "delete_apitoken"} <= admin_permissions
     assert not Group.objects.get(name="engineer").permissions.exists()
+
+
+def test_joining_the_admin_group_opens_the_django_admin_and_leaving_closes_it(client, site_admin, engineer):
+    assert site_admin.is_staff and not engineer.is_staff
+    client.force_login(site_admin)
+    assert client.get("/admin/auth/user/").status_code == 200
+    site_admin.groups.remove(Group.objects.get(name="admin"))
+    site_admin.refresh_from_db()
+    assert not site_admin.is_staff
+    assert client.get("/admin/auth/user/").status_code == 302  # back to the admin login

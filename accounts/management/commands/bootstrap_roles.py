@@ -4,8 +4,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand
 
-from accounts.roles import ROLES
-from accounts.services import bootstrap_roles
+from accounts.roles import ROLES, bootstrap_roles
 
 
 class Command(BaseCommand):
