@@ -9,6 +9,7 @@ performance model, so the model never runs next to untrusted code. See docs/eval
 from __future__ import annotations
 
 import ast
+import contextlib
 import functools
 import time
 from collections.abc import Mapping, Sequence
@@ -110,13 +111,18 @@ class _Attempt:
 
     def run(self) -> EvaluationResult:
         config = {"backend": self.backend.name, "platform": self.platform, "guards": self.guards}
-        # Both children start together: their interpreter start-up overlaps.
-        with ChildProcess("reference", config, self.limits) as reference, \
-                ChildProcess("kernel", config, self.limits) as kernel:
+        # All children start together, so their interpreter start-ups overlap; the profile child (our code
+        # only) waits for the trace while the kernel runs.
+        with contextlib.ExitStack() as children:
+            reference = children.enter_context(ChildProcess("reference", config, self.limits))
+            kernel = children.enter_context(ChildProcess("kernel", config, self.limits))
+            profiler = (children.enter_context(ChildProcess("profile", {"backend": self.backend.name}, self.limits))
+                        if self.backend.records_trace else None)
             self.load_reference(reference)
             self.load_kernel(kernel)
             traces = [self.check_seed(reference, kernel, index) for index in range(len(self.seeds))]
-        return self.profile(traces)
+            kernel.close()
+            return self.profile(traces, profiler)
 
     def load_reference(self, reference: ChildProcess) -> None:
         try:
@@ -228,7 +234,7 @@ class _Attempt:
                     raise self.reference_broken(f"its output {index} is all zeros for every seed, so correctness "
                                                 "cannot be told apart from a kernel that writes nothing")
 
-    def profile(self, traces: list[dict[str, Any] | None]) -> EvaluationResult:
+    def profile(self, traces: list[dict[str, Any] | None], profiler: ChildProcess | None) -> EvaluationResult:
         correct = {"compiled": True, "runnable": True, "correct": True}
         latency_ms, profile, timeline = None, {}, None
         perf_version = self.context.get("perf_model_version", "")
@@ -242,10 +248,13 @@ class _Attempt:
             if not min(counts):
                 raise self.fail(ErrorKind.SUSPICIOUS, "the kernel's outputs are correct but the simulator recorded "
                                 "no instructions: its work is hidden from the performance model", **correct)
+            if profiler is None:
+                raise self.fail(ErrorKind.INFRASTRUCTURE_ERROR, f"backend {self.backend.name!r} recorded a trace "
+                                "but has no profiler", **correct)
+            profiler.restart_clock()
             try:
-                with ChildProcess("profile", {"backend": self.backend.name}, self.limits) as profiler:
-                    report, _ = profiler.request({"op": "profile", "platform": self.platform,
-                                                  "trace": first["meta"]}, first["arrays"])
+                report, _ = profiler.request({"op": "profile", "platform": self.platform, "trace": first["meta"]},
+                                             first["arrays"])
             except ChildError as exc:
                 raise self.child_failed(exc, "profile", **correct) from None
             if not report["ok"]:
