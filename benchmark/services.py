@@ -19,7 +19,6 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from django.conf import settings
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import close_old_connections, transaction
 from django.db.models import Prefetch, Q, QuerySet
@@ -28,6 +27,7 @@ from django.utils import timezone
 from django.utils.text import slugify
 
 from accounts.roles import is_engineer
+from benchmark import conf
 from benchmark.models import (
     DEFAULT_CASE,
     DEFAULT_SUITE,
@@ -267,8 +267,7 @@ def get_executor() -> Any:
         if _executor is None:
             from benchmark.evaluation import executors
 
-            workers = getattr(settings, "ACCELOPT_EVALUATION_WORKERS", 2)
-            _executor = executors.LocalExecutor(max_workers=workers)
+            _executor = executors.LocalExecutor(max_workers=conf.evaluation_workers())
         return _executor
 
 
@@ -281,12 +280,29 @@ def set_executor(executor: Any) -> Any:
 
 
 def _evaluations_run_inline() -> bool:
-    # Tests (and the CLI) run evaluations in the calling thread so results are visible immediately.
-    return bool(getattr(settings, "ACCELOPT_EVALUATION_INLINE", False))
+    return conf.evaluations_inline()
 
 
 def _stale_after() -> timedelta:
-    return timedelta(seconds=getattr(settings, "ACCELOPT_EVALUATION_STALE_AFTER_S", 900))
+    return timedelta(seconds=conf.stale_after_seconds())
+
+
+def _small_limits() -> Any:
+    from benchmark.evaluation import Limits
+
+    seconds = conf.timeout_seconds(False)
+    return Limits(wall_seconds=float(seconds), cpu_seconds=seconds, memory_bytes=conf.memory_bytes(False))
+
+
+def limits_for(problem: Problem) -> Any:
+    """Sandbox limits by problem size: seconds and a few GiB for mini shapes, more for the full ones."""
+    from benchmark.evaluation import Limits
+
+    large = (problem.hbm_bytes or 0) > conf.LARGE_PROBLEM_HBM_BYTES or (
+        problem.hbm_bytes is None and problem.case not in (DEFAULT_CASE, "custom")
+    )
+    seconds = conf.timeout_seconds(large)
+    return Limits(wall_seconds=float(seconds), cpu_seconds=seconds, memory_bytes=conf.memory_bytes(large))
 
 
 def request_evaluation(
@@ -355,6 +371,7 @@ def evaluation_request_for(evaluation: Evaluation) -> dict[str, Any]:
         backend=evaluation.backend,
         peak_counts=problem.peak_counts,
         tolerance=problem.tolerance,
+        limits=limits_for(problem),
     )
 
 
@@ -366,6 +383,7 @@ def _evaluate_kwargs(
     backend: str,
     peak_counts: tuple[int, int, int] | None,
     tolerance: float | None,
+    limits: Any = None,
 ) -> dict[str, Any]:
     kwargs: dict[str, Any] = {
         "kernel_source": kernel_source,
@@ -373,9 +391,10 @@ def _evaluate_kwargs(
         "platform": platform,
         "backend": backend,
         "peak_counts": peak_counts,
+        "tolerance": tolerance,
     }
-    if tolerance is not None:
-        kwargs["tolerance"] = tolerance
+    if limits is not None:
+        kwargs["limits"] = limits
     return kwargs
 
 
@@ -525,6 +544,7 @@ def evaluate_source(
         backend=backend,
         peak_counts=problem.peak_counts if problem is not None else None,
         tolerance=problem.tolerance if problem is not None else None,
+        limits=limits_for(problem) if problem is not None else _small_limits(),
     )
     return pipeline.evaluate(**kwargs)
 

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import pytest
-
 from benchmark import services
 
 REFERENCE = """import numpy as np

@@ -80,7 +80,8 @@ def test_a_pipeline_crash_is_recorded_as_our_fault_not_the_kernels(monkeypatch, 
     assert services.best_evaluation(baseline.problem) is None
 
 
-def test_an_evaluation_left_pending_by_a_dead_process_is_started_again_once_stale(fake_pipeline, baseline):
+def test_an_evaluation_left_pending_by_a_dead_process_is_started_again_once_stale(fake_pipeline, baseline, settings):
+    settings.ACCELOPT_EVALUATION_STALE_AFTER_S = 600
     orphan = Evaluation.objects.create(
         kernel=baseline, platform="trn1", backend="simulator",
         backend_version=services.backend_version("simulator"), status=EvaluationStatus.RUNNING,
@@ -92,7 +93,8 @@ def test_an_evaluation_left_pending_by_a_dead_process_is_started_again_once_stal
     assert len(fake_pipeline.calls) == 1
 
 
-def test_a_recent_pending_evaluation_is_not_started_twice(fake_pipeline, baseline):
+def test_a_recent_pending_evaluation_is_not_started_twice(fake_pipeline, baseline, settings):
+    settings.ACCELOPT_EVALUATION_STALE_AFTER_S = 600
     pending = Evaluation.objects.create(
         kernel=baseline, platform="trn1", backend="simulator",
         backend_version=services.backend_version("simulator"), status=EvaluationStatus.RUNNING,

@@ -69,7 +69,8 @@ def test_a_running_evaluation_fragment_polls_until_it_is_done(client, fake_pipel
     assert "Latency (predicted)" in done
 
 
-def test_an_interrupted_evaluation_stops_polling_and_offers_a_rerun_to_engineers(client, engineer, silu_mini, db):
+def test_an_interrupted_evaluation_stops_polling_and_offers_a_rerun_to_engineers(client, engineer, silu_mini, settings):
+    settings.ACCELOPT_EVALUATION_STALE_AFTER_S = 600
     evaluation = Evaluation.objects.create(
         kernel=silu_mini.baseline_kernel, platform="trn1", backend="simulator",
         backend_version=services.backend_version("simulator"), status=EvaluationStatus.RUNNING,

@@ -1,0 +1,58 @@
+"""Settings of the benchmark app: the evaluation executor and the sandbox limits per problem size.
+
+Each value comes from a Django setting of the same name when one is defined (tests use the `settings`
+fixture), otherwise from the environment (docs/operations.md lists the variables), otherwise from the
+default here. Read through the functions, never at import time.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.conf import settings
+
+from accelopt_site.env import env_bool, env_int
+
+MIB = 1024 * 1024
+# A problem whose inputs and outputs move more than this many HBM bytes gets the large limits: the
+# published NKIBench shapes simulate for minutes and need GiBs, the mini ones for seconds.
+LARGE_PROBLEM_HBM_BYTES = 256 * MIB
+
+
+def _setting(name: str, read_env: Any) -> Any:
+    if hasattr(settings, name):
+        return getattr(settings, name)
+    return read_env()
+
+
+def evaluation_workers() -> int:
+    """Evaluations running at once in this process (each drives sandboxed child processes)."""
+    return int(_setting("ACCELOPT_EVALUATION_WORKERS", lambda: env_int("ACCELOPT_EVALUATION_WORKERS", 2, minimum=1)))
+
+
+def evaluations_inline() -> bool:
+    """Run evaluations in the requesting thread instead of the executor (tests; never for a web server)."""
+    return bool(_setting("ACCELOPT_EVALUATION_INLINE", lambda: env_bool("ACCELOPT_EVALUATION_INLINE", False)))
+
+
+def timeout_seconds(large: bool) -> int:
+    if large:
+        return int(_setting("ACCELOPT_EVALUATION_FULL_TIMEOUT_S",
+                            lambda: env_int("ACCELOPT_EVALUATION_FULL_TIMEOUT_S", 1800, minimum=1)))
+    return int(_setting("ACCELOPT_EVALUATION_TIMEOUT_S", lambda: env_int("ACCELOPT_EVALUATION_TIMEOUT_S", 120, minimum=1)))
+
+
+def memory_bytes(large: bool) -> int:
+    if large:
+        megabytes = _setting("ACCELOPT_EVALUATION_FULL_MEMORY_MB",
+                             lambda: env_int("ACCELOPT_EVALUATION_FULL_MEMORY_MB", 12 * 1024, minimum=256))
+    else:
+        megabytes = _setting("ACCELOPT_EVALUATION_MEMORY_MB",
+                             lambda: env_int("ACCELOPT_EVALUATION_MEMORY_MB", 4 * 1024, minimum=256))
+    return int(megabytes) * MIB
+
+
+def stale_after_seconds() -> int:
+    """A pending evaluation this process is not running, older than this, is taken to be orphaned."""
+    return int(_setting("ACCELOPT_EVALUATION_STALE_AFTER_S",
+                        lambda: env_int("ACCELOPT_EVALUATION_STALE_AFTER_S", 2 * timeout_seconds(True) + 600, minimum=1)))
