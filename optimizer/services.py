@@ -109,6 +109,10 @@ def create_run(
         raise ValidationError(
             f"kernel {start_kernel.pk} belongs to problem {start_kernel.problem.address}, not {problem.address}"
         )
+    search = dict(search or {})
+    if agent == AgentKind.OFFLINE:
+        # The offline agent repairs nothing; a Fixer round would only record "unusable" replies.
+        search.setdefault("fix_attempts", 0)
     config = _search_config(search)
     role_models: dict[str, Any] = {}
     if agent == AgentKind.LLM:

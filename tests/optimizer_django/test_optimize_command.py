@@ -41,3 +41,20 @@ def test_invalid_search_parameters_are_an_error(fake_pipeline, problem):
     with pytest.raises(CommandError, match="beam_width must be >= 1"):
         call_command("optimize", "--problem", "double:mini", "--beam", "0", stdout=StringIO())
     assert not Run.objects.exists()
+
+
+def test_the_offline_agent_improves_a_real_mini_problem_through_the_simulator(transactional_db, settings):
+    """End to end: the NKIBench silu mini case, our simulator and performance model, the offline rewrites."""
+    from benchmark.services import load_suite
+
+    settings.ACCELOPT_EVALUATION_INLINE = True
+    load_suite("nkibench", evaluate_cases=())
+    out = StringIO()
+    call_command("optimize", "--problem", "silu:mini", "--iterations", "1", "--beam", "1", "--plans", "3",
+                 "--samples", "1", stdout=out)
+    run = Run.objects.get()
+    assert run.status == RunStatus.SUCCEEDED, run.error_message
+    assert run.best_speedup is not None and run.best_speedup > 1.0
+    assert run.best_kernel.evaluations.get().correct
+    assert 0 < run.best_peak_fraction <= 1
+    assert out.getvalue().splitlines()[-1].startswith(f"best speedup x{run.best_speedup:.3f}")
