@@ -85,3 +85,11 @@ def test_session_api_post_with_csrf_token_is_accepted(engineer):
     response = browser.post("/sample-api/engineer", headers={"X-CSRFToken": csrf})
     assert response.status_code == 200
     assert response.json() == {"caller": "erin"}
+
+
+def test_token_callers_need_no_csrf_token_even_when_checks_are_enforced(make_token, engineer):
+    from django.test import Client
+
+    script = Client(enforce_csrf_checks=True)
+    response = script.post("/sample-api/engineer", headers={"Authorization": f"Bearer {make_token(engineer)}"})
+    assert response.status_code == 200
