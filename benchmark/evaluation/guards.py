@@ -3,7 +3,8 @@
 Two layers on top of the OS limits (sandbox.py) and the static check (static_check.py):
 
 * the kernel's module gets its own builtins: no open/exec/eval/compile/globals, an `__import__` that only
-  admits the kernel import allow-list, and getattr/setattr/delattr that refuse dunder names;
+  admits the kernel import allow-list, a getattr that refuses private and dunder names (and those that
+  lead to sys/os), and no setattr/delattr;
 * an audit hook (PEP 578, cannot be removed once added) refuses, for the whole process, opening files
   outside the Python installation and our own code, any write, directory listing, process creation,
   sockets, ctypes and frame introspection.
@@ -20,7 +21,7 @@ import sys
 from collections.abc import Iterable
 from typing import Any
 
-from benchmark.evaluation.static_check import _import_allowed
+from benchmark.evaluation.static_check import _import_allowed, attribute_forbidden
 
 _REMOVED_BUILTINS = ("open", "exec", "eval", "compile", "globals", "locals", "vars", "input", "breakpoint",
                      "help", "exit", "quit", "memoryview")
@@ -49,13 +50,9 @@ def _guarded_import(name: str, globals: Any = None, locals: Any = None, fromlist
     return builtins.__import__(name, globals, locals, fromlist, level)
 
 
-def _refuse_dunder(name: object, operation: str) -> None:
-    if not isinstance(name, str) or name.startswith("__"):
-        raise GuardViolation(f"{operation} of attribute {name!r} is not allowed in a kernel")
-
-
 def _guarded_getattr(obj: Any, name: str, *default: Any) -> Any:
-    _refuse_dunder(name, "getattr")
+    if not isinstance(name, str) or attribute_forbidden(name):
+        raise GuardViolation(f"getattr of attribute {name!r} is not allowed in a kernel")
     return getattr(obj, name, *default)
 
 

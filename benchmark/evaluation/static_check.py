@@ -28,7 +28,16 @@ FORBIDDEN_ATTRIBUTES = frozenset({
     "f_back", "f_globals", "f_locals", "f_builtins", "f_code", "co_code", "co_consts",
     "tofile", "ctypes", "ctypeslib", "memmap", "fromfile", "loadtxt", "genfromtxt", "savetxt",
     "savez", "savez_compressed", "fromregex", "DataSource", "f2py", "distutils",
+    # Public attributes through which numpy's own modules lead to sys, os and the import system
+    # (e.g. numpy.matrixlib.defmatrix.ast.sys.modules).
+    "sys", "os", "ast", "builtins", "inspect", "modules", "subprocess", "importlib", "matrixlib", "shutil",
+    "socket", "pickle", "posix", "signal", "resource", "gc", "threading",
 })
+
+
+def attribute_forbidden(name: str) -> bool:
+    """Private (`_x`) and dunder attributes, and the names above: refused statically and at run time."""
+    return name.startswith("_") or name in FORBIDDEN_ATTRIBUTES
 # numpy functions that read or write files; `load` is fine on nl/nki (nl.load is an NKI op).
 FORBIDDEN_NUMPY_ATTRIBUTES = frozenset({"load", "save", "os", "sys"}) | frozenset(FORBIDDEN_NUMPY_SUBMODULES)
 
@@ -130,9 +139,7 @@ class _Checker(ast.NodeVisitor):
             self.fail(node, f"use of the builtin {node.id!r} is not allowed in a kernel")
 
     def visit_Attribute(self, node: ast.Attribute) -> None:
-        if node.attr.startswith("__"):
-            self.fail(node, f"access to the attribute {node.attr!r} is not allowed in a kernel")
-        if node.attr in FORBIDDEN_ATTRIBUTES:
+        if attribute_forbidden(node.attr):
             self.fail(node, f"access to the attribute {node.attr!r} is not allowed in a kernel")
         if (isinstance(node.value, ast.Name) and node.value.id in self.numpy_aliases
                 and node.attr in FORBIDDEN_NUMPY_ATTRIBUTES):
@@ -145,7 +152,7 @@ class _Checker(ast.NodeVisitor):
             name = node.args[1]
             if not (isinstance(name, ast.Constant) and isinstance(name.value, str)):
                 self.fail(node, "getattr with a computed attribute name is not allowed in a kernel")
-            elif name.value.startswith("__") or name.value in FORBIDDEN_ATTRIBUTES:
+            elif attribute_forbidden(name.value):
                 self.fail(node, f"getattr(..., {name.value!r}) is not allowed in a kernel")
         self.generic_visit(node)
 
