@@ -17,7 +17,9 @@ def get_inputs():
 
 def forward(x, w_up, w_down, w_gate):
     gate = x @ w_gate
-    hidden = gate / (np.float32(1.0) + np.exp(-gate)) * (x @ w_up)
+    # exp(-gate) overflows to inf for very negative gates; silu's limit there is 0, which is what we get.
+    with np.errstate(over="ignore"):
+        hidden = gate / (np.float32(1.0) + np.exp(-gate)) * (x @ w_up)
     return hidden @ w_down
 
 
