@@ -11,8 +11,12 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from django.core.exceptions import PermissionDenied
 from django.db import IntegrityError, models, transaction
+from django.db.models import Q, QuerySet
+from django.http import Http404
 
+from accounts.roles import is_curator, is_engineer
 from memory.models import ChangeKind, EntryStatus, MemoryEntry, MemoryEntryVersion, Polarity, SourceKind
 
 # AccelOpt's summarizer writes this title when it found nothing worth remembering.
@@ -22,6 +26,74 @@ TITLE_MAX_LENGTH = MemoryEntry._meta.get_field("title").max_length
 
 class MemoryImportError(ValueError):
     """An experience file that cannot be read as AccelOpt's JSON list of rewrites."""
+
+
+# --- access -------------------------------------------------------------------------------------------
+#
+# Engineers read the memory their runs learn from; curators change it. Anonymous visitors see none of it.
+
+
+def can_read_memory(user: Any) -> bool:
+    return is_engineer(user)
+
+
+def can_curate_memory(user: Any) -> bool:
+    return is_curator(user)
+
+
+def visible_entries(user: Any) -> QuerySet[MemoryEntry]:
+    if not can_read_memory(user):
+        return MemoryEntry.objects.none()
+    return MemoryEntry.objects.select_related("problem", "created_by")
+
+
+def get_entry_for_user(user: Any, pk: int, *, write: bool = False) -> MemoryEntry:
+    """The entry if `user` may read it (404 otherwise) and, with write=True, curate it (403 otherwise)."""
+    try:
+        entry = visible_entries(user).get(pk=pk)
+    except MemoryEntry.DoesNotExist:
+        raise Http404(f"no memory entry with id {pk}") from None
+    if write and not can_curate_memory(user):
+        raise PermissionDenied("only curators can change memory entries")
+    return entry
+
+
+def filter_entries(
+    entries: QuerySet[MemoryEntry],
+    *,
+    text: str = "",
+    family: str = "",
+    polarity: str = "",
+    status: str = "",
+    min_speedup: float | None = None,
+    max_speedup: float | None = None,
+    source_run_id: int | None = None,
+    problem_id: int | None = None,
+) -> QuerySet[MemoryEntry]:
+    """The memory browser's search (title, summary and code) and filters; blank values do not filter."""
+    if text:
+        entries = entries.filter(
+            Q(title__icontains=text) | Q(summary__icontains=text) | Q(slow_kernel__icontains=text)
+            | Q(fast_kernel__icontains=text)
+        )
+    if family:
+        entries = entries.filter(family=family)
+    if polarity:
+        entries = entries.filter(polarity=polarity)
+    if status:
+        entries = entries.filter(status=status)
+    if min_speedup is not None:
+        entries = entries.filter(speedup__gte=min_speedup)
+    if max_speedup is not None:
+        entries = entries.filter(speedup__lte=max_speedup)
+    if source_run_id is not None:
+        entries = entries.filter(source_run_id=source_run_id)
+    if problem_id is not None:
+        entries = entries.filter(problem_id=problem_id)
+    return entries
+
+
+# --- entries ------------------------------------------------------------------------------------------
 
 
 def content_sha256(slow_kernel: str, fast_kernel: str) -> str:

@@ -210,13 +210,13 @@ def _lifecycle(action: Callable[..., Run]) -> Callable[[HttpRequest, int], dict[
 _WRITE_RESPONSES = {200: RunOut, 403: ErrorOut, 404: ErrorOut}
 router.post("/runs/{int:run_id}/cancel", auth=api_role(ENGINEER), response=_WRITE_RESPONSES,
             summary="Cancel a run (a running one stops before its next step)",
-            operation_id="cancel_run")(_lifecycle(services.cancel_run))
+            operation_id="cancel_run", url_name="run-cancel")(_lifecycle(services.cancel_run))
 router.post("/runs/{int:run_id}/pause", auth=api_role(ENGINEER), response=_WRITE_RESPONSES,
             summary="Pause a run (a running one stops before its next step)",
-            operation_id="pause_run")(_lifecycle(services.pause_run))
+            operation_id="pause_run", url_name="run-pause")(_lifecycle(services.pause_run))
 router.post("/runs/{int:run_id}/resume", auth=api_role(ENGINEER), response=_WRITE_RESPONSES,
             summary="Resume a paused run from its last checkpoint",
-            operation_id="resume_run")(_lifecycle(services.resume_run))
+            operation_id="resume_run", url_name="run-resume")(_lifecycle(services.resume_run))
 
 
 @router.get(
