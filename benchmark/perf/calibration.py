@@ -149,11 +149,15 @@ def simulate_case(case: Case, platform: str) -> Trace:
     """Run the baseline kernel on the CPU simulator with the reference's inputs; return its trace."""
     from benchmark import nki as sim  # the simulator; imported late so the model runs without it
 
+    sim.install()  # the NKIBench kernels import neuronxcc.nki
     reference = _load_module(case.reference_path, f"nkibench_ref_{case.problem}")
     np.random.seed(0)
     inputs = reference.transform_to_nki_inputs(reference.get_inputs())
-    kernel = sim.load_kernel(case.kernel_path.read_text(), path=str(case.kernel_path))
-    return sim.simulate(kernel, inputs, platform=platform).trace
+    module = _load_module(case.kernel_path, f"nkibench_kernel_{case.problem}")
+    kernel = getattr(module, "kernel", None) or getattr(module, "optimized_kernel", None)
+    if kernel is None:
+        raise AttributeError(f"{case.kernel_path} defines neither `kernel` nor `optimized_kernel`")
+    return sim.simulate(kernel, list(inputs), platform=platform).trace
 
 
 def cached_trace(case: Case, platform: str, cache_dir: Path | None,
