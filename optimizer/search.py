@@ -65,6 +65,7 @@ from optimizer.agents.base import (
 )
 
 SUSPICIOUS = "suspicious"
+INFRASTRUCTURE = "infrastructure_error"  # says nothing about the kernel: never sent to the Fixer
 STATE_VERSION = 1
 
 EVENT_KINDS = (
@@ -124,12 +125,14 @@ class SearchConfig:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> SearchConfig:
+    def from_dict(cls, data: dict[str, Any], *, strict: bool = True) -> SearchConfig:
+        """`strict=False` ignores keys that are not search parameters (a Run's config also names the
+        platform, backend and models)."""
         known = {f.name for f in fields(cls)}
         unknown = sorted(set(data) - known)
-        if unknown:
+        if unknown and strict:
             raise ValueError(f"unknown search parameters {unknown}; known: {sorted(known)}")
-        return cls(**data)
+        return cls(**{k: v for k, v in data.items() if k in known})
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -452,6 +455,10 @@ class BeamSearch:
         st = self.state
         st.iteration, st.phase = iteration, "plan"
         st.plans, st.candidates, st.rewrites, st.done = [], [], [], []
+        # Sources of kernels that left the beam are not needed again (their evaluations stay, by sha, so a
+        # kernel that is written again is still not re-evaluated); this keeps each checkpoint small.
+        keep = {st.start_sha} | {m.sha for m in st.beam}
+        st.kernels = {sha: src for sha, src in st.kernels.items() if sha in keep}
         self._event("iteration.started", {"iteration": iteration, "beam": [asdict(m) for m in st.beam]})
 
     async def _step_plan(self) -> None:
@@ -502,7 +509,8 @@ class BeamSearch:
             st.candidates.append(candidate)
             self._event("candidate.written", {"iteration": st.iteration, "candidate_key": candidate.key,
                                               "plan_key": plan.key, "parent_sha": plan.parent_sha,
-                                              "sha": candidate.sha, "unusable": candidate.unusable})
+                                              "sha": candidate.sha, "source": result.value,
+                                              "unusable": candidate.unusable})
 
     async def _step_evaluate(self) -> None:
         st = self.state
@@ -545,7 +553,8 @@ class BeamSearch:
                 c.attempts.append(self._remember(result.value))
                 self._event("candidate.written", {"iteration": st.iteration, "candidate_key": c.key,
                                                   "plan_key": c.plan_key, "parent_sha": c.parent_sha,
-                                                  "sha": c.sha, "fix": c.fixes, "unusable": ""})
+                                                  "sha": c.sha, "source": result.value, "fix": c.fixes,
+                                                  "unusable": ""})
         if not any(self._needs_fix(c) for c in st.candidates):
             st.phase = "evaluate"
 
@@ -553,7 +562,7 @@ class BeamSearch:
         if not c.sha or c.fixes >= self.config.fix_attempts or len(c.attempts) != c.fixes + 1:
             return False  # nothing written, out of attempts, or the last fix produced nothing
         ev = self.state.evaluations.get(c.sha)
-        return ev is not None and not ev.correct and not ev.suspicious
+        return ev is not None and not ev.correct and not ev.suspicious and ev.error_kind != INFRASTRUCTURE
 
     async def _step_select(self) -> None:
         st = self.state
@@ -683,7 +692,7 @@ class BeamSearch:
             self._event("candidate.evaluated", {
                 "iteration": st.iteration, "sha": sha, "candidate_keys": keys, "correct": ev.correct,
                 "latency_ms": ev.latency_ms, "peak_fraction": ev.peak_fraction, "error_kind": ev.error_kind,
-                "error_message": ev.error_message,
+                "error_message": ev.error_message, "profile": ev.profile,
             })
 
     async def _call_all(self, role: str, calls: list[Awaitable[AgentResult[Any]]], requests: Sequence[Any]) -> list[AgentResult[Any]]:

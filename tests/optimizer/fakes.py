@@ -56,6 +56,9 @@ class FakeEvaluator:
             if k.get("broken"):
                 results.append(FakeResult(False, None, error_kind="incorrect",
                                           error_message="relative L2 error 0.5 > 2e-05"))
+            elif k.get("infra"):
+                results.append(FakeResult(False, None, error_kind="infrastructure_error",
+                                          error_message="the sandbox child died"))
             elif k.get("suspicious"):
                 results.append(FakeResult(True, latency / 100, error_kind="suspicious",
                                           error_message="output copied from the reference"))
@@ -69,7 +72,7 @@ class SimulatedCrash(BaseException):
     """Stands for the worker process dying: not an Exception, so nothing inside the search catches it."""
 
 
-PLAN_EFFECTS = {"faster": 0.8, "slower": 1.5, "broken": 1.0, "suspicious": 1.0, "same": 1.0}
+PLAN_EFFECTS = {"faster": 0.8, "slower": 1.5, "broken": 1.0, "suspicious": 1.0, "same": 1.0, "infra": 1.0}
 
 
 class FakeAgents:
@@ -98,7 +101,7 @@ class FakeAgents:
         if request.plan == "garbage":
             return AgentResult(None, self._call("executor", request.plan), unusable="no code block")
         latency = float(parent["latency"]) * PLAN_EFFECTS[request.plan] * (1 + 0.01 * request.sample)
-        flags = {request.plan: 1} if request.plan in ("broken", "suspicious") else {}
+        flags = {request.plan: 1} if request.plan in ("broken", "suspicious", "infra") else {}
         source = fake_kernel(latency, f"{parent['lineage']}>{request.key}", **flags)
         return AgentResult(source, self._call("executor", request.plan))
 

@@ -129,3 +129,19 @@ def test_search_parameters_are_validated_with_the_value_received():
         SearchConfig(beam_width=0)
     with pytest.raises(ValueError, match="unknown search parameters \\['beam'\\]"):
         SearchConfig.from_dict({"beam": 3})
+
+
+async def test_an_infrastructure_failure_is_not_sent_to_the_fixer(problem):
+    config = SearchConfig(iterations=1, beam_width=2, plans_per_candidate=1, samples_per_plan=1, fix_attempts=2)
+    state, _, _, _ = await run_search(problem, config, agents=FakeAgents(plans=("infra",)))
+    assert state.candidates[0].fixes == 0 and state.candidates[0].speedup is None
+
+
+async def test_sources_of_kernels_that_left_the_beam_are_dropped_from_the_checkpoint(problem):
+    config = SearchConfig(iterations=3, beam_width=1, plans_per_candidate=2, samples_per_plan=1, fix_attempts=0)
+    state, _, _, evaluator = await run_search(problem, config, agents=FakeAgents(plans=("faster", "slower")))
+    assert len(state.evaluations) == len(evaluator.evaluated) == 7  # every evaluation is remembered by sha
+    beam_and_start = {state.start_sha} | {m.sha for m in state.beam}
+    current = {c.sha for c in state.candidates} | {c.parent_sha for c in state.candidates}
+    assert set(state.kernels) == beam_and_start | current  # but only live sources are kept
+    assert len(state.kernels) < len(state.evaluations)
