@@ -116,6 +116,18 @@ def _is_identity(acc: Access, values: np.ndarray) -> bool:
     return hit
 
 
+def _blasable(x: np.ndarray, rows: int, cols: int) -> np.ndarray:
+    """A 2-D operand BLAS can take as is (unit stride on one axis); otherwise a contiguous copy.
+
+    numpy's matmul on other strided views falls back to a slow non-BLAS loop."""
+    if x.ndim == 2 and x.shape == (rows, cols):
+        s0, s1 = x.strides
+        item = x.itemsize
+        if (s1 == item and s0 >= cols * item) or (s0 == item and s1 >= rows * item):
+            return x
+    return np.ascontiguousarray(x).reshape(rows, cols)
+
+
 @instruction("nc_matmul")
 def nc_matmul(stationary: Any, moving: Any, *, is_stationary_onezero: bool = False,
               is_moving_onezero: bool = False, is_transpose: bool = False, tile_position: Any = (),
@@ -142,8 +154,8 @@ def nc_matmul(stationary: Any, moving: Any, *, is_stationary_onezero: bool = Fal
         raise NKICompileError(_op, f"stationary free size {m} exceeds 128")
     if n > 512:
         raise NKICompileError(_op, f"moving free size {n} exceeds 512")
-    a = _as32(sim.read(st)).reshape(k, m)
-    b = _as32(sim.read(mv)).reshape(k, n)
+    a = _blasable(_as32(sim.read(st)), k, m)
+    b = _blasable(_as32(sim.read(mv)), k, n)
     if is_transpose and _is_identity(mv, b):
         out = np.ascontiguousarray(a.T)
     else:

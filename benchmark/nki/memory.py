@@ -207,8 +207,8 @@ def _bounds(spec: Spec) -> list[tuple[int, int]]:
     return box
 
 
-def build_view(arr: np.ndarray, spec: Spec) -> np.ndarray:
-    """A numpy view of `arr` with the access's tile shape (no copy)."""
+def view_recipe(spec: Spec) -> tuple[Any, ...]:
+    """How to cut the access out of an array: basic indexing (+ transpose/reshape) or explicit strides."""
     simple = True
     seen: set[int] = set()
     for axis_terms in spec.terms:
@@ -222,6 +222,7 @@ def build_view(arr: np.ndarray, spec: Spec) -> np.ndarray:
                 break
             seen.add(p)
     rank = len(spec.out_shape)
+    out_shape = tuple(spec.out_shape)
     if simple:
         index: list[Any] = []
         positions: list[int] = []
@@ -234,20 +235,35 @@ def build_view(arr: np.ndarray, spec: Spec) -> np.ndarray:
             stop = const + c * s
             index.append(slice(const, stop if stop >= 0 else None, c))
             positions.append(p + rank)
-        view = arr[tuple(index)]
+        order = None
         if positions != sorted(positions):
             order = sorted(range(len(positions)), key=positions.__getitem__)
-            view = view.transpose(order)
-        if view.shape != tuple(spec.out_shape):
-            view = view.reshape(spec.out_shape)
-        return view
-    origin = arr[tuple(slice(c, None) if c >= 0 else slice(0, None) for c in spec.consts)]
-    strides = [0] * rank
+        return (True, tuple(index), order, out_shape)
+    origin = tuple(slice(c, None) if c >= 0 else slice(0, None) for c in spec.consts)
+    coefs = [[0] * len(spec.consts) for _ in range(rank)]
     for axis, axis_terms in enumerate(spec.terms):
         for p, c, s in axis_terms:
             if s > 1:
-                strides[p] += c * arr.strides[axis]
-    return as_strided(origin, shape=tuple(spec.out_shape), strides=tuple(strides))
+                coefs[p][axis] += c
+    return (False, origin, coefs, out_shape)
+
+
+def apply_recipe(arr: np.ndarray, recipe: tuple[Any, ...]) -> np.ndarray:
+    """A numpy view of `arr` with the access's tile shape (no copy)."""
+    simple, index, extra, out_shape = recipe
+    if simple:
+        view = arr[index]
+        if extra is not None:
+            view = view.transpose(extra)
+        if view.shape != out_shape:
+            view = view.reshape(out_shape)
+        return view
+    strides = tuple(sum(c * st for c, st in zip(row, arr.strides, strict=True)) for row in extra)
+    return as_strided(arr[index], shape=out_shape, strides=strides)
+
+
+def build_view(arr: np.ndarray, spec: Spec) -> np.ndarray:
+    return apply_recipe(arr, view_recipe(spec))
 
 
 class Tensor:
@@ -338,8 +354,9 @@ class Tensor:
                     bad = lo if lo < 0 else hi - 1
                     raise NKIRuntimeError(op, f"index {bad} is out of bounds for axis {axis} of size "
                                               f"{self.shape[axis]} of tensor {self.name!r} {self.shape}")
-            array = build_view(self.data, spec)
-            init = build_view(self.init, spec) if self.init is not None else None
+            recipe = view_recipe(spec)
+            array = apply_recipe(self.data, recipe)
+            init = apply_recipe(self.init, recipe) if self.init is not None else None
         else:
             array = np.zeros(spec.out_shape, self.data.dtype)
             init = None
@@ -410,8 +427,9 @@ def compose(parent: Access, items: Any, window: Window | None, op: str) -> Acces
                 bad = lo if lo < 0 else hi - 1
                 raise NKIRuntimeError(op, f"index {bad} is out of bounds for axis {axis} of size "
                                           f"{arr.shape[axis]} of tile {parent.tensor.name!r} {arr.shape}")
-        array = build_view(arr, spec)
-        init = build_view(parent.init, spec) if parent.init is not None else None
+        recipe = view_recipe(spec)
+        array = apply_recipe(arr, recipe)
+        init = apply_recipe(parent.init, recipe) if parent.init is not None else None
     else:
         array = np.zeros(spec.out_shape, arr.dtype)
         init = None

@@ -10,6 +10,7 @@ import numpy as np
 
 from ..hardware import get_platform
 from . import dtypes as dt
+from .blas import single_threaded_blas
 from . import runtime
 from .errors import NKICompileError, NKIError
 from .memory import Tensor
@@ -72,7 +73,7 @@ def simulate(kernel: Any, inputs: list[Any], *, platform: str = "trn1", record_t
         raise TypeError(f"simulate needs a kernel function, got {type(kernel).__name__}")
     names = _parameter_names(func, len(inputs))
     sim = Simulator(get_platform(platform), record_trace=record_trace, kernel_file=code.co_filename)
-    with sim:
+    with sim, single_threaded_blas():
         args = [_as_input(x, name, sim) for x, name in zip(inputs, names, strict=False)]
         try:
             result = func(*args, **(kwargs or {}))
