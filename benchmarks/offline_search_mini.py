@@ -35,22 +35,33 @@ from optimizer.search import (  # noqa: E402
 SEEDS = (11, 12, 13)
 
 
+def lineage(events: ListEventSink, sha: str) -> list[str]:
+    """The rewrites that led from the baseline to `sha`, oldest first (read back from the events)."""
+    plans = {p["plan_key"]: p["plan"].split(" [")[0] for k, p in events.events if k == "plan.proposed"}
+    made = {}
+    for kind, p in events.events:
+        if kind == "candidate.written" and p["sha"] and p["sha"] not in made:
+            made[p["sha"]] = (p["parent_sha"], plans.get(p["plan_key"], "?"))
+    chain = []
+    while sha in made:
+        sha, title = made[sha]
+        chain.append(title)
+    return chain[::-1]
+
+
 async def optimize(problem, config: SearchConfig, executor: LocalExecutor, memory: InMemoryMemory) -> dict:
     reference = problem.reference_source("mini")
     context = ProblemContext(slug=problem.slug, reference_source=reference, family=problem.family)
     evaluator = PipelineEvaluator(reference, seeds=SEEDS, peak_counts=problem.peak_counts("mini").as_dict(),
                                   executor=executor)
     started = time.monotonic()
+    events = ListEventSink()
     search = await BeamSearch.open(problem=context, start_source=problem.baseline_for("mini"), config=config,
                                    agents=OfflineAgents(), evaluator=evaluator, memory=memory,
-                                   events=ListEventSink(), store=InMemoryCheckpoint())
+                                   events=events, store=InMemoryCheckpoint())
     state = await search.run()
     best = state.best
     origin = best.origin if best else ""
-    winner = next((c for c in state.candidates if c.key == origin), None)
-    plan = ""
-    if state.history and best and origin != "start":
-        plan = next((p.text.split(" [")[0] for p in state.plans if winner and p.key == winner.plan_key), "(earlier iteration)")
     return {
         "problem": problem.slug,
         "status": state.status,
@@ -59,7 +70,7 @@ async def optimize(problem, config: SearchConfig, executor: LocalExecutor, memor
         "best_ms": best.latency_ms if best else None,
         "speedup": state.best_speedup,
         "best_origin": origin,
-        "last_plan": plan,
+        "rewrites": lineage(events, best.sha if best else ""),
         "evaluations": state.totals.evaluations,
         "correct_candidates": sum(h["correct"] for h in state.history),
         "candidates": sum(h["candidates"] for h in state.history),
@@ -86,14 +97,15 @@ async def main() -> None:
             rows.append(row)
             print(json.dumps(row), flush=True)
     print(f"\nconfig: iterations={args.iterations} beam={args.beam} plans={args.plans} samples=1 fix=0 workers={args.workers}")
-    print("| problem | baseline (ms) | best (ms) | speedup | correct / candidates | evaluations | wall (s) | best kernel's last rewrite |")
+    print("| problem | baseline (ms) | best (ms) | speedup | correct / candidates | evaluations | wall (s) | rewrites in the best kernel |")
     print("| --- | --- | --- | --- | --- | --- | --- | --- |")
     for r in rows:
         if r["status"] != "succeeded":
             print(f"| {r['problem']} | — | — | — | — | {r['evaluations']} | {r['wall_s']} | failed: {r['error']} |")
             continue
         print(f"| {r['problem']} | {r['baseline_ms']:.5f} | {r['best_ms']:.5f} | {r['speedup']:.3f} | "
-              f"{r['correct_candidates']} / {r['candidates']} | {r['evaluations']} | {r['wall_s']} | {r['last_plan'] or '—'} |")
+              f"{r['correct_candidates']} / {r['candidates']} | {r['evaluations']} | {r['wall_s']} | "
+              f"{'; '.join(r['rewrites']) or '—'} |")
     faster = sum(1 for r in rows if r["status"] == "succeeded" and (r["speedup"] or 0) > 1.0)
     print(f"\nfaster than the baseline: {faster} of {len(rows)}")
 

@@ -692,28 +692,34 @@ def _reuse_plan(kernel: Kernel, first: ast.expr, second: ast.expr, between: list
 MOVING_FMAX = 512  # nl.tile_size.gemm_moving_fmax: the largest moving free size of one matmul
 
 
-def _tile_limits(kernel: Kernel) -> Iterator[tuple[ast.Call, int]]:
+def _tile_limits(kernel: Kernel) -> Iterator[tuple[ast.Call, int, int]]:
     """Calls of a tiling helper `f(extent, limit)` whose limit is a free-dimension size we may change:
-    an integer literal, or the matmul moving-tile maximum (which may only shrink)."""
+    an integer literal (divisor 0), or the matmul moving-tile maximum, possibly already divided
+    (`nl.tile_size.gemm_moving_fmax // d`, divisor d), which may only shrink: it bounds a PSUM tile."""
+    moving = f"{kernel.nl}.tile_size.gemm_moving_fmax"
     for node in _walk_kernel(kernel):
         if not (isinstance(node, ast.Call) and len(node.args) == 2 and "tile" in dotted(node.func).lower()):
             continue
         limit = node.args[1]
         if isinstance(limit, ast.Constant) and isinstance(limit.value, int) and not isinstance(limit.value, bool):
-            yield node, limit.value
-        elif dotted(limit) == f"{kernel.nl}.tile_size.gemm_moving_fmax":
-            yield node, MOVING_FMAX
+            yield node, limit.value, 0
+        elif dotted(limit) == moving:
+            yield node, MOVING_FMAX, 1
+        elif (isinstance(limit, ast.BinOp) and isinstance(limit.op, ast.FloorDiv) and dotted(limit.left) == moving
+              and isinstance(limit.right, ast.Constant) and isinstance(limit.right.value, int) and limit.right.value > 0):
+            yield node, MOVING_FMAX // limit.right.value, limit.right.value
 
 
 def _visit_tile_limit(tree: ast.Module, target: int | None, grow: bool) -> list[Site]:
     kernel, sites = Kernel(tree), []
-    for call, limit in list(_tile_limits(kernel)):
-        is_moving = not isinstance(call.args[1], ast.Constant)
+    for call, limit, divisor in list(_tile_limits(kernel)):
+        if grow and divisor:
+            continue
         values = []
         value = limit
         while True:
             value = value * 2 if grow else value // 2
-            if not FREE_TILE_MIN <= value <= FREE_TILE_MAX or (grow and is_moving):
+            if not FREE_TILE_MIN <= value <= FREE_TILE_MAX:
                 break
             values.append(value)
         for value in values:
@@ -721,7 +727,11 @@ def _visit_tile_limit(tree: ast.Module, target: int | None, grow: bool) -> list[
             sites.append(Site(f"{verb} the free-dimension tile limit `{ast.unparse(call)}` to {value} "
                               f"(line {_line(call)})", _line(call)))
             if len(sites) - 1 == target:
-                call.args[1] = ast.Constant(value)
+                if divisor:
+                    moving = ast.Attribute(value=kernel.nl_attr("tile_size"), attr="gemm_moving_fmax", ctx=ast.Load())
+                    call.args[1] = ast.BinOp(left=moving, op=ast.FloorDiv(), right=ast.Constant(MOVING_FMAX // value))
+                else:
+                    call.args[1] = ast.Constant(value)
     return sites
 
 

@@ -182,7 +182,11 @@ def test_tile_limits_offer_every_halving_down_to_128_and_doublings_up_to_8192():
     larger = [s.description for s in BY_NAME["larger_free_tiles"].sites(source)]
     assert [d.split(" to ")[1].split()[0] for d in smaller] == ["512", "256", "128", "256", "128"]
     assert [d.split(" to ")[1].split()[0] for d in larger] == ["2048", "4096", "8192"]  # the matmul limit never grows
-    assert "_even_tile(x.shape[0], 256)" in BY_NAME["smaller_free_tiles"].apply(source, 3)
+    shrunk = BY_NAME["smaller_free_tiles"].apply(source, 3)
+    assert "_even_tile(x.shape[0], nl.tile_size.gemm_moving_fmax // 2)" in shrunk
+    # A shrunk matmul limit stays a matmul limit: it may shrink again but never grow past the PSUM tile.
+    assert [s.description.split(" to ")[1].split()[0] for s in BY_NAME["smaller_free_tiles"].sites(shrunk)][-1] == "128"
+    assert len(BY_NAME["larger_free_tiles"].sites(shrunk)) == 3
 
 
 def test_two_independent_loops_are_interchanged():
