@@ -124,7 +124,7 @@ class TraceDtypes:
     op_names: list[str]
 
 
-_ENGINE_NAMES = {0: "Tensor", 1: "Vector", 2: "Scalar", 3: "GpSimd", 4: "DMA"}
+_ENGINE_NAMES = {"TENSOR": "Tensor", "VECTOR": "Vector", "SCALAR": "Scalar", "GPSIMD": "GpSimd", "DMA": "DMA"}
 
 
 def check_trace_precision(trace: TraceDtypes, floor: tuple[int, str] | None) -> None:
@@ -141,7 +141,10 @@ def check_trace_precision(trace: TraceDtypes, floor: tuple[int, str] | None) -> 
         return
     row = int(rows[0])
     op = trace.op_names[int(trace.opcode[row])] if int(trace.opcode[row]) < len(trace.op_names) else "?"
-    engine = _ENGINE_NAMES.get(int(trace.engine[row]), str(int(trace.engine[row])))
+    from benchmark.nki.trace import Engine
+
+    code = int(trace.engine[row])
+    engine = _ENGINE_NAMES[Engine(code).name] if code in Engine._value2member_map_ else str(code)
     line = int(trace.line[row])
     where = f" at line {line}" if line > 0 else ""
     raise CheckFailed(f"{len(rows)} instruction(s) compute in lower precision than the reference ({floor_name}): "

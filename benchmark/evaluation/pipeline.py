@@ -234,6 +234,24 @@ class _Attempt:
                     raise self.reference_broken(f"its output {index} is all zeros for every seed, so correctness "
                                                 "cannot be told apart from a kernel that writes nothing")
 
+    def check_visible_work(self, trace: dict[str, Any]) -> None:
+        """A correct kernel whose trace does a small fraction of the problem's arithmetic did the rest
+        somewhere the simulator cannot see (numpy on raw storage, say): its latency would be a lie."""
+        from benchmark.nki.trace import Engine
+
+        if not self.peak_counts:
+            return
+        counts = _peak_kwargs(self.peak_counts)
+        needed = counts["vector_flops"] + counts["matmul_flops"]
+        arrays = trace["arrays"]
+        compute = arrays["trace.col.engine"] != int(Engine.DMA)  # DMA moves data, it does no arithmetic
+        done = float(np.sum(arrays["trace.col.flops"][compute], dtype=np.float64))
+        if needed > 0 and done < MIN_VISIBLE_WORK * needed:
+            raise self.fail(ErrorKind.SUSPICIOUS, f"the kernel's trace performs {done:.3g} FLOPs on the compute "
+                            f"engines, under {MIN_VISIBLE_WORK:.0%} of the {needed:.3g} the problem needs: its work "
+                            "is hidden from the simulator; held for review", compiled=True, runnable=True,
+                            correct=True)
+
     def profile(self, traces: list[dict[str, Any] | None], profiler: ChildProcess | None) -> EvaluationResult:
         correct = {"compiled": True, "runnable": True, "correct": True}
         latency_ms, profile, timeline = None, {}, None
@@ -248,6 +266,7 @@ class _Attempt:
             if not min(counts):
                 raise self.fail(ErrorKind.SUSPICIOUS, "the kernel's outputs are correct but the simulator recorded "
                                 "no instructions: its work is hidden from the performance model", **correct)
+            self.check_visible_work(first)
             if profiler is None:
                 raise self.fail(ErrorKind.INFRASTRUCTURE_ERROR, f"backend {self.backend.name!r} recorded a trace "
                                 "but has no profiler", **correct)
@@ -289,6 +308,10 @@ class _Attempt:
 
 
 PEAK_COUNT_NAMES = ("vector_flops", "matmul_flops", "hbm_bytes")
+# A correct kernel must show at least this share of the problem's FLOPs in its trace (NKIBench's counts
+# exclude operations on constants, so honest kernels do at least the counted work; 10% leaves room for
+# fused activations the simulator counts as one operation per element).
+MIN_VISIBLE_WORK = 0.10
 
 
 def _peak_kwargs(counts: Mapping[str, float] | Sequence[float]) -> dict[str, float]:
