@@ -162,7 +162,8 @@ class _Attempt:
 
         try:
             ran, produced = kernel.request({"op": "run", "input_count": len(inputs)},
-                                           {f"in{i}": a for i, a in enumerate(inputs)})
+                                           {f"in{i}": a for i, a in enumerate(inputs)},
+                                           max_reply_bytes=_kernel_reply_budget(inputs, expected))
         except ChildError as exc:
             raise self.child_failed(exc, "kernel", compiled=True) from None
         if not ran["ok"]:
@@ -321,6 +322,14 @@ def _peak_kwargs(counts: Mapping[str, float] | Sequence[float]) -> dict[str, flo
     if len(counts) != len(PEAK_COUNT_NAMES):
         raise ValueError(f"peak_counts must be {PEAK_COUNT_NAMES}, got {counts!r}")
     return {name: float(v) for name, v in zip(PEAK_COUNT_NAMES, counts, strict=True)}
+
+
+TRACE_REPLY_BYTES = 512 * 1024**2  # room for the instruction trace in a kernel child's reply
+
+
+def _kernel_reply_budget(inputs: list[np.ndarray], expected: list[np.ndarray]) -> int:
+    """Outputs (up to twice the expected size: a wrong dtype is reported, not refused), inputs, trace."""
+    return 2 * sum(e.nbytes for e in expected) + sum(a.nbytes for a in inputs) + TRACE_REPLY_BYTES + 1024**2
 
 
 def _worst(errors: list[tuple[float | None, ...]]) -> tuple[float | None, ...]:

@@ -44,7 +44,7 @@ class Limits:
     open_files: int = 64
     file_bytes: int = 1024**2  # RLIMIT_FSIZE: a child has nothing to write
     processes: int = 1  # RLIMIT_NPROC: no fork (ignored by Linux for root)
-    max_message_bytes: int = 4 * 1024**3
+    max_message_bytes: int = 2 * 1024**3  # largest reply the parent will read from a child
     infrastructure_retries: int = 2  # extra attempts after an infrastructure failure
 
     def child_config(self) -> dict[str, int]:
@@ -128,18 +128,21 @@ class ChildProcess:
 
     # -- messaging --------------------------------------------------------------------------------
 
-    def request(self, header: dict[str, Any], arrays: dict[str, np.ndarray] | None = None
-                ) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+    def request(self, header: dict[str, Any], arrays: dict[str, np.ndarray] | None = None, *,
+                max_reply_bytes: int | None = None) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+        """Send one message, return the reply. A reply over `max_reply_bytes` (default: the limit) is
+        refused before it is read, so a child cannot make the parent allocate without bound."""
         head = json.dumps(header).encode("utf-8")
         payload = protocol.encode_arrays(arrays or {})
         frame = protocol.pack_frame_header(len(head), len(payload))
         self._send(b"".join((frame, head, payload)))
         head_len, payload_len = protocol.unpack_frame_header(self._receive(protocol.FRAME_HEADER_SIZE))
+        limit = min(max_reply_bytes or self.limits.max_message_bytes, self.limits.max_message_bytes)
         try:
-            protocol.check_frame_sizes(head_len, payload_len, self.limits.max_message_bytes)
+            protocol.check_frame_sizes(head_len, payload_len, limit)
         except protocol.ProtocolError as exc:
             self.kill()
-            raise ChildError("infrastructure_error", f"{self.role} child: {exc}") from None
+            raise ChildError("resource_limit", f"the {self.role}'s reply is too large: {exc}") from None
         body = self._receive(head_len + payload_len)
         try:
             return protocol.parse_message(body[:head_len], body[head_len:])

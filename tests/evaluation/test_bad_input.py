@@ -130,3 +130,14 @@ def test_printing_from_a_kernel_does_not_corrupt_the_result() -> None:
             return a + b
     ''')
     assert result.correct
+
+
+def test_an_enormous_output_is_refused_before_the_parent_reads_it() -> None:
+    result = run('''
+        import numpy as np
+
+        def kernel(a, b):
+            return np.ones((150, 1024, 1024), dtype=np.float32)
+    ''', limits=Limits(wall_seconds=60, cpu_seconds=60, memory_bytes=3 * 1024**3))
+    assert result.error_kind is ErrorKind.RESOURCE_LIMIT
+    assert "too large" in result.error_message
