@@ -6,8 +6,6 @@ unusable reply comes back as `AgentResult(value=None, unusable=...)` with the ca
 
 from __future__ import annotations
 
-import ast
-
 from optimizer.agents import prompting
 from optimizer.agents.base import (
     AgentResult,
@@ -19,23 +17,13 @@ from optimizer.agents.base import (
     WriteRequest,
 )
 from optimizer.agents.llm import LLMClient
-from optimizer.agents.parsing import UnusableReply, extract_kernel, parse_plans, parse_summary
-
-
-def kernel_function_name(source: str) -> str:
-    """The kernel's entry point: the top-level function decorated with `...jit`, else the last one."""
-    try:
-        tree = ast.parse(source)
-    except SyntaxError:
-        return ""
-    functions = [n for n in tree.body if isinstance(n, ast.FunctionDef)]
-    for fn in functions:
-        for deco in fn.decorator_list:
-            target = deco.func if isinstance(deco, ast.Call) else deco
-            name = target.attr if isinstance(target, ast.Attribute) else getattr(target, "id", "")
-            if name == "jit":
-                return fn.name
-    return functions[-1].name if functions else ""
+from optimizer.agents.parsing import (
+    UnusableReply,
+    extract_kernel,
+    kernel_function_name,
+    parse_plans,
+    parse_summary,
+)
 
 
 class LLMAgents:

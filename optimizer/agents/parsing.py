@@ -10,6 +10,26 @@ import re
 from optimizer.agents.base import MemoryDraft
 
 
+def kernel_function(tree: ast.Module) -> ast.FunctionDef | None:
+    """A kernel module's entry point: the top-level function decorated with `...jit`, else the last one."""
+    functions = [n for n in tree.body if isinstance(n, ast.FunctionDef)]
+    for fn in functions:
+        for deco in fn.decorator_list:
+            target = deco.func if isinstance(deco, ast.Call) else deco
+            name = target.attr if isinstance(target, ast.Attribute) else getattr(target, "id", "")
+            if name == "jit":
+                return fn
+    return functions[-1] if functions else None
+
+
+def kernel_function_name(source: str) -> str:
+    try:
+        fn = kernel_function(ast.parse(source))
+    except SyntaxError:
+        return ""
+    return fn.name if fn else ""
+
+
 class UnusableReply(ValueError):
     """The reply cannot be used; the message says why (shown in the run's audit trail)."""
 

@@ -20,6 +20,8 @@ import copy
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
+from optimizer.agents.parsing import kernel_function
+
 # Activation functions the Scalar Engine applies after its free multiply-add: f(data * scale + bias).
 ACTIVATIONS = {"exp", "sqrt", "rsqrt", "tanh", "sigmoid", "silu", "gelu", "relu", "square", "log", "sin", "cos",
                "softplus", "mish", "erf"}
@@ -125,22 +127,13 @@ class Kernel:
                     if alias.name == "neuronxcc.nki.isa":
                         self.nisa, has_isa = alias.asname or alias.name, True
         self.has_isa = has_isa
-        self.fn = self._kernel_function()
+        self.fn = kernel_function(tree)
         self.params = {a.arg for a in self.fn.args.args} if self.fn else set()
         self.parents: dict[ast.AST, ast.AST] = {}
         for parent in ast.walk(tree):
             for child in ast.iter_child_nodes(parent):
                 self.parents[child] = parent
         self.scalars = self._scalar_names()
-
-    def _kernel_function(self) -> ast.FunctionDef | None:
-        functions = [n for n in self.tree.body if isinstance(n, ast.FunctionDef)]
-        for fn in functions:
-            for deco in fn.decorator_list:
-                target = deco.func if isinstance(deco, ast.Call) else deco
-                if dotted(target).endswith("jit"):
-                    return fn
-        return functions[-1] if functions else None
 
     def is_nl(self, node: ast.AST, *ops: str) -> bool:
         return isinstance(node, ast.Call) and dotted(node.func) in {f"{self.nl}.{op}" for op in ops}
