@@ -54,9 +54,10 @@ def run_child(part: str, reference: Path, kernel: Path, trace: bool) -> dict[str
     np.random.seed(0)
     inputs = ref.get_inputs()
     if part == "ref":
-        start = time.perf_counter()
+        start, cpu = time.perf_counter(), time.process_time()
         ref.forward(*inputs)
-        return {"ref_s": time.perf_counter() - start, "ref_rss_mb": _peak_rss_mb()}
+        return {"ref_s": time.perf_counter() - start, "ref_cpu_s": time.process_time() - cpu,
+                "ref_rss_mb": _peak_rss_mb()}
     from benchmark.nki import install, simulate
 
     install()
@@ -65,9 +66,9 @@ def run_child(part: str, reference: Path, kernel: Path, trace: bool) -> dict[str
     mod = _load(kernel, "nkibench_kernel")
     fn = getattr(mod, "optimized_kernel", None) or mod.kernel
     base_rss = _peak_rss_mb()
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.process_time()
     sim = simulate(fn, list(nki_inputs), record_trace=trace)
-    wall = time.perf_counter() - start
+    wall, cpu = time.perf_counter() - start, time.process_time() - cpu
     outs = sim.outputs[0] if len(sim.outputs) == 1 else sim.outputs
     got = ref.transform_nki_outputs(outs, expected)
     refs = expected if isinstance(expected, tuple) else (expected,)
@@ -76,7 +77,7 @@ def run_child(part: str, reference: Path, kernel: Path, trace: bool) -> dict[str
         g = np.asarray(g, dtype=np.float64)
         r = np.asarray(r, dtype=np.float64)
         errors.append(float(np.linalg.norm(g - r) / np.linalg.norm(r)))
-    return {"sim_s": wall, "sim_rss_mb": _peak_rss_mb(), "rss_before_sim_mb": base_rss,
+    return {"sim_s": wall, "sim_cpu_s": cpu, "sim_rss_mb": _peak_rss_mb(), "rss_before_sim_mb": base_rss,
             "instructions": sim.instructions, "trace_mb": sim.trace.nbytes() / 2**20, "rel_l2": max(errors)}
 
 
@@ -108,25 +109,29 @@ def main() -> None:
             row.update(json.loads(proc.stdout.strip().splitlines()[-1]))
         if "sim_s" in row and "ref_s" in row:
             row["ratio"] = row["sim_s"] / row["ref_s"]
+            row["cpu_ratio"] = row["sim_cpu_s"] / row["ref_cpu_s"]
             row["ok"] = row["rel_l2"] <= TOLERANCE
         print(json.dumps(row), flush=True)
         rows.append(row)
     print()
-    print("| problem | rel L2 | ok | instructions | sim s | ref s | ratio | sim peak RSS MB | trace MB |")
-    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    print("| problem | rel L2 | ok | instructions | sim wall s | ref wall s | wall ratio | sim CPU s | ref CPU s "
+          "| CPU ratio | sim peak RSS MB | trace MB |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for r in rows:
         if "sim_s" not in r:
-            print(f"| {r['problem']} | error: {r.get('sim_error', '')} | no | | | | | | |")
+            print(f"| {r['problem']} | error: {r.get('sim_error', '')} | no | | | | | | | | | |")
             continue
         print(f"| {r['problem']} | {r['rel_l2']:.2e} | {'yes' if r.get('ok') else 'no'} | {r['instructions']} | "
               f"{r['sim_s']:.2f} | {r.get('ref_s', float('nan')):.2f} | {r.get('ratio', float('nan')):.2f} | "
-              f"{r['sim_rss_mb']:.0f} | {r['trace_mb']:.1f} |")
+              f"{r['sim_cpu_s']:.2f} | {r.get('ref_cpu_s', float('nan')):.2f} | "
+              f"{r.get('cpu_ratio', float('nan')):.2f} | {r['sim_rss_mb']:.0f} | {r['trace_mb']:.1f} |")
     done = [r for r in rows if "sim_s" in r and "ref_s" in r]
     if done:
-        sim_total = sum(r["sim_s"] for r in done)
-        ref_total = sum(r["ref_s"] for r in done)
-        print(f"\nsum over {len(done)} problems: simulator {sim_total:.1f} s, references {ref_total:.1f} s, "
-              f"ratio {sim_total / ref_total:.2f}")
+        for label, sim_key, ref_key in (("wall", "sim_s", "ref_s"), ("CPU", "sim_cpu_s", "ref_cpu_s")):
+            sim_total = sum(r[sim_key] for r in done)
+            ref_total = sum(r[ref_key] for r in done)
+            print(f"\nsum over {len(done)} problems ({label}): simulator {sim_total:.1f} s, references "
+                  f"{ref_total:.1f} s, ratio {sim_total / ref_total:.2f}")
 
 
 if __name__ == "__main__":

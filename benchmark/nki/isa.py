@@ -156,13 +156,14 @@ def nc_matmul(stationary: Any, moving: Any, *, is_stationary_onezero: bool = Fal
         raise NKICompileError(_op, f"moving free size {n} exceeds 512")
     a = _blasable(_as32(sim.read(st)), k, m)
     b = _blasable(_as32(sim.read(mv)), k, n)
+    lazy = None
     if is_transpose and _is_identity(mv, b):
         out = np.ascontiguousarray(a.T)
     else:
-        out = a.T @ b
+        out, lazy = None, (a, b)  # computed on use, so PSUM accumulation groups fuse into one BLAS call
     full_m = st.full_shape[-1] if len(st.full_shape) > 1 else 1
     full_n = mv.full_shape[-1] if len(mv.full_shape) > 1 else 1
-    return sim.result(out.astype(np.float32, copy=False), dt.float32, engine=Engine.TENSOR, reads=[st, mv],
+    return sim.result(out, dt.float32, engine=Engine.TENSOR, reads=[st, mv], lazy=lazy,
                       window=win, full_shape=(full_m, full_n), allowed=frozenset((Memory.PSUM,)), default=PSUM,
                       flops=2 * m * n * k, partitions=k, free=n, is_transpose=bool(is_transpose),
                       native_acc=True, compute=st.tensor.dtype.name)

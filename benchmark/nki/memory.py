@@ -270,7 +270,8 @@ class Tensor:
     """A tensor in one of the memories. On-chip tensors have a partition axis (par_dim, else axis 0)."""
 
     __slots__ = ("name", "shape", "dtype", "memory", "buffer", "partition_axis", "data", "init", "trace_id",
-                 "scope", "alias", "is_tile", "records", "race_key_len", "pstrides", "version", "__weakref__")
+                 "scope", "alias", "is_tile", "records", "race_key_len", "pstrides", "version", "deferred",
+                 "__weakref__")
 
     def __init__(self, name: str, shape: tuple[int, ...], dtype: dt.DType, buffer: Buffer, *,
                  data: np.ndarray | None = None, initialised: bool = False, poison: bool = False,
@@ -300,6 +301,7 @@ class Tensor:
         self.is_tile = is_tile
         self.records: dict[Any, list] = {}
         self.version = 0
+        self.deferred: dict | None = None  # queued matmul accumulations (runtime.Simulator._defer)
         # Race-check buckets: the leading block indices of on-chip tensors, the leading axes of HBM ones.
         if self.memory == Memory.HBM:
             self.race_key_len = max(0, len(self.shape) - 2)

@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from . import dtypes as dt
+from .blas import blas_threads_for
 from .errors import NKICompileError, NKIError, NKIRuntimeError
 from .memory import Access, Accumulate, Buffer, Derived, FancyAccess, Tensor, View, Window
 from .trace import Engine, LoopInfo, LoopKind, Memory, TensorInfo, Trace
@@ -91,6 +92,7 @@ class Simulator:
         self.line_no = 0
         self.instructions = 0
         self.counter = 0
+        self.deferred_set: dict[int, Tensor] = {}  # tensors with queued PSUM accumulations
 
     # -- lifecycle ----------------------------------------------------------------------------------
     def __enter__(self) -> Simulator:
@@ -252,6 +254,8 @@ class Simulator:
     def read(self, acc: Any, op: str | None = None) -> Any:
         if not isinstance(acc, Access):
             return acc
+        if acc.tensor.deferred:
+            self.materialize(acc.tensor)
         if isinstance(acc, FancyAccess):
             if acc.base_init is not None and not acc.base_init[acc.index].all():
                 self._uninitialised(acc, op)
@@ -271,21 +275,27 @@ class Simulator:
                window: Window | None = None, full_shape: tuple[int, ...] | None = None,
                allowed: frozenset = ON_CHIP, default: Buffer = SBUF, flops: int | None = None,
                partitions: int | None = None, free: int | None = None, is_transpose: bool = False,
-               native_acc: bool = False, compute: str | None = None) -> Tensor:
-        """Hold `data` as the pending result of the current instruction and return its tile."""
+               native_acc: bool = False, compute: str | None = None, lazy: Any = None) -> Tensor:
+        """Hold `data` as the pending result of the current instruction and return its tile.
+
+        `lazy` = (stationary, moving) defers a matmul: accumulating matmuls into one PSUM tile are
+        fused into a single BLAS call when the tile is next read (see `_defer`)."""
+        if lazy is not None:
+            data = _LazyMatmul(*lazy)
         full = tuple(full_shape) if full_shape is not None else tuple(data.shape)
         if full and full[0] > self.platform.partitions:
             raise NKICompileError(self.op, f"result partition dimension {full[0]} exceeds "
                                            f"{self.platform.partitions} (shape {full})")
         whole = full == tuple(data.shape) and not window
-        tile = Tensor(self.fresh_name(self.op), full, dtype, default, data=data if whole else None,
+        tile = Tensor(self.fresh_name(self.op), full, dtype, default,
+                      data=data if whole and lazy is None else None,
                       initialised=whole, scope=self.nest, is_tile=True)
         if default.memory == Memory.SBUF and tile.bytes_per_partition > self.platform.sbuf_bytes_per_partition:
             raise NKICompileError(self.op, f"result tile {full} needs {tile.bytes_per_partition} bytes per "
                                            f"partition, over the {self.platform.sbuf_bytes_per_partition}-byte "
                                            f"SBUF partition of {self.platform.name}")
-        size = int(data.size)
-        parts = partitions if partitions is not None else (data.shape[0] if data.ndim else 1)
+        size = int(np.prod(data.shape))
+        parts = partitions if partitions is not None else (data.shape[0] if len(data.shape) else 1)
         self.pending = Pending(
             op=self.op, engine=engine, dtype=compute or dtype.name, data=data, full_shape=full, window=window,
             reads=reads, line=self.line_no, ctx=self.ctx, nest=self.nest, partitions=parts,
@@ -301,6 +311,10 @@ class Simulator:
         if p is None:
             return
         tile = p.tile
+        if isinstance(p.data, _LazyMatmul):
+            p.data = p.data.compute()
+            tile.data[...] = p.data
+            tile.init = None
         if tile.data.shape != p.data.shape or p.window:
             acc = tile.access((Ellipsis,), p.window, p.op)
             if isinstance(acc, Access) and acc.array.size:
@@ -332,6 +346,12 @@ class Simulator:
         reads = p.reads
         if accumulate:
             reads = [*reads, dst]
+        if isinstance(p.data, _LazyMatmul):
+            if accumulate == "add" and not isinstance(dst, FancyAccess) and dst.array.shape == p.data.shape:
+                self._defer(dst, p.data, p.op, p.nest)
+                self.emit_pending(p, dst, accumulate=True, reads=reads)
+                return
+            p.data = p.data.compute()
         self.write(dst, p.data, p.op, accumulate=accumulate, nest=p.nest, race_accumulate=race_accumulate)
         self.emit_pending(p, dst, accumulate=bool(accumulate), reads=reads)
 
@@ -343,6 +363,8 @@ class Simulator:
     def write(self, dst: Access, values: Any, op: str, *, accumulate: str | None = None,
               nest: tuple | None = None, race_accumulate: bool = False) -> None:
         t = dst.tensor
+        if t.deferred:
+            self.materialize(t)
         if isinstance(dst, FancyAccess):
             vals = _fit(values, dst.shape, op)
             if accumulate:
@@ -420,6 +442,51 @@ class Simulator:
                                   f"{self.loop_line[loop_id]} both write tensor {t.name!r} [{region}]; "
                                   "use sequential_range for a loop-carried dependency, or index the "
                                   "destination by the loop variable")
+
+    # -- deferred PSUM accumulation ------------------------------------------------------------------
+    def _defer(self, dst: Access, mm: _LazyMatmul, op: str, nest: tuple) -> None:
+        """Queue `dst += stationary.T @ moving`; the group runs as one BLAS call when dst is next used."""
+        t = dst.tensor
+        if dst.init is not None and not dst.init.all():
+            self._uninitialised(dst, op)
+        self.check_race(dst, True, op, nest)
+        groups = t.deferred
+        if groups is None:
+            t.deferred = groups = {}
+            self.deferred_set[id(t)] = t
+        key = dst.box
+        group = groups.get(key)
+        if group is None:
+            for other in groups:
+                if not all(a_hi <= b_lo or b_hi <= a_lo for (a_lo, a_hi), (b_lo, b_hi) in zip(other, key, strict=True)):
+                    self.materialize(t)
+                    groups = t.deferred = {}
+                    self.deferred_set[id(t)] = t
+                    break
+            groups[key] = group = (dst, [], [])
+        # Copies: the operand tiles may be overwritten before the group runs.
+        group[1].append(np.array(mm.stationary, dtype=np.float32))
+        group[2].append(np.array(mm.moving, dtype=np.float32))
+        t.version += 1
+
+    def materialize(self, t: Tensor) -> None:
+        groups = t.deferred
+        t.deferred = None
+        self.deferred_set.pop(id(t), None)
+        if not groups:
+            return
+        for dst, stationaries, movings in groups.values():
+            a = stationaries[0] if len(stationaries) == 1 else np.concatenate(stationaries, axis=0)
+            b = movings[0] if len(movings) == 1 else np.concatenate(movings, axis=0)
+            with blas_threads_for(a.shape[0] * a.shape[1] * b.shape[1]):
+                dst.array += a.T @ b
+
+    def finish(self) -> None:
+        """End of the kernel: run what is still pending or deferred."""
+        if self.pending is not None:
+            self.flush()
+        for t in list(self.deferred_set.values()):
+            self.materialize(t)
 
     # -- assignment: dst[items] = value -------------------------------------------------------------
     def assign(self, tensor: Tensor, items: Any, value: Any) -> None:
@@ -532,6 +599,23 @@ def _row_major(shape: tuple[int, ...]) -> tuple[int, ...]:
         strides.append(acc)
         acc *= s
     return tuple(reversed(strides))
+
+
+class _LazyMatmul:
+    """stationary.T @ moving, computed only when someone needs the values."""
+
+    __slots__ = ("stationary", "moving", "transpose_of", "shape")
+
+    def __init__(self, stationary: np.ndarray, moving: np.ndarray, transpose_of: np.ndarray | None = None) -> None:
+        self.stationary = stationary
+        self.moving = moving
+        self.transpose_of = transpose_of
+        self.shape = (stationary.shape[1], moving.shape[1])
+
+    def compute(self) -> np.ndarray:
+        if self.transpose_of is not None:
+            return np.ascontiguousarray(self.transpose_of.T)
+        return self.stationary.T @ self.moving
 
 
 def _inside(inner: tuple, outer: tuple) -> bool:

@@ -10,8 +10,8 @@ import numpy as np
 
 from ..hardware import get_platform
 from . import dtypes as dt
-from .blas import single_threaded_blas
 from . import runtime
+from .blas import single_threaded_blas
 from .errors import NKICompileError, NKIError
 from .memory import Tensor
 from .runtime import SHARED_HBM, Simulator
@@ -77,7 +77,7 @@ def simulate(kernel: Any, inputs: list[Any], *, platform: str = "trn1", record_t
         args = [_as_input(x, name, sim) for x, name in zip(inputs, names, strict=False)]
         try:
             result = func(*args, **(kwargs or {}))
-            sim.flush()
+            sim.finish()
         except NKIError as err:
             raise err.with_line(_kernel_line(err, code.co_filename)) from None
     outputs = tuple(_output(t) for t in _flatten(result))
