@@ -110,7 +110,7 @@ PROFILE_FIELD_HELP: dict[str, str] = {
 }
 
 
-def _format_counter(name: str, value: Any) -> str:
+def format_counter(name: str, value: Any) -> str:
     if isinstance(value, bool) or not isinstance(value, int | float):
         return str(value)
     if name.endswith("_percent"):  # neuron-profile reports these as fractions (0.41 is 41%)
@@ -126,7 +126,7 @@ def profile_rows(evaluation: Evaluation) -> list[dict[str, str]]:
     profile = evaluation.profile or {}
     names = [n for n in PROFILE_FIELD_HELP if n in profile] + sorted(n for n in profile if n not in PROFILE_FIELD_HELP)
     return [
-        {"name": name, "value": _format_counter(name, profile[name]), "help": PROFILE_FIELD_HELP.get(name, "")}
+        {"name": name, "value": format_counter(name, profile[name]), "help": PROFILE_FIELD_HELP.get(name, "")}
         for name in names
     ]
 

@@ -5,6 +5,7 @@ Views parse, authorize, call one service and render; the work lives in `benchmar
 
 from __future__ import annotations
 
+from itertools import groupby
 from typing import Any
 
 from django.contrib import messages
@@ -19,7 +20,7 @@ from accounts.roles import ENGINEER, require_role
 from benchmark import services
 from benchmark.display import correctness_rows, profile_rows, timeline_figure_html
 from benchmark.forms import KernelUploadForm
-from benchmark.models import Evaluation, KernelOrigin, Platform
+from benchmark.models import DEFAULT_CASE, Evaluation, KernelOrigin, Platform
 
 KERNELS_PER_PAGE = 50
 
@@ -30,20 +31,25 @@ def _first(items: list[Evaluation]) -> Evaluation | None:
 
 @require_GET
 def problem_list(request: HttpRequest) -> HttpResponse:
-    case = request.GET.get("case", "")
+    """One row per problem, one cell per case (mini first), each with its baseline's result on trn1."""
     problems = services.problems_with_baselines(request.user, Platform.TRN1)
-    if case:
-        problems = problems.filter(case=case)
-    rows = [
-        {"problem": problem, "baseline": _first(getattr(problem.baseline_kernel, "current_evaluations", []))}
-        for problem in problems
-    ]
-    cases = sorted({row["problem"].case for row in rows} | ({case} if case else set()))
+    rows: list[dict[str, Any]] = []
+    for (suite, slug), cases in groupby(problems, key=lambda problem: (problem.suite, problem.slug)):
+        ordered = sorted(cases, key=lambda problem: (problem.case != DEFAULT_CASE, problem.case))
+        rows.append({
+            "suite": suite,
+            "slug": slug,
+            "first": ordered[0],
+            "cases": [
+                {"problem": problem,
+                 "baseline": _first(getattr(problem.baseline_kernel, "current_evaluations", []))}
+                for problem in ordered
+            ],
+        })
     return render(
         request,
         "benchmark/problem_list.html",
-        {"rows": rows, "case": case, "cases": ["mini", "full"] if not case else cases,
-         "can_upload": services.can_create_kernels(request.user)},
+        {"rows": rows, "can_upload": services.can_create_kernels(request.user)},
     )
 
 

@@ -61,3 +61,27 @@ def test_an_executor_failure_becomes_an_infrastructure_error(thread_executor):
     evaluation.refresh_from_db()
     assert evaluation.error_kind == "infrastructure_error"
     assert "worker process exited unexpectedly" in evaluation.error_message
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_local_pool_keeps_serving_after_a_kernel_is_killed_at_the_timeout(settings, engineer):
+    from benchmark.evaluation import LocalExecutor
+    from tests.benchmark.bad_inputs import BAD_INPUTS
+
+    settings.ACCELOPT_EVALUATION_TIMEOUT_S = 5
+    services.load_suite("nkibench", evaluate_cases=())
+    problem = Problem.objects.get(slug="silu", case="mini")
+    slow_source = next(case.kernel for case in BAD_INPUTS if case.name == "too_slow")
+    executor = LocalExecutor(max_workers=1)  # one worker: the baseline can only run after the slow kernel
+    previous = services.set_executor(executor)
+    try:
+        slow_kernel, _, slow = services.upload_kernel(engineer, kernel_source=slow_source, problem=problem)
+        baseline = services.request_evaluation(problem.baseline_kernel, "trn1")
+        services.wait_for_evaluations([slow, baseline], timeout=120)
+    finally:
+        services.set_executor(previous)
+        executor.shutdown()
+    slow.refresh_from_db()
+    baseline.refresh_from_db()
+    assert slow.error_kind == "timeout"
+    assert baseline.correct is True and baseline.latency_ms > 0

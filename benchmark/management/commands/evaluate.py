@@ -14,7 +14,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.http import Http404
 
 from benchmark import services
-from benchmark.display import PROFILE_FIELD_HELP
+from benchmark.display import PROFILE_FIELD_HELP, format_counter
 from benchmark.models import Backend, Platform
 
 
@@ -99,5 +99,5 @@ class Command(BaseCommand):
             write("profile:")
             width = max(len(name) for name in profile)
             for name in [n for n in PROFILE_FIELD_HELP if n in profile] + sorted(set(profile) - set(PROFILE_FIELD_HELP)):
-                write(f"  {name:<{width}}  {profile[name]}")
+                write(f"  {name:<{width}}  {format_counter(name, profile[name])}")
         write(f"wall time: {data.get('wall_time_s', 0.0):.2f} s")
