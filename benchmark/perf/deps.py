@@ -35,11 +35,14 @@ class SbufUse:
     prev_inst: np.ndarray  # previous instruction touching this chunk (-1: none)
     producer: np.ndarray  # for reads: row (in these arrays) of the write that produced the data (-1: none)
     clean: np.ndarray  # for writes: the data is a copy of HBM (a DMA load), so evicting it needs no save
+    # Rows standing for a repeated load of the same HBM region (see _repeated_loads): the first load's data
+    # kept in SBUF, read again by each repeat. Not evicted -> the repeat is elided; evicted -> it runs.
+    virtual: np.ndarray
 
     @staticmethod
     def empty() -> SbufUse:
         z = np.zeros(0, dtype=np.int64)
-        return SbufUse(z, z.astype(bool), z, z, z, z, z.astype(bool))
+        return SbufUse(z, z.astype(bool), z, z, z, z, z.astype(bool), z.astype(bool))
 
 
 @dataclass(frozen=True)
@@ -155,8 +158,67 @@ def build_dependencies(trace: Trace) -> Dependencies:
         prev_inst=np.where(prev[sb] >= 0, inst[np.maximum(prev[sb], 0)], -1),
         producer=np.where(sb_last_write >= 0, index_in_sb[np.maximum(sb_last_write, 0)], -1),
         clean=w[sb] & loads[inst[sb]],
+        virtual=np.zeros(int(sb.sum()), dtype=bool),
     )
-    return Dependencies(indptr, pred.astype(np.int64), sbuf)
+    return Dependencies(indptr, pred.astype(np.int64), _repeated_loads(trace, sbuf, memory, written))
+
+
+def _repeated_loads(trace: Trace, sbuf: SbufUse, memory: np.ndarray, hbm_written: np.ndarray) -> SbufUse:
+    """Add rows for loads that fetch an HBM region an earlier load already fetched.
+
+    The Neuron compiler keeps such data in SBUF when it fits (matmul_add_rmsnorm's baseline re-loads its
+    weights for every row block, yet neuron-profile counts them read about once). We model that as one SBUF
+    copy live from the first load to the last repeat; the spill model then decides which repeats must
+    really fetch again. Regions of HBM tensors the kernel writes are never treated this way.
+    """
+    acc = trace.access
+    tensor = np.asarray(acc["tensor"], dtype=np.int64)
+    is_write = np.asarray(acc["is_write"]) != 0
+    owner = _owner(trace)
+    engine = np.asarray(trace.columns["engine"], dtype=np.int64)
+    on_dma = engine[owner] == Engine.DMA
+    src = np.flatnonzero(on_dma & ~is_write & (memory[tensor] == Memory.HBM) & ~hbm_written[tensor])
+    dst = np.flatnonzero(on_dma & is_write & (memory[tensor] == Memory.SBUF))
+    # Loads with exactly one HBM source and one SBUF destination.
+    n = len(trace)
+    n_src = np.bincount(owner[src], minlength=n)
+    n_dst = np.bincount(owner[dst], minlength=n)
+    src = src[(n_src[owner[src]] == 1) & (n_dst[owner[src]] == 1)]
+    if len(src) < 2:
+        return sbuf
+    dst_of = np.full(n, -1, dtype=np.int64)
+    dst_of[owner[dst]] = dst
+    dst = dst_of[owner[src]]
+    lo, hi = np.asarray(acc["byte_lo"], dtype=np.int64), np.asarray(acc["byte_hi"], dtype=np.int64)
+    keys = np.stack([tensor[src], lo[src], hi[src]], axis=1)
+    _, group = np.unique(keys, axis=0, return_inverse=True)
+    group = group.reshape(-1)
+    order = np.lexsort((owner[src], group))
+    src, dst, group = src[order], dst[order], group[order]
+    first = np.r_[True, group[1:] != group[:-1]]
+    repeated_group = np.zeros(group.max() + 1, dtype=bool)
+    repeated_group[group[~first]] = True
+    keep = repeated_group[group]
+    src, dst, group, first = src[keep], dst[keep], group[keep], first[keep]
+    if len(src) == 0:
+        return sbuf
+    inst = owner[src]
+    base = len(sbuf.inst)
+    pos = np.arange(len(src))
+    first_pos = np.maximum.accumulate(np.where(first, pos, 0))
+    chunk = np.asarray(acc["byte_hi"], dtype=np.int64)[dst] - np.asarray(acc["byte_lo"], dtype=np.int64)[dst]
+    parts = np.asarray(acc["part_hi"], dtype=np.int64)[dst] - np.asarray(acc["part_lo"], dtype=np.int64)[dst]
+    prev_inst = np.where(first, -1, inst[np.maximum(pos - 1, 0)])
+    return SbufUse(
+        inst=np.concatenate((sbuf.inst, inst)),
+        is_write=np.concatenate((sbuf.is_write, first)),
+        chunk_bytes=np.concatenate((sbuf.chunk_bytes, chunk[first_pos])),
+        partitions=np.concatenate((sbuf.partitions, np.maximum(parts[first_pos], 1))),
+        prev_inst=np.concatenate((sbuf.prev_inst, prev_inst)),
+        producer=np.concatenate((sbuf.producer, np.where(first, -1, base + first_pos))),
+        clean=np.concatenate((sbuf.clean, first)),
+        virtual=np.concatenate((sbuf.virtual, np.ones(len(src), dtype=bool))),
+    )
 
 
 def sequential_barriers(trace: Trace) -> np.ndarray:

@@ -36,7 +36,7 @@ def counters(trace: Trace, platform: Platform, spills: SpillPlan, latency_s: flo
              busy_s: dict[int, float]) -> dict[str, float]:
     c = trace.columns
     engine = np.asarray(c["engine"])
-    dma = engine == Engine.DMA
+    dma = (engine == Engine.DMA) & ~spills.elided
     # neuron-profile's sbuf/psum byte counters see DMA traffic only (silu: sbuf_write == hbm_read).
     total = {k: float(np.asarray(c[k], dtype=np.float64)[dma].sum()) for k in
              ("hbm_read", "hbm_write", "sbuf_read", "sbuf_write", "psum_read", "psum_write")}

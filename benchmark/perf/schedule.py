@@ -100,6 +100,7 @@ def replay(
     reload_at = spills.reload_bytes.tolist()
     save_at = spills.save_bytes.tolist()
     spill_any = bool(spills.reload_bytes.any() or spills.save_bytes.any())
+    elided = spills.elided.tolist()
 
     hbm = _Bandwidth(platform.hbm_bytes_per_s * platform.dma_efficiency)
     onchip = _Bandwidth(platform.dma_sbuf_bytes_per_s)
@@ -123,7 +124,9 @@ def replay(
         if spill_any and reload_at[i] > 0.0:
             issue = ready if e == dma else min(ready, engine_free[e])
             ready = max(ready, hbm.consume(issue, reload_at[i]) + fixed)
-        if e == dma:
+        if e == dma and elided[i]:
+            s = f = ready  # a repeated load whose data stayed in SBUF
+        elif e == dma:
             s = max(ready, queues[0])
             last_byte = (hbm if touches_hbm[i] else onchip).consume(s, dma_bytes[i])
             f = last_byte + fixed

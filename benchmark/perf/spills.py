@@ -8,6 +8,9 @@ previous access; gaps that cross a point of excess are candidates, and the longe
 An evicted gap costs a reload before the read. Data that is a plain copy of HBM (written by a DMA load) is
 reloaded from its source; anything else is a spill: saved once after it is written, reloaded at each
 evicted read, and counted in spill_save_bytes / spill_reload_bytes.
+
+Repeated loads of one HBM region (deps._repeated_loads) take part as "virtual" chunks: a repeat whose gap is
+not evicted is elided (the compiler kept the data), an evicted one runs as traced.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ class SpillPlan:
     spill_reload_total: float  # reloads of spilled (dirty) data
     spill_save_total: float
     refetch_total: float  # reloads of clean data (HBM copies), counted as plain hbm reads
+    elided: np.ndarray  # per instruction: a repeated load whose data stayed in SBUF (costs nothing)
 
 
 def live_bytes(use: SbufUse, n: int) -> np.ndarray:
@@ -44,17 +48,20 @@ def live_bytes(use: SbufUse, n: int) -> np.ndarray:
 
 def plan_spills(use: SbufUse, n: int, capacity_per_partition: float) -> SpillPlan:
     zeros = np.zeros(n)
+    repeats = np.flatnonzero(use.virtual & ~use.is_write)
+    all_elided = np.zeros(n, dtype=bool)
+    all_elided[use.inst[repeats]] = True
     live = live_bytes(use, n)
     excess = live - capacity_per_partition
     if n == 0 or excess.max(initial=0.0) <= 0:
-        return SpillPlan(zeros, zeros.copy(), 0.0, 0.0, 0.0)
+        return SpillPlan(zeros, zeros.copy(), 0.0, 0.0, 0.0, all_elided)
     pressured = np.concatenate(([0], np.cumsum(excess > 0)))  # pressured[i] = points < i under pressure
     gap_rows = np.flatnonzero(~use.is_write & (use.prev_inst >= 0) & (use.producer >= 0))
     lo, hi = use.prev_inst[gap_rows] + 1, use.inst[gap_rows]  # not resident over [lo, hi)
     crosses = (hi > lo) & (pressured[hi] - pressured[lo] > 0)
     gap_rows, lo, hi = gap_rows[crosses], lo[crosses], hi[crosses]
     if len(gap_rows) == 0:
-        return SpillPlan(zeros, zeros.copy(), 0.0, 0.0, 0.0)
+        return SpillPlan(zeros, zeros.copy(), 0.0, 0.0, 0.0, all_elided)
     length = hi - lo
     size = use.chunk_bytes[gap_rows].astype(np.float64)
 
@@ -78,6 +85,10 @@ def plan_spills(use: SbufUse, n: int, capacity_per_partition: float) -> SpillPla
                 hi_i = mid - 1
         threshold = int(lengths[lo_i])
     evicted = gap_rows[length >= threshold]
+    # An evicted repeat load simply runs (its own DMA is the re-fetch); the others are elided.
+    elided = all_elided.copy()
+    elided[use.inst[evicted[use.virtual[evicted]]]] = False
+    evicted = evicted[~use.virtual[evicted]]
     total = use.chunk_bytes[evicted].astype(np.float64) * use.partitions[evicted]
     reload_bytes = np.zeros(n)
     np.add.at(reload_bytes, use.inst[evicted], total)
@@ -88,4 +99,4 @@ def plan_spills(use: SbufUse, n: int, capacity_per_partition: float) -> SpillPla
     saved = use.chunk_bytes[save_rows].astype(np.float64) * use.partitions[save_rows]
     np.add.at(save_bytes, use.inst[save_rows], saved)
     return SpillPlan(reload_bytes, save_bytes, float(total[dirty].sum()), float(saved.sum()),
-                     float(total[~dirty].sum()))
+                     float(total[~dirty].sum()), elided)

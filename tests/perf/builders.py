@@ -18,12 +18,14 @@ def streaming_kernel(tiles: int, free: int, *, kind: LoopKind = LoopKind.AFFINE,
                      loads_per_tile: int = 1, resident: bool = False, engine: Engine = Engine.SCALAR) -> Trace:
     """out[t] = f(x[t]) tile by tile: load, `ops_per_tile` elementwise ops, store.
 
-    `loads_per_tile` > 1 re-loads the same input (redundant HBM traffic). `resident` keeps every computed
+    `loads_per_tile` > 1 also loads the tile from extra copies of the input (redundant HBM traffic; copies,
+    because the model, like the compiler, elides a repeated load of one region when SBUF can keep it). `resident` keeps every computed
     tile in one SBUF tensor that is read again at the end of the kernel (a working set that grows).
     """
     tr = Trace()
     tile_bytes = free * 4
     x = hbm(tr, "x", tiles * 128 * tile_bytes)
+    copies = [x] + [hbm(tr, f"x_copy{k}", tiles * 128 * tile_bytes) for k in range(1, loads_per_tile)]
     out = hbm(tr, "out", tiles * 128 * tile_bytes)
     loop = tr.add_loop(LoopInfo(kind, tiles, 1))
     big = sbuf(tr, "resident", tiles * tile_bytes) if resident else -1
@@ -31,10 +33,10 @@ def streaming_kernel(tiles: int, free: int, *, kind: LoopKind = LoopKind.AFFINE,
         ctx = tr.context_id(((loop, t),))
         buf = sbuf(tr, f"in{t}", tile_bytes)
         lo = 0
-        for _ in range(loads_per_tile):
+        for src_tensor in copies:
             tr.append(engine=Engine.DMA, op="load", dtype="float32", partitions=128, free_elems=free,
                       hbm_read=128 * tile_bytes, sbuf_write=128 * tile_bytes, loop_ctx=ctx,
-                      accesses=((x, False, 0, 1, t * 128 * tile_bytes, (t + 1) * 128 * tile_bytes),
+                      accesses=((src_tensor, False, 0, 1, t * 128 * tile_bytes, (t + 1) * 128 * tile_bytes),
                                 (buf, True, 0, 128, lo, lo + tile_bytes)))
         src, src_lo = buf, lo
         for k in range(ops_per_tile):

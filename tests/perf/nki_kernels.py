@@ -19,16 +19,19 @@ ROWS, COLS = 128, 16384  # 8 MiB of fp32: large enough that DMA and engine rates
 RESIDENT_COLS = 65536  # 32 tiles of 8 KiB per partition: 256 KiB, over trn1's 192 KiB SBUF partition
 
 
-def _exp_kernel(tile: int, *, sequential: bool = False, loads: int = 1, extra_ops: int = 0, cols: int = COLS):
+def _exp_kernel(tile: int, *, sequential: bool = False, round_trip: bool = False, extra_ops: int = 0,
+                cols: int = COLS):
     loop = nl.sequential_range if sequential else nl.affine_range
 
     @jit
     def kernel(x):
         out = nl.ndarray((ROWS, cols), dtype=np.float32, buffer=nl.shared_hbm)
+        scratch = nl.ndarray((ROWS, cols), dtype=np.float32, buffer=nl.shared_hbm)
         for j in loop(cols // tile):
             t = nl.load(x[0:ROWS, j * tile:(j + 1) * tile])
-            for _ in range(loads - 1):  # the same bytes fetched again: redundant HBM traffic
-                t = nl.load(x[0:ROWS, j * tile:(j + 1) * tile])
+            if round_trip:  # through HBM and back: twice the HBM traffic for the same result
+                nl.store(scratch[0:ROWS, j * tile:(j + 1) * tile], value=t)
+                t = nl.load(scratch[0:ROWS, j * tile:(j + 1) * tile])
             y = nisa.activation(op=nl.exp, data=t)
             for _ in range(extra_ops):  # multiply by one: redundant engine work
                 y = nisa.tensor_scalar(data=y, op0=nl.multiply, operand0=1.0, engine=nisa.vector_engine)
@@ -46,12 +49,12 @@ def exp_sequential(tile: int = 2048):
     return _exp_kernel(tile, sequential=True)
 
 
-def exp_double_load(tile: int = 2048):
-    return _exp_kernel(tile, loads=2)
+def exp_round_trip(tile: int = 2048):
+    return _exp_kernel(tile, round_trip=True)
 
 
 def exp_redundant(tile: int = 2048):
-    return _exp_kernel(tile, loads=2, extra_ops=3)
+    return _exp_kernel(tile, round_trip=True, extra_ops=3)
 
 
 def exp_resident(tile: int = 2048, cols: int = RESIDENT_COLS):

@@ -63,3 +63,19 @@ def test_an_input_tile_evicted_under_pressure_is_fetched_again_not_spilled():
     profile = estimate(tr.freeze()).profile
     assert profile["spill_save_bytes"] == 0
     assert profile["hbm_read_bytes"] > tiles * 128 * tile_bytes
+
+
+def test_a_repeated_load_of_the_same_region_is_elided_while_sbuf_can_keep_it():
+    from benchmark.nki.trace import Engine, Trace
+    from tests.perf.builders import hbm, sbuf
+
+    tr = Trace()
+    w = hbm(tr, "w", 128 * 2048)
+    for k in range(4):  # the same weights loaded in every iteration of an outer loop
+        dst = sbuf(tr, f"w{k}", 2048)
+        tr.append(engine=Engine.DMA, op="load", dtype="float32", partitions=128, free_elems=512,
+                  hbm_read=128 * 2048, sbuf_write=128 * 2048,
+                  accesses=((w, False, 0, 1, 0, 128 * 2048), (dst, True, 0, 128, 0, 2048)))
+        tr.append(engine=Engine.VECTOR, op="tensor_reduce", dtype="float32", partitions=128, free_elems=512,
+                  accesses=((dst, False, 0, 128, 0, 2048),))
+    assert estimate(tr.freeze()).profile["hbm_read_bytes"] == 128 * 2048
