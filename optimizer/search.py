@@ -66,6 +66,7 @@ from optimizer.agents.base import (
 
 SUSPICIOUS = "suspicious"
 INFRASTRUCTURE = "infrastructure_error"  # says nothing about the kernel: never sent to the Fixer
+INFRASTRUCTURE_RETRIES = 2  # evaluations of one kernel that fail for infrastructure reasons and are redone
 STATE_VERSION = 1
 
 EVENT_KINDS = (
@@ -293,6 +294,7 @@ class RunState:
     done: list[str] = field(default_factory=list)  # finished task keys of the current iteration
     history: list[dict[str, Any]] = field(default_factory=list)  # one summary per finished iteration
     totals: Totals = field(default_factory=Totals)
+    infrastructure_retries: dict[str, int] = field(default_factory=dict)  # sha -> evaluations redone
     error: str = ""
 
     # -- derived --------------------------------------------------------------------------------------
@@ -340,6 +342,7 @@ class RunState:
             done=list(data["done"]),
             history=list(data["history"]),
             totals=Totals(**data["totals"]),
+            infrastructure_retries=dict(data.get("infrastructure_retries", {})),
             error=data.get("error", ""),
         )
 
@@ -686,9 +689,17 @@ class BeamSearch:
             raise RuntimeError(f"evaluator returned {len(results)} results for {len(shas)} kernels")
         for sha, result in zip(shas, results, strict=True):
             ev = Evaluation.from_result(result)
-            st.evaluations[sha] = ev
             st.totals.evaluations += 1
             keys = [c.key for c in candidate_of.get(sha, [])]
+            retries = st.infrastructure_retries.get(sha, 0)
+            if ev.error_kind == INFRASTRUCTURE and retries < INFRASTRUCTURE_RETRIES:
+                # Our fault, not the kernel's: leave it unevaluated so the next step tries again.
+                st.infrastructure_retries[sha] = retries + 1
+                self._event("candidate.evaluated", {"iteration": st.iteration, "sha": sha, "candidate_keys": keys,
+                                                    "correct": False, "error_kind": ev.error_kind,
+                                                    "error_message": ev.error_message, "retrying": True})
+                continue
+            st.evaluations[sha] = ev
             self._event("candidate.evaluated", {
                 "iteration": st.iteration, "sha": sha, "candidate_keys": keys, "correct": ev.correct,
                 "latency_ms": ev.latency_ms, "peak_fraction": ev.peak_fraction, "error_kind": ev.error_kind,

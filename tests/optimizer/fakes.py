@@ -41,9 +41,10 @@ class FakeResult:
 class FakeEvaluator:
     """Correct unless `broken=1`; `suspicious=1` is correct-looking but flagged; counts every source."""
 
-    def __init__(self, crash_after: int | None = None) -> None:
+    def __init__(self, crash_after: int | None = None, infrastructure_failures: int = 0) -> None:
         self.evaluated: list[str] = []
         self.crash_after = crash_after
+        self.infrastructure_failures = infrastructure_failures  # the first N evaluations fail on our side
 
     async def evaluate_many(self, sources):
         results = []
@@ -51,6 +52,10 @@ class FakeEvaluator:
             if self.crash_after is not None and len(self.evaluated) >= self.crash_after:
                 raise SimulatedCrash(f"killed after {len(self.evaluated)} evaluations")
             self.evaluated.append(source)
+            if len(self.evaluated) <= self.infrastructure_failures:
+                results.append(FakeResult(False, None, error_kind="infrastructure_error",
+                                          error_message="the sandbox child died"))
+                continue
             k = read_kernel(source)
             latency = float(k["latency"])
             if k.get("broken"):

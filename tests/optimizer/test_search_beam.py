@@ -14,9 +14,9 @@ from optimizer.search import (
 from tests.optimizer.fakes import FakeAgents, FakeEvaluator, fake_kernel, read_kernel
 
 
-async def run_search(problem, config, agents=None, start=None, memory=None):
+async def run_search(problem, config, agents=None, start=None, memory=None, evaluator=None):
     events, memory = ListEventSink(), memory or InMemoryMemory()
-    evaluator = FakeEvaluator()
+    evaluator = evaluator or FakeEvaluator()
     search = await BeamSearch.open(problem=problem, start_source=start or fake_kernel(10.0), config=config,
                                    agents=agents or FakeAgents(), evaluator=evaluator, memory=memory,
                                    events=events, store=InMemoryCheckpoint())
@@ -145,3 +145,14 @@ async def test_sources_of_kernels_that_left_the_beam_are_dropped_from_the_checkp
     current = {c.sha for c in state.candidates} | {c.parent_sha for c in state.candidates}
     assert set(state.kernels) == beam_and_start | current  # but only live sources are kept
     assert len(state.kernels) < len(state.evaluations)
+
+
+async def test_an_infrastructure_failure_is_evaluated_again_a_bounded_number_of_times(problem):
+    recovers = FakeEvaluator(infrastructure_failures=2)
+    state, events, _, _ = await run_search(problem, SMALL, evaluator=recovers)
+    assert state.status == "succeeded"  # the starting kernel failed twice on our side, then evaluated
+    assert [p.get("retrying") for k, p in events.events if k == "candidate.evaluated"][:3] == [True, True, None]
+    never = FakeEvaluator(infrastructure_failures=100)
+    state, _, _, _ = await run_search(problem, SMALL, evaluator=never)
+    assert state.status == "failed" and "infrastructure_error" in state.error
+    assert len(never.evaluated) == 3  # one try and two retries, then the run stops
