@@ -64,8 +64,9 @@ class RunEventsConsumer(AsyncJsonWebsocketConsumer):
             if len(page) < REPLAY_PAGE:
                 return
 
-    async def _send_event(self, event: dict[str, Any]) -> None:
-        html = await database_sync_to_async(render_event)(event)
+    async def _send_event(self, event: dict[str, Any], html: str | None = None) -> None:
+        if html is None:
+            html = await database_sync_to_async(render_event)(event)
         if self.html_only:
             await self.send(text_data=html)
         else:
@@ -80,7 +81,7 @@ class RunEventsConsumer(AsyncJsonWebsocketConsumer):
         if event["seq"] > self.last_seq + 1:
             await self._send_from_database()  # missed some (a dropped message): fill the gap in order
             return
-        await self._send_event(event)
+        await self._send_event(event, message.get("html"))
 
     async def receive_json(self, content: Any, **kwargs: Any) -> None:
         # Clients only listen; a ping gets the last seq sent, useful for checking a quiet connection.

@@ -62,7 +62,8 @@ def events_after(run: Run | int, seq: int = 0, *, limit: int | None = None) -> l
 
 
 def _message(event: RunEvent) -> dict[str, Any]:
-    return {"type": EVENT_MESSAGE_TYPE, "event": event.to_dict()}
+    # Rendered once here rather than once per watching client.
+    return {"type": EVENT_MESSAGE_TYPE, "event": event.to_dict(), "html": render_event(event)}
 
 
 async def publish_events_async(run_id: int, events: Iterable[RunEvent]) -> None:
