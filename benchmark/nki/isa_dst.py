@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 from . import isa as _f
 from .errors import NKICompileError, unsupported
 from .memory import Accumulate, Tensor, View
@@ -33,20 +35,27 @@ def _into(dst: Any, tile: Any, op: str, accumulate: str | None = None) -> None:
 @instruction("nc_matmul")
 def nc_matmul(dst: Any, stationary: Any, moving: Any, is_stationary_onezero: bool = False,
               is_moving_onezero: bool = False, is_transpose: bool = False, accumulate: Any = None,
-              tile_position: Any = (), tile_size: Any = (), perf_mode: Any = None, name: Any = None) -> None:
-    """dst (PSUM) = stationary.T @ moving; accumulate=None accumulates onto an already written dst."""
+              tile_position: Any = (), tile_size: Any = (), perf_mode: Any = None, name: Any = None, **_: Any) -> None:
+    """dst (PSUM) = stationary.T @ moving, or dst += ... when accumulating.
+
+    accumulate=None (the default) accumulates into a PSUM destination, as the 2.30 tutorials rely on
+    (a K loop of nc_matmul calls into one uninitialised PSUM tile): elements not written yet start at
+    zero."""
     tile = _f.nc_matmul(stationary, moving, is_transpose=is_transpose)
+    base = dst.base if isinstance(dst, View) else dst
     if accumulate is None:
-        base = dst.base if isinstance(dst, View) else dst
-        acc = base.access(dst.items if isinstance(dst, View) else (Ellipsis,), None, "nc_matmul")
-        accumulate = acc.init is None or bool(acc.init.all()) if acc.array is not None else False
-        # Zero-initialised PSUM accumulates; an unwritten destination starts a new accumulation group.
-        accumulate = bool(accumulate) and base.memory.name == "PSUM"
+        accumulate = base.memory.name == "PSUM"
+        if accumulate:
+            acc = base.access(dst.items if isinstance(dst, View) else (Ellipsis,), None, "nc_matmul")
+            if acc.init is not None and not acc.init.all():
+                sim = active("nc_matmul")
+                zeros = np.where(acc.init, acc.array, 0).astype(acc.array.dtype)
+                sim.write(acc, zeros, "nc_matmul", race_accumulate=True)
     _into(dst, tile, "nc_matmul", "add" if accumulate else None)
 
 
 @instruction("nc_transpose")
-def nc_transpose(dst: Any, data: Any, engine: Any = None, name: Any = None) -> None:
+def nc_transpose(dst: Any, data: Any, engine: Any = None, name: Any = None, **_: Any) -> None:
     _into(dst, _f.nc_transpose(data, engine=engine), "nc_transpose")
 
 
@@ -59,19 +68,19 @@ def activation(dst: Any, op: Any, data: Any, bias: Any = None, scale: Any = 1.0,
 
 @instruction("activation_reduce")
 def activation_reduce(dst: Any, op: Any, data: Any, reduce_op: Any, reduce_res: Any, bias: Any = None,
-                      scale: Any = 1.0, name: Any = None) -> None:
+                      scale: Any = 1.0, name: Any = None, **_: Any) -> None:
     _into(dst, _f.activation_reduce(op, data, reduce_op=reduce_op, reduce_res=reduce_res, bias=bias, scale=scale,
                                     dtype=dst.dtype), "activation_reduce")
 
 
 @instruction("tensor_tensor")
-def tensor_tensor(dst: Any, data1: Any, data2: Any, op: Any, engine: Any = None, name: Any = None) -> None:
+def tensor_tensor(dst: Any, data1: Any, data2: Any, op: Any, engine: Any = None, name: Any = None, **_: Any) -> None:
     _into(dst, _f.tensor_tensor(data1, data2, op, dtype=dst.dtype, engine=engine), "tensor_tensor")
 
 
 @instruction("tensor_scalar")
 def tensor_scalar(dst: Any, data: Any, op0: Any, operand0: Any, reverse0: bool = False, op1: Any = None,
-                  operand1: Any = None, reverse1: bool = False, engine: Any = None, name: Any = None) -> None:
+                  operand1: Any = None, reverse1: bool = False, engine: Any = None, name: Any = None, **_: Any) -> None:
     _into(dst, _f.tensor_scalar(data, op0, operand0, reverse0, op1, operand1, reverse1, dtype=dst.dtype,
                                 engine=engine), "tensor_scalar")
 
@@ -93,23 +102,23 @@ def tensor_reduce(dst: Any, op: Any, data: Any, axis: Any, negate: bool = False,
 
 @instruction("tensor_tensor_scan")
 def tensor_tensor_scan(dst: Any, data0: Any, data1: Any, initial: Any, op0: Any, op1: Any, reverse0: bool = False,
-                       reverse1: bool = False, name: Any = None) -> None:
+                       reverse1: bool = False, name: Any = None, **_: Any) -> None:
     _into(dst, _f.tensor_tensor_scan(data0, data1, initial, op0, op1, reverse0, reverse1, dtype=dst.dtype),
           "tensor_tensor_scan")
 
 
 @instruction("tensor_copy")
-def tensor_copy(dst: Any, src: Any, engine: Any = None, name: Any = None) -> None:
+def tensor_copy(dst: Any, src: Any, engine: Any = None, name: Any = None, **_: Any) -> None:
     _into(dst, _f.tensor_copy(src, dtype=dst.dtype, engine=engine), "tensor_copy")
 
 
 @instruction("reciprocal")
-def reciprocal(dst: Any, data: Any, name: Any = None) -> None:
+def reciprocal(dst: Any, data: Any, name: Any = None, **_: Any) -> None:
     _into(dst, _f.reciprocal(data, dtype=dst.dtype), "reciprocal")
 
 
 @instruction("memset")
-def memset(dst: Any, value: Any, engine: Any = None, name: Any = None) -> None:
+def memset(dst: Any, value: Any, engine: Any = None, name: Any = None, **_: Any) -> None:
     _into(dst, _f.memset(tuple(dst.shape), value, dst.dtype, engine=engine), "memset")
 
 

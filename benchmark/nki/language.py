@@ -256,9 +256,10 @@ def store(dst: Any, value: Any, mask: Any = None, **_: Any) -> None:
         raise NKICompileError("store", f"store writes HBM, but the destination {out.tensor.name!r} is in "
                                        f"{out.memory.name}")
     src = sim.operand(value, win)
-    if isinstance(src, Access) and src.memory != Memory.SBUF:
-        raise NKICompileError("store", f"store reads SBUF, but {src.tensor.name!r} is in {src.memory.name}; "
-                                       "copy it to SBUF first")
+    if isinstance(src, Access) and src.memory == Memory.PSUM:
+        # The DMA reads SBUF; a PSUM tile (the nki-samples attention tutorial stores a matmul result)
+        # goes through the copy the compiler inserts, and the trace shows it.
+        src = sim.via_sbuf(src, "store")
     values = sim.read(src)
     sim.write(out, values, "store")
     sim.emit("store", Engine.DMA, out.tensor.dtype.name, out.partitions, out.free, 0,
@@ -452,11 +453,17 @@ def matmul(x: Any, y: Any, *, transpose_x: bool = False, mask: Any = None, **_: 
     from .isa import nc_matmul, nc_transpose
 
     if not transpose_x:
-        xt = nc_transpose(x)
-        sim = active("matmul")
-        sim.flush()
-        x = copy(xt)  # the transposed tile comes back to SBUF before it can be a matmul operand
+        x = copy(nc_transpose(x))  # the transposed tile comes back to SBUF before it can be a matmul operand
+    # nl.matmul takes tiles wherever they are: PSUM operands get the copy the compiler would insert.
+    x, y = (copy(t) if _memory_of(t) == Memory.PSUM else t for t in (x, y))
     return nc_matmul(x, y, mask=mask, _op="matmul")
+
+
+def _memory_of(x: Any) -> Memory | None:
+    t = x.base if isinstance(x, View) else x
+    if isinstance(t, Tensor):
+        return t.alias.tensor.memory if t.alias is not None else t.memory
+    return None
 
 
 @instruction("transpose")
@@ -468,15 +475,30 @@ def transpose(x: Any, dtype: Any = None, mask: Any = None, **_: Any) -> Tensor:
 
 # -- misc -------------------------------------------------------------------------------------------
 def program_id(axis: int = 0) -> int:
-    return 0
+    """Index of this SPMD program along `axis` (programs of a grid run one after another)."""
+    program = active("program_id").program
+    return program[axis] if axis < len(program) else 0
 
 
 def num_programs(axis: int = 0) -> int:
-    return 1
+    grid = active("num_programs").grid
+    return grid[axis] if axis < len(grid) else 1
 
 
 def program_ndim() -> int:
-    return 0
+    return len(active("program_ndim").grid)
+
+
+def nc(n: int) -> int:
+    """nl.nc(n): spread a grid dimension over n NeuronCores; one simulated core runs them all."""
+    return int(n)
+
+
+def spmd_dim(*sizes: int) -> int:
+    total = 1
+    for size in sizes:
+        total *= int(size)
+    return total
 
 
 def device_print(*_: Any, **__: Any) -> None:

@@ -42,6 +42,45 @@ def _alias(name: str, source: types.ModuleType) -> types.ModuleType:
     return mod
 
 
+def _unrolled(*args: int, **_: Any) -> Any:
+    """The 2.30 loop iterators: deprecated aliases of Python range, unrolled while tracing."""
+    from .trace import LoopKind
+
+    return language._Range(LoopKind.STATIC, args)
+
+
+def _compiler_module(name: str) -> types.ModuleType:
+    """nki.compiler: allocation and scheduling hints. The simulator allocates lazily and keeps program
+    order, so the hints only have to exist."""
+    mod = types.ModuleType(name)
+
+    class _Allocator:
+        def __init__(self, buffer: Any) -> None:
+            self.buffer = buffer
+
+        def mod_alloc(self, *_: Any, **__: Any) -> Any:
+            return self.buffer
+
+        def alloc(self, *_: Any, **__: Any) -> Any:
+            return self.buffer
+
+        def auto_alloc(self, *_: Any, **__: Any) -> Any:
+            return self.buffer
+
+    mod.sbuf = _Allocator(language.sbuf)  # type: ignore[attr-defined]
+    mod.psum = _Allocator(language.psum)  # type: ignore[attr-defined]
+
+    def passthrough(func: Any = None, **_: Any) -> Any:
+        return func if func is not None else (lambda f: f)
+
+    mod.skip_middle_end_transformations = passthrough  # type: ignore[attr-defined]
+    mod.enable_stack_allocator = passthrough  # type: ignore[attr-defined]
+    mod.force_auto_alloc = passthrough  # type: ignore[attr-defined]
+    mod.no_reorder = lambda *a, **k: None  # type: ignore[attr-defined]
+    setattr(mod, _MARK, True)
+    return mod
+
+
 def _decorator(func: Any = None, **options: Any) -> Any:
     return jit(func, **options)
 
@@ -70,14 +109,20 @@ def build() -> dict[str, types.ModuleType]:
     old.language = _alias("neuronxcc.nki.language", language)  # type: ignore[attr-defined]
     old.isa = _alias("neuronxcc.nki.isa", isa)  # type: ignore[attr-defined]
     old.typing = _typing_module("neuronxcc.nki.typing")  # type: ignore[attr-defined]
+    old.compiler = _compiler_module("neuronxcc.nki.compiler")  # type: ignore[attr-defined]
     neuronxcc.nki = old  # type: ignore[attr-defined]
     mods.update({"neuronxcc": neuronxcc, "neuronxcc.nki": old, "neuronxcc.nki.language": old.language,
-                 "neuronxcc.nki.isa": old.isa, "neuronxcc.nki.typing": old.typing})
+                 "neuronxcc.nki.isa": old.isa, "neuronxcc.nki.typing": old.typing,
+                 "neuronxcc.nki.compiler": old.compiler})
     new = _top("nki")
     new.language = _alias("nki.language", language)  # type: ignore[attr-defined]
+    for loop in ("affine_range", "sequential_range", "static_range"):
+        setattr(new.language, loop, _unrolled)
     new.isa = _alias("nki.isa", isa_dst)  # type: ignore[attr-defined]
     new.typing = _typing_module("nki.typing")  # type: ignore[attr-defined]
-    mods.update({"nki": new, "nki.language": new.language, "nki.isa": new.isa, "nki.typing": new.typing})
+    new.compiler = _compiler_module("nki.compiler")  # type: ignore[attr-defined]
+    mods.update({"nki": new, "nki.language": new.language, "nki.isa": new.isa, "nki.typing": new.typing,
+                 "nki.compiler": new.compiler})
     return mods
 
 

@@ -67,7 +67,7 @@ class Pending:
     """A functional instruction whose destination is not known yet."""
 
     __slots__ = ("op", "engine", "dtype", "data", "full_shape", "window", "reads", "line", "ctx", "nest",
-                 "partitions", "free", "flops", "is_transpose", "tile", "allowed", "native_acc", "compute", "reduce")
+                 "partitions", "free", "flops", "is_transpose", "tile", "allowed", "native_acc", "compute", "reduce", "scope")
 
     def __init__(self, **fields: Any) -> None:
         self.reduce = None  # loop_reduce: the combining operator
@@ -83,6 +83,9 @@ class Simulator:
         self.kernel_file = kernel_file
         self.stack: list[tuple[int, int]] = []
         self.nest: tuple[tuple[int, int], ...] = ()
+        # The nest without unrolled (static) loops: a tile lives in the iteration of the loops that are
+        # real loops on the device, so only those scope it.
+        self.scope: tuple[tuple[int, int], ...] = ()
         self.ctx = self.trace.context_id(())
         self.loop_kind: list[LoopKind] = []
         self.loop_line: list[int] = []
@@ -93,6 +96,17 @@ class Simulator:
         self.instructions = 0
         self.counter = 0
         self.deferred_set: dict[int, Tensor] = {}  # tensors with queued PSUM accumulations
+        self.program: tuple[int, ...] = ()
+        self.grid: tuple[int, ...] = ()
+        self.shared: list[Tensor] = []  # HBM tensors declared by SPMD program 0, reused by the others
+        self.shared_next = 0
+
+    def start_program(self, program: tuple[int, ...], grid: tuple[int, ...]) -> None:
+        if self.pending is not None:
+            self.flush()
+        self.program = program
+        self.grid = grid
+        self.shared_next = 0
 
     # -- lifecycle ----------------------------------------------------------------------------------
     def __enter__(self) -> Simulator:
@@ -140,6 +154,7 @@ class Simulator:
             for i in bounds:
                 self.stack[depth] = (loop_id, i)
                 self.nest = tuple(self.stack)
+                self.scope = tuple(e for e in self.nest if self.loop_kind[e[0]] != LoopKind.STATIC)
                 self.ctx = self.trace.context_id(self.nest)
                 yield i
         finally:
@@ -147,6 +162,7 @@ class Simulator:
                 self.flush()
             del self.stack[depth:]
             self.nest = tuple(self.stack)
+            self.scope = tuple(e for e in self.nest if self.loop_kind[e[0]] != LoopKind.STATIC)
             self.ctx = self.trace.context_id(self.nest)
             self.loop_open[loop_id] = False
 
@@ -166,9 +182,16 @@ class Simulator:
             dims = tuple(int(s) for s in shape)
             # calloc'd zeros stay lazy (pages appear when touched), like an untouched declaration.
             data = np.zeros(dims, dtype=dtype.storage) if fill == 0 else np.full(dims, fill, dtype=dtype.storage)
+        if buffer.memory == Memory.HBM and self.grid:
+            if any(self.program):
+                t = self.shared[self.shared_next]
+                self.shared_next += 1
+                return t
         t = Tensor(name, shape, dtype, buffer, data=data, initialised=initialised, poison=poison and not initialised,
-                   scope=self.nest)
+                   scope=self.scope)
         self.check_declared(op, t)
+        if buffer.memory == Memory.HBM and self.grid:
+            self.shared.append(t)
         return t
 
     def check_declared(self, op: str, t: Tensor) -> None:
@@ -215,7 +238,7 @@ class Simulator:
         else:
             raise NKICompileError(op, f"expected a tile or a scalar, got {type(x).__name__}")
         t = acc.tensor
-        if t.scope and self.nest[:len(t.scope)] != t.scope:
+        if t.scope and self.scope[:len(t.scope)] != t.scope:
             raise NKICompileError(op, f"tensor {t.name!r} is used outside the loop iteration that defined it "
                                       f"(defined inside the loop at line {self.loop_line[t.scope[-1][0]]})")
         if on_chip:
@@ -226,6 +249,17 @@ class Simulator:
                 raise NKICompileError(op, f"partition dimension {acc.partitions} of operand {t.name!r} "
                                           f"exceeds {self.platform.partitions}")
         return acc
+
+    def via_sbuf(self, acc: Access, op: str) -> Access:
+        """An implicit PSUM -> SBUF copy the compiler inserts (e.g. nl.store of a matmul result)."""
+        values = self.read(acc, op)
+        tile = Tensor(self.fresh_name("psum_to_sbuf"), tuple(values.shape), acc.tensor.dtype, SBUF,
+                      data=np.array(values, dtype=acc.tensor.dtype.storage), initialised=True, scope=self.scope,
+                      is_tile=True)
+        copy = tile.whole(None, op)
+        self.emit("tensor_copy", Engine.VECTOR, acc.tensor.dtype.name, copy.partitions, copy.free, copy.size, [acc],
+                  [copy], self.line_no, self.ctx)
+        return copy
 
     def derived(self, d: Derived, window: Window | None, op: str) -> Access:
         src = self.operand(d.source, None, op)
@@ -289,7 +323,7 @@ class Simulator:
         whole = full == tuple(data.shape) and not window
         tile = Tensor(self.fresh_name(self.op), full, dtype, default,
                       data=data if whole and lazy is None else None,
-                      initialised=whole, scope=self.nest, is_tile=True)
+                      initialised=whole, scope=self.scope, is_tile=True)
         if default.memory == Memory.SBUF and tile.bytes_per_partition > self.platform.sbuf_bytes_per_partition:
             raise NKICompileError(self.op, f"result tile {full} needs {tile.bytes_per_partition} bytes per "
                                            f"partition, over the {self.platform.sbuf_bytes_per_partition}-byte "
@@ -298,7 +332,7 @@ class Simulator:
         parts = partitions if partitions is not None else (data.shape[0] if len(data.shape) else 1)
         self.pending = Pending(
             op=self.op, engine=engine, dtype=compute or dtype.name, data=data, full_shape=full, window=window,
-            reads=reads, line=self.line_no, ctx=self.ctx, nest=self.nest, partitions=parts,
+            reads=reads, line=self.line_no, ctx=self.ctx, nest=self.nest, partitions=parts, scope=self.scope,
             free=free if free is not None else (size // parts if parts else 0),
             flops=flops if flops is not None else size, is_transpose=is_transpose, tile=tile, allowed=allowed,
             native_acc=native_acc, compute=compute)
@@ -334,7 +368,7 @@ class Simulator:
             where = " or ".join(sorted(m.name for m in p.allowed))
             raise NKICompileError(p.op, f"{p.op} writes its result to {where}, but the destination {t.name!r} is "
                                         f"in {t.memory.name}")
-        if t.scope and p.nest[:len(t.scope)] != t.scope:
+        if t.scope and p.scope[:len(t.scope)] != t.scope:
             raise NKICompileError(p.op, f"tensor {t.name!r} is used outside the loop iteration that defined it "
                                         f"(defined inside the loop at line {self.loop_line[t.scope[-1][0]]})")
         if t.memory == Memory.PSUM:

@@ -41,9 +41,17 @@ class JitKernel:
         sim = simulate(self, list(args), kwargs=kwargs)
         return sim.outputs[0] if len(sim.outputs) == 1 else sim.outputs
 
-    def __getitem__(self, grid: Any) -> JitKernel:
-        # kernel[grid](...) launches SPMD programs; the simulator runs program 0 only.
-        return self
+    def __getitem__(self, grid: Any) -> Any:
+        """kernel[grid](...): an SPMD launch, simulated as the programs one after another."""
+        dims = tuple(int(g) for g in (grid if isinstance(grid, tuple) else (grid,)))
+
+        def launch(*args: Any, **kwargs: Any) -> Any:
+            if runtime._ACTIVE is not None:
+                raise NKICompileError("spmd", "an SPMD launch cannot happen inside a running kernel")
+            sim = simulate(self, list(args), kwargs=kwargs, grid=dims)
+            return sim.outputs[0] if len(sim.outputs) == 1 else sim.outputs
+
+        return launch
 
     def __repr__(self) -> str:
         return f"<nki.jit kernel {self.__name__}>"
@@ -65,8 +73,11 @@ def _unwrap(kernel: Any) -> Any:
 
 
 def simulate(kernel: Any, inputs: list[Any], *, platform: str = "trn1", record_trace: bool = True,
-             kwargs: dict[str, Any] | None = None) -> Simulation:
-    """Run `kernel` on copies of `inputs`; return its outputs (numpy) and the instruction trace."""
+             kwargs: dict[str, Any] | None = None, grid: tuple[int, ...] = ()) -> Simulation:
+    """Run `kernel` on copies of `inputs`; return its outputs (numpy) and the instruction trace.
+
+    With an SPMD `grid`, every program runs in turn (nl.program_id tells them apart) and the HBM
+    tensors they declare are shared: the n-th shared_hbm declaration of every program is one tensor."""
     func = _unwrap(kernel)
     code = getattr(func, "__code__", None)
     if code is None:
@@ -76,7 +87,10 @@ def simulate(kernel: Any, inputs: list[Any], *, platform: str = "trn1", record_t
     with sim, single_threaded_blas():
         args = [_as_input(x, name, sim) for x, name in zip(inputs, names, strict=False)]
         try:
-            result = func(*args, **(kwargs or {}))
+            programs = list(np.ndindex(*grid)) if grid else [()]
+            for program in programs:
+                sim.start_program(program, grid)
+                result = func(*args, **(kwargs or {}))
             sim.finish()
         except NKIError as err:
             raise err.with_line(_kernel_line(err, code.co_filename)) from None

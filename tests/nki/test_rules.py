@@ -109,14 +109,28 @@ def test_it_rejects_a_load_into_psum():
         simulate(kernel, [f32(128, 4)])
 
 
-def test_it_rejects_a_store_from_psum():
+def test_it_rejects_a_store_from_hbm():
+    def kernel(a):
+        out = nl.ndarray((128, 4), dtype=nl.float32, buffer=nl.shared_hbm)
+        nl.store(out, a)
+        return out
+
+    with pytest.raises(NKICompileError, match="operand 'a' is in HBM"):
+        simulate(kernel, [f32(128, 4)])
+
+
+def test_a_store_from_psum_goes_through_an_sbuf_copy_in_the_trace():
     def kernel(a, b):
         out = nl.ndarray((128, 128), dtype=nl.float32, buffer=nl.shared_hbm)
         nl.store(out, nisa.nc_matmul(nl.load(a), nl.load(b)))
         return out
 
-    with pytest.raises(NKICompileError, match="store reads SBUF.*PSUM"):
-        simulate(kernel, [f32(128, 128), f32(128, 128)])
+    sim = simulate(kernel, [f32(128, 128), f32(128, 128)])
+    ops = [sim.trace.op_names[i] for i in sim.trace.columns["opcode"]]
+    assert ops == ["load", "load", "nc_matmul", "tensor_copy", "store"]
+    store = len(sim.trace) - 1
+    assert sim.trace.columns["psum_read"][store] == 0 and sim.trace.columns["sbuf_read"][store] == 128 * 128 * 4
+    np.testing.assert_array_equal(sim.outputs[0], np.full((128, 128), 128.0, np.float32))
 
 
 def test_it_rejects_a_store_into_sbuf():
