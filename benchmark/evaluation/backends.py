@@ -39,7 +39,7 @@ class BackendRun:
     latency_ms: float | None = None  # measured backends time the kernel themselves
     profile: dict[str, Any] | None = None
     # The inputs as the kernel left them, when the backend ran on copies (None: the arrays passed in).
-    inputs_after: tuple[np.ndarray, ...] | None = None
+    inputs_after: tuple[Any, ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -108,11 +108,20 @@ class _SimulatedInputs:
         if self.original is not None:
             self.module._as_input = self.original
 
-    def final_arrays(self) -> tuple[np.ndarray, ...] | None:
-        arrays = [getattr(t, "data", None) for t in self.tensors]
-        if not arrays or any(not isinstance(a, np.ndarray) for a in arrays):
+    def final_arrays(self, inputs: Sequence[Any]) -> tuple[Any, ...] | None:
+        """The inputs after the run: each array input's simulator tensor contents, scalars as given."""
+        if len(self.tensors) != len(inputs):
             return None
-        return tuple(arrays)
+        after = []
+        for given, tensor in zip(inputs, self.tensors, strict=True):
+            if isinstance(given, np.ndarray):
+                data = getattr(tensor, "data", None)
+                if not isinstance(data, np.ndarray):
+                    return None
+                after.append(data)
+            else:
+                after.append(given)
+        return tuple(after)
 
 
 class NullBackend(Backend):
@@ -156,9 +165,8 @@ class SimulatorBackend(Backend):
 
         with _SimulatedInputs() as simulated_inputs:
             simulation = simulate(kernel, list(inputs), platform=platform, record_trace=True)
-        after = simulated_inputs.final_arrays()
         return BackendRun(outputs=_as_output_tuple(simulation.outputs), trace=simulation.trace,
-                          inputs_after=after if after is not None and len(after) == len(inputs) else None)
+                          inputs_after=simulated_inputs.final_arrays(inputs))
 
     def classify(self, exc: BaseException) -> ErrorKind | None:
         try:

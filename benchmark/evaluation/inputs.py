@@ -11,14 +11,18 @@ then reshapes the values with the seed's distribution:
 * `scaled`: every floating input multiplied by 64 (large magnitudes: overflow, poor scaling, lost
   precision in accumulation show up).
 
-A problem whose math a distribution breaks (say an exp that overflows when scaled) opts out by defining
-`EVAL_DISTRIBUTIONS = ("reference", "zeros")` in its reference, or the caller passes `distributions`.
+Scalar inputs (an epsilon) are parameters of the problem and never reshaped. When a variant makes the
+reference itself produce NaN/Inf (an exp that overflows when scaled), the reference child checks that
+seed on the plain values instead and the result records "reference" for it. A problem can also opt out
+for good by defining `EVAL_DISTRIBUTIONS = ("reference", "zeros")` in its reference, or the caller passes
+`distributions`.
 """
 
 from __future__ import annotations
 
 import secrets
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -45,13 +49,16 @@ def plan_distributions(count: int, allowed: Sequence[str]) -> tuple[str, ...]:
     return tuple(plan[:count])
 
 
-def apply_distribution(inputs: list[np.ndarray], distribution: str, seed: int) -> list[np.ndarray]:
+def apply_distribution(inputs: list[Any], distribution: str, seed: int) -> list[Any]:
     if distribution == "reference":
         return inputs
     rng = np.random.default_rng(seed ^ 0x5EED)
     shaped = []
     for value in inputs:
-        array = np.array(value, copy=True)
+        if not isinstance(value, np.ndarray) or value.ndim == 0:
+            shaped.append(value)  # a scalar parameter (an epsilon, say) is part of the problem, not data
+            continue
+        array = value.copy()
         if array.dtype.kind == "f":
             if distribution == "zeros":
                 array[rng.random(array.shape) < ZERO_FRACTION] = 0.0

@@ -86,6 +86,37 @@ def parse_message(head: bytes, payload: bytes) -> tuple[dict[str, Any], dict[str
     return header, arrays
 
 
+# -- kernel inputs --------------------------------------------------------------------------------
+# A kernel's inputs are arrays, but NKIBench references also pass plain numbers (an epsilon, a scale):
+# those travel in the header and arrive as the same Python or numpy scalar type.
+
+
+def split_inputs(values: list[Any], prefix: str = "in") -> tuple[dict[str, np.ndarray], list[list[Any]]]:
+    arrays: dict[str, np.ndarray] = {}
+    scalars: list[list[Any]] = []
+    for index, value in enumerate(values):
+        if isinstance(value, np.ndarray):
+            arrays[f"{prefix}{index}"] = value
+        elif isinstance(value, np.generic) and value.dtype.kind in "biuf":
+            scalars.append([index, f"np:{value.dtype.name}", value.item()])
+        elif isinstance(value, (bool, int, float)):
+            scalars.append([index, type(value).__name__, value])
+        else:
+            raise TypeError(f"input {index} is a {type(value).__name__}; kernel inputs must be numpy arrays or numbers")
+    return arrays, scalars
+
+
+def join_inputs(count: int, arrays: dict[str, np.ndarray], scalars: list[list[Any]],
+                prefix: str = "in") -> list[Any]:
+    values: list[Any] = [arrays.get(f"{prefix}{i}") for i in range(count)]
+    for index, kind, value in scalars:
+        if kind.startswith("np:"):
+            values[index] = np.dtype(kind[3:]).type(value)
+        else:
+            values[index] = {"bool": bool, "int": int, "float": float}[kind](value)
+    return values
+
+
 # -- instruction traces ---------------------------------------------------------------------------
 # The trace crosses from the kernel child to the profile child (the performance model never runs next to
 # untrusted code). Columns travel as arrays, the small tables as JSON.
