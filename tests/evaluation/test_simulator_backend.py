@@ -98,3 +98,11 @@ def test_an_nki_kernel_returning_the_wrong_shape_is_incorrect() -> None:
     result = run(kernel)
     assert result.error_kind is ErrorKind.INCORRECT
     assert "[1, 128, 512]" in result.error_message and "[256, 512]" in result.error_message
+
+
+def test_passing_the_recorded_seeds_reproduces_the_numbers() -> None:
+    first = run(SILU_KERNEL, peak_counts=SILU_PEAK_COUNTS)
+    again = run(SILU_KERNEL, peak_counts=SILU_PEAK_COUNTS, seeds=first.seeds)
+    assert again.seeds == first.seeds
+    assert again.relative_l2_errors == first.relative_l2_errors
+    assert again.latency_ms == first.latency_ms and again.peak_fraction == first.peak_fraction
