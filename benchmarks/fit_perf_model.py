@@ -40,9 +40,11 @@ GRID: dict[str, list[float]] = {
     "engine_dispatch_cycles": [0, 16, 32, 64, 96, 128, 192, 256, 384, 512],
     "tensor_tensor_cycles_per_elem": [1.0, 1.25, 1.5, 1.75, 2.0],
     "reciprocal_cycles_per_elem": [1.0, 2.0, 3.0, 4.0, 6.0, 8.0],
-    "tensor_fixed_cycles": [0, 32, 64, 128, 256, 512],
+    "tensor_fixed_cycles": [0, 64, 128, 256, 384, 512, 768, 1024],
     "dma_fixed_s": [0.5e-6, 1e-6, 1.5e-6, 2e-6, 3e-6, 4e-6, 6e-6],
     "dma_efficiency": [0.5, 0.6, 0.7, 0.8, 0.9, 1.0],
+    "issue_window": [0, 8, 16, 32, 64, 128, 256, 512],
+    "sbuf_usable_fraction": [0.6, 0.7, 0.8, 0.85, 0.9, 0.95, 1.0],
 }
 
 

@@ -5,6 +5,9 @@ it depends on (deps.py) has finished, and, inside a `sequential_range` loop, the
 drained. `affine_range` iterations carry no such barrier, so the next iteration's loads overlap the current
 iteration's compute whenever the data allows it.
 
+At most `issue_window` instructions are in flight (program order): a stand-in for the compiler's finite
+tile buffers, which keep one iteration from running arbitrarily far ahead of another.
+
 Ops the compiler may place on either Vector or Scalar Engine (costs.py: tensor_scalar, copies, memset) go to
 whichever of the two is free first, as the compiler's scheduler would balance them.
 
@@ -12,7 +15,8 @@ DMAs go to the first free of `dma_queues` queues; the bytes of all queues share 
 as a calendar of fixed time buckets whose byte capacity transfers fill in order (a DMA ready early can use
 bandwidth a later-issued DMA left free, so a store waiting for compute does not block the next load).
 A DMA finishes `dma_fixed_s` after its last byte moves. Spill traffic (spills.py) is charged to the same
-calendar: an instruction whose operand was evicted waits for its reload (issued once its engine reaches it),
+calendar: an instruction whose operand was evicted waits for its reload (prefetched: issued as soon as the
+previous use of that data is done),
 and a spill save takes bandwidth after the instruction that produced the data, without stalling anyone.
 """
 
@@ -101,6 +105,7 @@ def replay(
     save_at = spills.save_bytes.tolist()
     spill_any = bool(spills.reload_bytes.any() or spills.save_bytes.any())
     elided = spills.elided.tolist()
+    reload_after = spills.reload_after.tolist()
 
     hbm = _Bandwidth(platform.hbm_bytes_per_s * platform.dma_efficiency)
     onchip = _Bandwidth(platform.dma_sbuf_bytes_per_s)
@@ -110,19 +115,22 @@ def replay(
     dma = int(Engine.DMA)
     start_l = [0.0] * n
     end_l = [0.0] * n
+    window = platform.issue_window
     drained = 0.0  # latest end so far: where a sequential iteration boundary waits
     floor = 0.0
     for i in range(n):
         if barrier_at[i]:
             floor = drained
         ready = floor
+        if window and i >= window and end_l[i - window] > ready:
+            ready = end_l[i - window]
         for k in range(indptr[i], indptr[i + 1]):
             t = end_l[preds[k]]
             if t > ready:
                 ready = t
         e = engine[i]
         if spill_any and reload_at[i] > 0.0:
-            issue = ready if e == dma else min(ready, engine_free[e])
+            issue = end_l[reload_after[i]] if reload_after[i] >= 0 else ready
             ready = max(ready, hbm.consume(issue, reload_at[i]) + fixed)
         if e == dma and elided[i]:
             s = f = ready  # a repeated load whose data stayed in SBUF

@@ -30,6 +30,7 @@ class SpillPlan:
     spill_save_total: float
     refetch_total: float  # reloads of clean data (HBM copies), counted as plain hbm reads
     elided: np.ndarray  # per instruction: a repeated load whose data stayed in SBUF (costs nothing)
+    reload_after: np.ndarray  # per instruction: the instruction after which its reload may start (-1: none)
 
 
 def live_bytes(use: SbufUse, n: int) -> np.ndarray:
@@ -54,41 +55,45 @@ def plan_spills(use: SbufUse, n: int, capacity_per_partition: float) -> SpillPla
     live = live_bytes(use, n)
     excess = live - capacity_per_partition
     if n == 0 or excess.max(initial=0.0) <= 0:
-        return SpillPlan(zeros, zeros.copy(), 0.0, 0.0, 0.0, all_elided)
+        return SpillPlan(zeros, zeros.copy(), 0.0, 0.0, 0.0, all_elided, np.full(n, -1, dtype=np.int64))
     pressured = np.concatenate(([0], np.cumsum(excess > 0)))  # pressured[i] = points < i under pressure
     gap_rows = np.flatnonzero(~use.is_write & (use.prev_inst >= 0) & (use.producer >= 0))
     lo, hi = use.prev_inst[gap_rows] + 1, use.inst[gap_rows]  # not resident over [lo, hi)
     crosses = (hi > lo) & (pressured[hi] - pressured[lo] > 0)
     gap_rows, lo, hi = gap_rows[crosses], lo[crosses], hi[crosses]
     if len(gap_rows) == 0:
-        return SpillPlan(zeros, zeros.copy(), 0.0, 0.0, 0.0, all_elided)
+        return SpillPlan(zeros, zeros.copy(), 0.0, 0.0, 0.0, all_elided, np.full(n, -1, dtype=np.int64))
     length = hi - lo
     size = use.chunk_bytes[gap_rows].astype(np.float64)
 
-    def fits(threshold: int) -> bool:
-        chosen = length >= threshold
-        relief = np.zeros(n + 1)
-        np.add.at(relief, lo[chosen], size[chosen])
-        np.add.at(relief, hi[chosen], -size[chosen])
+    # Rank the candidates: longest gap first; equal gaps grouped by the data they hold, so a partly evicted
+    # tensor is evicted whole-chunk by whole-chunk rather than spread thinly.
+    rank = np.lexsort((use.inst[gap_rows], use.producer[gap_rows], -length))
+
+    def fits(k: int) -> bool:
+        chosen = rank[:k]
+        relief = (np.bincount(lo[chosen], size[chosen], minlength=n + 1)
+                  - np.bincount(hi[chosen], size[chosen], minlength=n + 1))
         return bool((excess - np.cumsum(relief)[:n]).max() <= 0)
 
-    lengths = np.unique(length)
-    lo_i, hi_i = 0, len(lengths) - 1  # find the largest threshold that fits (fewest evictions)
-    if not fits(int(lengths[0])):
-        threshold = int(lengths[0])  # even evicting every candidate is not enough: evict them all
-    else:
-        while lo_i < hi_i:
-            mid = (lo_i + hi_i + 1) // 2
-            if fits(int(lengths[mid])):
-                lo_i = mid
-            else:
-                hi_i = mid - 1
-        threshold = int(lengths[lo_i])
-    evicted = gap_rows[length >= threshold]
+    low, high = 0, len(rank)  # the fewest evictions that fit (all of them if nothing fits)
+    while low < high:
+        mid = (low + high) // 2
+        if fits(mid):
+            high = mid
+        else:
+            low = mid + 1
+    chosen = rank[:low]
+    evicted = gap_rows[chosen]
+    reload_after_rows = use.prev_inst[evicted]
     # An evicted repeat load simply runs (its own DMA is the re-fetch); the others are elided.
     elided = all_elided.copy()
     elided[use.inst[evicted[use.virtual[evicted]]]] = False
+    reload_after_rows = reload_after_rows[~use.virtual[evicted]]
     evicted = evicted[~use.virtual[evicted]]
+    # A reload may start as soon as the previous use of the chunk is done (the compiler prefetches it).
+    reload_after = np.full(n, -1, dtype=np.int64)
+    np.maximum.at(reload_after, use.inst[evicted], reload_after_rows)
     total = use.chunk_bytes[evicted].astype(np.float64) * use.partitions[evicted]
     reload_bytes = np.zeros(n)
     np.add.at(reload_bytes, use.inst[evicted], total)
@@ -99,4 +104,4 @@ def plan_spills(use: SbufUse, n: int, capacity_per_partition: float) -> SpillPla
     saved = use.chunk_bytes[save_rows].astype(np.float64) * use.partitions[save_rows]
     np.add.at(save_bytes, use.inst[save_rows], saved)
     return SpillPlan(reload_bytes, save_bytes, float(total[dirty].sum()), float(saved.sum()),
-                     float(total[~dirty].sum()), elided)
+                     float(total[~dirty].sum()), elided, reload_after)
