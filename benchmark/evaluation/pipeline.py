@@ -12,6 +12,7 @@ import ast
 import contextlib
 import functools
 import time
+import traceback
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -429,3 +430,12 @@ def evaluate(
             if stop.retry and attempt <= limits.infrastructure_retries:
                 continue
             return finish(stop.result, attempt)
+        except OSError as exc:  # could not start a child (no processes, no memory): ours, and transient
+            if attempt <= limits.infrastructure_retries:
+                continue
+            return finish(EvaluationResult.failure(ErrorKind.INFRASTRUCTURE_ERROR, f"could not run the evaluation "
+                                                   f"sandbox: {exc}", seeds=seed_list, **context), attempt)
+        except Exception as exc:  # noqa: BLE001 - a bug of ours must not be recorded against the kernel
+            return finish(EvaluationResult.failure(
+                ErrorKind.INFRASTRUCTURE_ERROR, f"the evaluation pipeline failed: {type(exc).__name__}: {exc}",
+                error_detail=traceback.format_exc()[-8000:], seeds=seed_list, **context), attempt)
