@@ -5,7 +5,7 @@ from __future__ import annotations
 import textwrap
 
 from benchmark.evaluation import ErrorKind, evaluate
-from tests.evaluation.conftest import FAST_LIMITS, needs_simulator
+from tests.evaluation.conftest import ADD_REFERENCE, FAST_LIMITS, needs_simulator
 
 pytestmark = needs_simulator
 
@@ -106,3 +106,24 @@ def test_passing_the_recorded_seeds_reproduces_the_numbers() -> None:
     assert again.seeds == first.seeds
     assert again.relative_l2_errors == first.relative_l2_errors
     assert again.latency_ms == first.latency_ms and again.peak_fraction == first.peak_fraction
+
+
+def test_a_kernel_in_the_newer_nki_namespace_is_evaluated_too() -> None:
+    result = evaluate(textwrap.dedent('''
+        import nki
+        import nki.language as nl
+        import nki.isa as nisa
+
+        @nki.jit
+        def kernel(a, b):
+            out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
+            x = nl.ndarray((128, 512), dtype=a.dtype, buffer=nl.sbuf)
+            y = nl.ndarray((128, 512), dtype=a.dtype, buffer=nl.sbuf)
+            z = nl.ndarray((128, 512), dtype=a.dtype, buffer=nl.sbuf)
+            nisa.dma_copy(dst=x, src=a)
+            nisa.dma_copy(dst=y, src=b)
+            nisa.tensor_tensor(dst=z, data1=x, data2=y, op=nl.add)
+            nisa.dma_copy(dst=out, src=z)
+            return out
+    '''), ADD_REFERENCE, limits=FAST_LIMITS)
+    assert result.correct, result.error_message
