@@ -20,7 +20,7 @@ from accounts.roles import ENGINEER, require_role
 from benchmark import services
 from benchmark.display import correctness_rows, profile_rows, timeline_figure_html
 from benchmark.forms import KernelUploadForm
-from benchmark.models import DEFAULT_CASE, Evaluation, KernelOrigin, Platform
+from benchmark.models import DEFAULT_CASE, ErrorKind, Evaluation, KernelOrigin, Platform
 
 KERNELS_PER_PAGE = 50
 
@@ -171,6 +171,10 @@ def kernel_detail(request: HttpRequest, pk: int) -> HttpResponse:
             "problem": kernel.problem,
             "evaluations": evaluations,
             **_evaluation_context(request, selected),
+            # A broken reference's line number is a line of the reference, not of this source.
+            "source_error_line": selected.error_line
+            if selected is not None and selected.error_kind != ErrorKind.INFRASTRUCTURE_ERROR
+            else None,
             "platforms": Platform.choices,
         },
     )
