@@ -271,11 +271,11 @@ class Tensor:
 
     __slots__ = ("name", "shape", "dtype", "memory", "buffer", "partition_axis", "data", "init", "trace_id",
                  "scope", "alias", "is_tile", "records", "race_key_len", "pstrides", "version", "deferred",
-                 "__weakref__")
+                 "poisoned", "__weakref__")
 
     def __init__(self, name: str, shape: tuple[int, ...], dtype: dt.DType, buffer: Buffer, *,
                  data: np.ndarray | None = None, initialised: bool = False, poison: bool = False,
-                 scope: tuple = (), is_tile: bool = False) -> None:
+                 scope: tuple = (), is_tile: bool = False, lazy: bool = False) -> None:
         part_axes = [i for i, s in enumerate(shape) if isinstance(s, ParDim)]
         if len(part_axes) > 1:
             raise NKICompileError("ndarray", f"tensor {name!r} declares {len(part_axes)} partition dimensions")
@@ -288,13 +288,13 @@ class Tensor:
             self.partition_axis = -1
         else:
             self.partition_axis = part_axes[0] if part_axes else 0
-        if data is None:
-            if poison and dt.is_float(dtype):
-                data = np.full(self.shape, np.nan, dtype=dtype.storage)
-            else:
-                data = np.zeros(self.shape, dtype=dtype.storage)  # calloc: untouched pages cost nothing
+        # Unwritten elements of a poisoned tensor (an HBM output) read back as NaN: filled in by
+        # `reveal_unwritten` at the end instead of up front, so the output is touched only once.
+        self.poisoned = poison and dt.is_float(dtype)
+        if data is None and not lazy:
+            data = np.zeros(self.shape, dtype=dtype.storage)  # calloc: untouched pages cost nothing
         self.data = data
-        self.init = None if initialised else np.zeros(self.shape, dtype=np.bool_)
+        self.init = None if initialised or lazy else np.zeros(self.shape, dtype=np.bool_)
         self.trace_id = -1
         self.scope = scope
         self.alias: Access | None = None
@@ -316,6 +316,18 @@ class Tensor:
             strides[axis] = acc
             acc *= self.shape[axis]
         self.pstrides = tuple(strides)
+
+    def allocate(self) -> None:
+        """Storage for a tile whose values arrive later (a deferred matmul result)."""
+        if self.data is None:
+            self.data = np.zeros(self.shape, dtype=self.dtype.storage)
+            self.init = np.zeros(self.shape, dtype=np.bool_)
+
+    def reveal_unwritten(self) -> np.ndarray:
+        """The data, with never-written elements of a poisoned tensor set to NaN."""
+        if self.poisoned and self.init is not None and not self.init.all():
+            np.copyto(self.data, np.nan, where=~self.init)
+        return self.data
 
     # -- properties kernels use -----------------------------------------------------------------
     @property
@@ -346,6 +358,8 @@ class Tensor:
     def access(self, items: Any, window: Window | None = None, op: str = "index") -> Access | FancyAccess:
         if self.alias is not None:
             return compose(self.alias, items, window, op)
+        if self.data is None:
+            self.allocate()
         spec = affine_spec(self.shape, items, window)
         if spec is None:
             return fancy_access(self, self.data, self.init, items, op)

@@ -323,7 +323,7 @@ class Simulator:
         whole = full == tuple(data.shape) and not window
         tile = Tensor(self.fresh_name(self.op), full, dtype, default,
                       data=data if whole and lazy is None else None,
-                      initialised=whole, scope=self.scope, is_tile=True)
+                      initialised=whole, scope=self.scope, is_tile=True, lazy=lazy is not None)
         if default.memory == Memory.SBUF and tile.bytes_per_partition > self.platform.sbuf_bytes_per_partition:
             raise NKICompileError(self.op, f"result tile {full} needs {tile.bytes_per_partition} bytes per "
                                            f"partition, over the {self.platform.sbuf_bytes_per_partition}-byte "
@@ -347,8 +347,10 @@ class Simulator:
         tile = p.tile
         if isinstance(p.data, _LazyMatmul):
             p.data = p.data.compute()
-            tile.data[...] = p.data
-            tile.init = None
+            if tile.data is None and not p.window and tile.shape == p.data.shape:
+                tile.data, tile.init = np.ascontiguousarray(p.data, dtype=tile.dtype.storage), None
+            else:
+                tile.allocate()
         if tile.data.shape != p.data.shape or p.window:
             acc = tile.access((Ellipsis,), p.window, p.op)
             if isinstance(acc, Access) and acc.array.size:
