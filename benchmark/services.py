@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import threading
+import time
 from collections.abc import Iterable, Sequence
 from concurrent.futures import Future
 from concurrent.futures import wait as wait_futures
@@ -511,17 +512,20 @@ def save_result(evaluation_id: int, result: Any) -> Evaluation | None:
 
 
 def wait_for_evaluations(evaluations: Iterable[Evaluation], timeout: float | None = None) -> None:
-    """Block until this process's pending evaluations among these are saved (for commands and tests)."""
+    """Block until this process's pending evaluations among these are saved, or `timeout` seconds pass.
+
+    Returns early on timeout; the caller refreshes the rows to see which finished.
+    """
     with _in_flight.lock:
         futures = [_in_flight.futures[e.pk] for e in evaluations if e.pk in _in_flight.futures]
-    wait_futures(futures, timeout=timeout)
-    # The callback saves after the future completes; wait until it has also left the registry.
-    for future in futures:
+    done, _ = wait_futures(futures, timeout=timeout)
+    # The callback saves after its future completes; a done future has been saved once it leaves the registry.
+    for future in done:
         while True:
             with _in_flight.lock:
-                if future not in _in_flight.futures.values():
+                if all(pending is not future for pending in _in_flight.futures.values()):
                     break
-            threading.Event().wait(0.01)
+            time.sleep(0.01)
 
 
 def evaluate_source(

@@ -85,3 +85,27 @@ def test_the_local_pool_keeps_serving_after_a_kernel_is_killed_at_the_timeout(se
     baseline.refresh_from_db()
     assert slow.error_kind == "timeout"
     assert baseline.correct is True and baseline.latency_ms > 0
+
+
+@pytest.mark.django_db(transaction=True)
+def test_waiting_with_a_timeout_returns_while_the_evaluation_still_runs(thread_executor):
+    import threading
+
+    services.load_suite("nkibench", evaluate_cases=())
+    kernel = Problem.objects.get(slug="silu", case="mini").baseline_kernel
+    release = threading.Event()
+    fake = thread_executor.pipeline
+
+    def slow(**kwargs):
+        release.wait(30)
+        return fake(**kwargs)
+
+    thread_executor.pipeline = slow
+    evaluation = services.request_evaluation(kernel, "trn1")
+    services.wait_for_evaluations([evaluation], timeout=0.2)
+    evaluation.refresh_from_db()
+    assert evaluation.status == EvaluationStatus.RUNNING
+    release.set()
+    services.wait_for_evaluations([evaluation], timeout=30)
+    evaluation.refresh_from_db()
+    assert evaluation.status == EvaluationStatus.DONE
