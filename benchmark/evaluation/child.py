@@ -50,6 +50,13 @@ def _take_protocol_streams() -> tuple[Any, Any]:
     return proto_in, proto_out
 
 
+def _remember_source(filename: str, source: str) -> None:
+    """Let tracebacks show the author's source lines (the file exists only in memory)."""
+    import linecache
+
+    linecache.cache[filename] = (len(source), None, source.splitlines(keepends=True), filename)
+
+
 def _error_line(exc: BaseException, filename: str) -> int | None:
     line = None
     for frame, lineno in traceback.walk_tb(exc.__traceback__):
@@ -105,6 +112,7 @@ class KernelRole:
             self.backend.prepare()
         except BackendUnavailable as exc:
             return {"ok": False, "kind": "infrastructure_error", "retry": False, "message": str(exc)}, {}
+        _remember_source(KERNEL_FILENAME, header["source"])
         try:
             code = compile(header["source"], KERNEL_FILENAME, "exec")
         except SyntaxError as exc:
@@ -166,6 +174,7 @@ class ReferenceRole:
         module = types.ModuleType("accelopt_reference")
         module.__file__ = REFERENCE_FILENAME
         try:
+            _remember_source(REFERENCE_FILENAME, header["source"])
             exec(compile(header["source"], REFERENCE_FILENAME, "exec"), module.__dict__)
         except BaseException as exc:  # noqa: BLE001
             return _failure("reference_error", exc, REFERENCE_FILENAME, "loading the reference failed: "), {}

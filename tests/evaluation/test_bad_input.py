@@ -50,6 +50,7 @@ def test_a_kernel_that_raises_is_a_runtime_error_at_the_raising_line() -> None:
     assert result.error_kind is ErrorKind.RUNTIME_ERROR
     assert result.error_line == 6
     assert "matmul" in result.error_message
+    assert "return np.matmul(a, b) * scale" in result.error_detail  # the author's traceback, with source
     assert result.compiled and not result.runnable
 
 
