@@ -9,10 +9,13 @@ Public API:
 
 from __future__ import annotations
 
-from . import errors
-from .errors import NKICompileError, NKIError, NKIRuntimeError
-from .namespaces import install
-from .simulate import JitKernel, Simulation, jit, simulate, simulate_kernel
+# Bumped whenever simulated results or the trace can change; evaluations record it.
+SIMULATOR_VERSION = "1.0"
 
-__all__ = ["JitKernel", "NKICompileError", "NKIError", "NKIRuntimeError", "Simulation", "errors", "install",
+from . import errors  # noqa: E402
+from .errors import NKICompileError, NKIError, NKIRuntimeError  # noqa: E402
+from .namespaces import install  # noqa: E402
+from .simulate import JitKernel, Simulation, jit, simulate, simulate_kernel  # noqa: E402
+
+__all__ = ["SIMULATOR_VERSION", "JitKernel", "NKICompileError", "NKIError", "NKIRuntimeError", "Simulation", "errors", "install",
            "jit", "simulate", "simulate_kernel"]

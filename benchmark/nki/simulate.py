@@ -23,6 +23,7 @@ class Simulation:
     outputs: tuple[np.ndarray, ...]  # the kernel's returned HBM tensors
     trace: Trace  # frozen instruction trace (empty when record_trace=False)
     instructions: int  # instructions executed (counted even without a trace)
+    inputs_after: tuple[Any, ...] = ()  # the inputs as the kernel left them (arrays; other inputs as given)
 
 
 class JitKernel:
@@ -95,7 +96,8 @@ def simulate(kernel: Any, inputs: list[Any], *, platform: str = "trn1", record_t
         except NKIError as err:
             raise err.with_line(_kernel_line(err, code.co_filename)) from None
     outputs = tuple(_output(t) for t in _flatten(result))
-    return Simulation(outputs=outputs, trace=sim.trace.freeze(), instructions=sim.instructions)
+    after = tuple(a.data if isinstance(a, Tensor) else a for a in args)
+    return Simulation(outputs=outputs, trace=sim.trace.freeze(), instructions=sim.instructions, inputs_after=after)
 
 
 def simulate_kernel(kernel: Any, *args: Any, **kwargs: Any) -> Any:

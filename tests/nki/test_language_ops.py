@@ -225,3 +225,16 @@ def test_bfloat16_results_are_rounded_to_eight_mantissa_bits():
     a = np.array([[1.0 + 2 ** -9, 1.0 + 2 ** -7, 3.0]], dtype=np.float32)
     (out,) = run(kernel, a)
     np.testing.assert_array_equal(out, np.array([[1.0, 1.0 + 2 ** -7, 3.0]], dtype=np.float32))
+
+
+def test_simulation_reports_the_inputs_as_the_kernel_left_them(rng):
+    def kernel(a):
+        out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
+        nl.store(out, nl.load(a))
+        nl.store(a, nl.multiply(nl.load(a), 0.0))  # the kernel overwrites its input
+        return out
+
+    a = rng.standard_normal((16, 4)).astype(np.float32)
+    sim = simulate(kernel, [a])
+    np.testing.assert_array_equal(sim.outputs[0], a)
+    np.testing.assert_array_equal(sim.inputs_after[0], np.zeros_like(a))
