@@ -104,6 +104,7 @@ def _bound_names(tree: ast.Module) -> set[str]:
 class _Checker(ast.NodeVisitor):
     def __init__(self, shadowed: set[str]) -> None:
         self.numpy_aliases: set[str] = set()
+        self.module_names: set[str] = set()  # names bound by imports (modules and what they export)
         # A parameter called `input` is not the builtin; the child removes the builtins anyway.
         self.shadowed = shadowed
 
@@ -112,6 +113,7 @@ class _Checker(ast.NodeVisitor):
 
     def visit_Import(self, node: ast.Import) -> None:
         for alias in node.names:
+            self.module_names.add(alias.asname or alias.name.split(".")[0])
             if not _import_allowed(alias.name):
                 self.fail(node, f"import of {alias.name!r} is not allowed; a kernel may import only numpy, "
                                 "math and the NKI namespaces (neuronxcc.nki..., nki...)")
@@ -123,6 +125,7 @@ class _Checker(ast.NodeVisitor):
         if node.level:
             self.fail(node, "relative imports are not allowed in a kernel")
         names = [a.name for a in node.names]
+        self.module_names.update(a.asname or a.name for a in node.names)
         if module == "neuronxcc" and all(n == "nki" for n in names):
             return
         if "*" in names and module not in ("__future__",):
@@ -142,6 +145,14 @@ class _Checker(ast.NodeVisitor):
             self.fail(node, f"use of the builtin {node.id!r} is not allowed in a kernel")
 
     def visit_Attribute(self, node: ast.Attribute) -> None:
+        if isinstance(node.ctx, (ast.Store, ast.Del)):
+            root = node.value
+            while isinstance(root, ast.Attribute):
+                root = root.value
+            if isinstance(root, ast.Name) and root.id in self.module_names:
+                # Rebinding nl.add or np.asarray would change what the simulator and the child record.
+                self.fail(node, f"assigning to {root.id}...{node.attr} is not allowed: a kernel may not change "
+                                "the modules it imports")
         if attribute_forbidden(node.attr):
             self.fail(node, f"access to the attribute {node.attr!r} is not allowed in a kernel")
         if (isinstance(node.value, ast.Name) and node.value.id in self.numpy_aliases

@@ -98,3 +98,11 @@ def test_it_rejects_source_over_256_kib() -> None:
     source = "def kernel(x):\n    return x\n" + "#" * MAX_SOURCE_BYTES
     error = rejected(source)
     assert "256 KiB" in error.message
+
+
+@pytest.mark.parametrize("statement", ["nl.add = nl.subtract", "np.asarray = list", "del nl.load",
+                                       "np.random.seed = print"])
+def test_it_rejects_rebinding_what_a_module_exports(statement: str) -> None:
+    source = NKI_HEADER + f"\n@nki.jit\ndef kernel(x):\n    {statement}\n    return x\n"
+    error = rejected(source)
+    assert "not allowed" in error.message and error.line == source.count("\n") - 1
