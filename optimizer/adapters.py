@@ -47,9 +47,6 @@ from optimizer.search import FAILED, SUCCEEDED
 
 logger = logging.getLogger(__name__)
 
-INFRASTRUCTURE_ERROR = "infrastructure_error"
-
-
 class LostClaim(Exception):
     """The run is no longer held by this worker (taken over after a missed heartbeat, or finished)."""
 
@@ -88,7 +85,6 @@ class DjangoEvaluator:
         self,
         run: Run,
         *,
-        infrastructure_retries: int = 2,
         poll_interval_s: float = 0.2,
         timeout_s: float = 3600.0,
     ) -> None:
@@ -96,7 +92,6 @@ class DjangoEvaluator:
         self.problem = run.problem
         self.platform = run.platform
         self.backend = run.backend
-        self.infrastructure_retries = infrastructure_retries
         self.poll_interval_s = poll_interval_s
         self.timeout_s = timeout_s
 
@@ -124,41 +119,25 @@ class DjangoEvaluator:
             close_old_connections()
 
     def _wait(self, pending: dict[int, Evaluation]) -> dict[int, Evaluation]:
-        """Wait for the evaluations; an infrastructure error (ours, not the kernel's) is retried and, if it
-        persists, raised: the search then fails the run instead of blaming the kernel."""
+        """Wait until every evaluation is done. An infrastructure error is returned as it is: the search
+        retries it (a new request runs it again), so it is never taken for the kernel's fault."""
         deadline = time.monotonic() + self.timeout_s
-        retries = {index: 0 for index in pending}
         done: dict[int, Evaluation] = {}
         while pending:
             benchmark_services.wait_for_evaluations(pending.values(), timeout=self.poll_interval_s)
             for index, evaluation in list(pending.items()):
                 evaluation.refresh_from_db()
-                if evaluation.status != EvaluationStatus.DONE:
-                    continue
-                if evaluation.error_kind == INFRASTRUCTURE_ERROR:
-                    if retries[index] >= self.infrastructure_retries:
-                        raise RuntimeError(
-                            f"evaluation {evaluation.pk} of kernel {evaluation.kernel_id} failed on our side "
-                            f"{retries[index] + 1} times: {evaluation.error_message}"
-                        )
-                    retries[index] += 1
-                    pending[index] = benchmark_services.request_evaluation(
-                        evaluation.kernel, self.platform, self.backend
-                    )
-                    continue
-                done[index] = pending.pop(index)
-            if pending and time.monotonic() > deadline:
+                if evaluation.status == EvaluationStatus.DONE:
+                    done[index] = pending.pop(index)
+            if not pending:
+                break
+            if time.monotonic() > deadline:
                 raise TimeoutError(f"{len(pending)} evaluations still pending after {self.timeout_s:.0f} s")
-            if pending:
-                # Pending rows run elsewhere (another process, or a pool thread): ask again, which also
-                # restarts an evaluation whose runner died (the benchmark app's stale rule).
-                time.sleep(self.poll_interval_s)
-                for index, evaluation in list(pending.items()):
-                    evaluation.refresh_from_db()
-                    if evaluation.status != EvaluationStatus.DONE:
-                        pending[index] = benchmark_services.request_evaluation(
-                            evaluation.kernel, self.platform, self.backend
-                        )
+            # Pending rows run elsewhere (another process, or a pool thread): ask again, which also
+            # restarts an evaluation whose runner died (the benchmark app's stale rule).
+            time.sleep(self.poll_interval_s)
+            for index, evaluation in list(pending.items()):
+                pending[index] = benchmark_services.request_evaluation(evaluation.kernel, self.platform, self.backend)
         return done
 
 

@@ -86,5 +86,5 @@ def fake_agents_factory():
     return factory
 
 
-SMALL_SEARCH = {"iterations": 2, "beam_width": 2, "plans_per_candidate": 3, "samples_per_plan": 1,
+SMALL_SEARCH = {"iterations": 2, "beam_width": 2, "plans_per_candidate": 3, "samples_per_plan": 1, "fix_attempts": 1,
                 "memory_size": 4, "rewrites_per_iteration": 4, "agent_batch": 2, "evaluation_batch": 2}

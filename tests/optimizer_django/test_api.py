@@ -81,3 +81,9 @@ def test_events_are_paged_by_seq_without_gap_or_repeat(owner_client, owner, prob
         seen += [event["seq"] for event in page["events"]]
         after = page["next_after"]
     assert seen == [1, 2, 3, 4, 5, 6, 7]
+
+
+def test_offline_runs_skip_the_fixer_unless_asked(owner, problem):
+    assert services.create_run(owner, problem).config["search"]["fix_attempts"] == 0
+    asked = services.create_run(owner, problem, search={"fix_attempts": 2})
+    assert asked.config["search"]["fix_attempts"] == 2

@@ -116,3 +116,29 @@ def test_agents_that_cannot_be_built_fail_the_run_with_the_reason(fake_pipeline,
     assert run.status == RunStatus.FAILED
     assert run.error_message == "RuntimeError: no offline rewrites for this kernel"
     assert run.claimed_by == ""
+
+
+def test_an_infrastructure_failure_is_retried_and_not_blamed_on_the_kernel(
+    fake_pipeline, problem, owner, fake_agents_factory, monkeypatch
+):
+    import benchmark.evaluation as pipeline
+
+    failed_once: set[str] = set()
+
+    def flaky(kernel_source, reference_source, **kwargs):
+        if kernel_source.startswith("latency=8.000000") and "broken" not in kernel_source \
+                and kernel_source not in failed_once:
+            failed_once.add(kernel_source)
+            return {"status": "failed", "error_kind": "infrastructure_error",
+                    "error_message": "the sandbox worker died"}
+        return fake_pipeline(kernel_source, reference_source, **kwargs)
+
+    monkeypatch.setattr(pipeline, "evaluate", flaky)
+    run = services.create_run(owner, problem, search=SMALL_SEARCH)
+    run_worker_once(fake_agents_factory)
+    run.refresh_from_db()
+    assert run.status == RunStatus.SUCCEEDED
+    assert run.best_latency_ms == pytest.approx(6.4)  # the 8 ms kernel still became the parent of 6.4
+    retried = Evaluation.objects.filter(kernel__source__in=failed_once)
+    assert retried.exists() and {e.attempts for e in retried} == {2}
+    assert all(e.correct for e in retried)

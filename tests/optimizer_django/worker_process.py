@@ -65,7 +65,7 @@ def install_fakes(var_dir: Path):
     return lambda run: FakeAgents(plans=("faster", "slower", "broken"))
 
 
-SEARCH = {"iterations": 2, "beam_width": 2, "plans_per_candidate": 3, "samples_per_plan": 1,
+SEARCH = {"iterations": 2, "beam_width": 2, "plans_per_candidate": 3, "samples_per_plan": 1, "fix_attempts": 1,
           "memory_size": 4, "rewrites_per_iteration": 4, "agent_batch": 2, "evaluation_batch": 2}
 
 
