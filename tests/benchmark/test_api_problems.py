@@ -57,3 +57,12 @@ def test_a_private_problem_is_visible_to_its_owner_only(client, engineer, teamma
     assert client.get(f"/api/problems/{problem.pk}", headers=bearer(teammate)).status_code == 404
     assert client.get(f"/api/problems/{problem.pk}").status_code == 404
     assert problem.address not in [p["address"] for p in client.get("/api/problems").json()]
+
+
+def test_an_address_with_a_suite_prefix_reaches_that_suite(client, silu_mini):
+    from benchmark.models import Problem
+
+    Problem.objects.create(suite="imported", slug="silu", case="0", reference_source=REFERENCE, parameters={"N": 8})
+    response = client.get("/api/problems/imported/silu:0")
+    assert response.status_code == 200
+    assert response.json()["suite"] == "imported" and response.json()["parameters"] == {"N": 8}
