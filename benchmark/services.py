@@ -288,22 +288,19 @@ def _stale_after() -> timedelta:
     return timedelta(seconds=conf.stale_after_seconds())
 
 
-def _small_limits() -> Any:
+def _limits(large: bool) -> Any:
     from benchmark.evaluation import Limits
 
-    seconds = conf.timeout_seconds(False)
-    return Limits(wall_seconds=float(seconds), cpu_seconds=seconds, memory_bytes=conf.memory_bytes(False))
+    seconds = conf.timeout_seconds(large)
+    return Limits(wall_seconds=float(seconds), cpu_seconds=seconds, memory_bytes=conf.memory_bytes(large))
 
 
 def limits_for(problem: Problem) -> Any:
     """Sandbox limits by problem size: seconds and a few GiB for mini shapes, more for the full ones."""
-    from benchmark.evaluation import Limits
-
     large = (problem.hbm_bytes or 0) > conf.LARGE_PROBLEM_HBM_BYTES or (
         problem.hbm_bytes is None and problem.case not in (DEFAULT_CASE, "custom")
     )
-    seconds = conf.timeout_seconds(large)
-    return Limits(wall_seconds=float(seconds), cpu_seconds=seconds, memory_bytes=conf.memory_bytes(large))
+    return _limits(large)
 
 
 def request_evaluation(
@@ -548,7 +545,7 @@ def evaluate_source(
         backend=backend,
         peak_counts=problem.peak_counts if problem is not None else None,
         tolerance=problem.tolerance if problem is not None else None,
-        limits=limits_for(problem) if problem is not None else _small_limits(),
+        limits=limits_for(problem) if problem is not None else _limits(large=False),
     )
     return pipeline.evaluate(**kwargs)
 
