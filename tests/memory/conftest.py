@@ -1,15 +1,9 @@
 from __future__ import annotations
 
 import pytest
-from django.contrib.auth import get_user_model
 
 from benchmark.models import Problem
 from memory import services
-
-
-@pytest.fixture
-def curator(db):
-    return get_user_model().objects.create_user("carla", password="pw")
 
 
 @pytest.fixture

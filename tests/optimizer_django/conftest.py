@@ -9,8 +9,6 @@ from __future__ import annotations
 from collections import Counter
 
 import pytest
-from django.contrib.auth import get_user_model
-from django.contrib.auth.models import Group
 
 import benchmark.evaluation as pipeline
 from accounts.roles import ENGINEER
@@ -58,21 +56,10 @@ def problem(db) -> Problem:
     return problem
 
 
-def make_user(name: str, *roles: str):
-    user = get_user_model().objects.create_user(name, password="pw")
-    for role in roles:
-        user.groups.add(Group.objects.get_or_create(name=role)[0])
-    return user
-
-
 @pytest.fixture
-def owner(db):
-    return make_user("olga", ENGINEER)
-
-
-@pytest.fixture
-def teammate(db):
-    return make_user("tariq", ENGINEER)
+def owner(make_user):
+    """The engineer who launches the runs (tests/conftest.py's `teammate` is the other engineer)."""
+    return make_user("olga", role=ENGINEER)
 
 
 @pytest.fixture
