@@ -64,7 +64,7 @@ class ModelBehaviour:
                 return Reply(f"Applied.\n```python\n{kernel_with(parent / 2)}```\n", 1500, 400)
             if "Double the work" in user:
                 if self.once("executor-timeout"):
-                    return Reply("too late", delay_s=1.2)  # the client times out and retries
+                    return Reply("too late", delay_s=3.5)  # the client times out and retries
                 return Reply(f"```python\n{kernel_with(parent * 2)}```", 1500, 420)
             if "Rambling" in user:
                 return Reply("I think the kernel is already optimal, no code today.", 1400, 30)
@@ -82,7 +82,7 @@ class ModelBehaviour:
 async def test_an_llm_driven_run_learns_from_fast_and_slow_kernels_and_survives_bad_replies(problem):
     behaviour = ModelBehaviour()
     with ScriptedOpenAI(behaviour) as server:
-        role = RoleSettings(model="scripted-coder", base_url=server.base_url, api_key="sk-x", timeout_s=0.5)
+        role = RoleSettings(model="scripted-coder", base_url=server.base_url, api_key="sk-x", timeout_s=2.0)
         client = LLMClient({r: role for r in ("planner", "executor", "fixer", "summarizer")},
                            prices={"scripted-coder": PRICE}, max_retries=2, backoff_s=0.0)
         events, memory = ListEventSink(), InMemoryMemory()

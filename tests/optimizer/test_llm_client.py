@@ -59,8 +59,8 @@ async def test_server_errors_and_rate_limits_are_retried_with_backoff(failure):
 
 
 async def test_a_timed_out_request_is_retried():
-    with ScriptedOpenAI(scripted([Reply("late", delay_s=1.5), Reply("on time", 4, 2)])) as server:
-        call = await client_for(server, timeout_s=0.4).chat("planner", MESSAGES)
+    with ScriptedOpenAI(scripted([Reply("late", delay_s=3.0), Reply("on time", 4, 2)])) as server:
+        call = await client_for(server, timeout_s=1.0).chat("planner", MESSAGES)
     assert (call.error, call.response, call.attempts) == ("", "on time", 2)
 
 
