@@ -13,14 +13,16 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 
 from accelopt_site.env import env_bool, env_int, env_secret, env_str
 from optimizer.agents.base import ROLES
-from optimizer.agents.llm import RoleSettings
+
+if TYPE_CHECKING:  # importing openai takes seconds: only LLM runs pay for it
+    from optimizer.agents.llm import RoleSettings
 
 REASONING_EFFORTS = ("", "minimal", "low", "medium", "high")
 
@@ -80,6 +82,8 @@ def _env_float(name: str) -> float | None:
 
 def _role_from_env(role: str) -> RoleSettings | None:
     """ACCELOPT_LLM_<ROLE>_<FIELD> overrides ACCELOPT_LLM_<FIELD> for that role; None without a model."""
+    from optimizer.agents.llm import RoleSettings
+
     prefix = f"ACCELOPT_LLM_{role.upper()}_"
 
     def pick(suffix: str) -> str:
@@ -118,6 +122,8 @@ def llm_roles(model_overrides: dict[str, str] | None = None) -> dict[str, RoleSe
     A Django setting ACCELOPT_LLM_ROLES = {role or "default": {RoleSettings field: value}} wins over the
     environment; `model_overrides` (a run's "model per role") replaces just the model name.
     """
+    from optimizer.agents.llm import RoleSettings
+
     configured = getattr(settings, "ACCELOPT_LLM_ROLES", None)
     roles: dict[str, RoleSettings] = {}
     for role in ROLES:
