@@ -122,3 +122,20 @@ async def test_a_public_run_can_be_watched_by_anyone(problem, owner):
 async def test_an_unknown_run_is_refused(db, owner):
     _, connected, code = await connect(999_999, owner)
     assert (connected, code) == (False, CLOSE_NOT_ALLOWED)
+
+
+async def test_the_site_application_routes_the_socket_and_knows_the_signed_in_owner(problem, owner, client):
+    """Through accelopt_site.asgi: origin check, session auth from the cookie, then this consumer."""
+    from accelopt_site.asgi import application as site_application
+
+    run = await make_run(owner, problem)
+    await database_sync_to_async(client.force_login)(owner)
+    cookie = f"sessionid={client.cookies['sessionid'].value}".encode()
+    headers = [(b"origin", b"http://127.0.0.1:8000"), (b"cookie", cookie)]
+    communicator = WebsocketCommunicator(site_application, f"/ws/runs/{run.pk}/", headers=headers)
+    connected, _ = await communicator.connect()
+    assert connected
+    assert await received_seqs(communicator, 1) == [1]
+    await communicator.disconnect()
+    anonymous = WebsocketCommunicator(site_application, f"/ws/runs/{run.pk}/", headers=headers[:1])
+    assert (await anonymous.connect()) == (False, CLOSE_NOT_ALLOWED)
