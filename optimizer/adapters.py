@@ -268,8 +268,8 @@ class RunRecorder:
                 raise LostClaim(f"run {self.run_id} is no longer held by worker {self.worker_id}")
             checkpoint, inline = self._store_kernels(state)
             iteration = self._project_iteration(state, now)
+            self._project_candidates(state, iteration)  # first: the agent calls below point at them
             stored_events = self._store_events(state, events, iteration)
-            self._project_candidates(state, iteration)
             self._update_run(state, checkpoint, inline, now)
         return stored_events
 

@@ -46,6 +46,9 @@ def test_every_iteration_candidate_and_agent_call_is_recorded(fake_pipeline, pro
     assert all(c.evaluation_id for c in candidates.exclude(status="unusable"))
     calls = AgentCall.objects.filter(run=run)
     assert set(calls.values_list("role", flat=True)) >= {"planner", "executor", "summarizer"}
+    # Each Executor and Fixer call is tied to the candidate it wrote.
+    assert not calls.filter(role__in=["executor", "fixer"], candidate=None).exists()
+    assert calls.filter(role="fixer", candidate=fixed).count() == 1
     assert run.prompt_tokens == sum(calls.values_list("prompt_tokens", flat=True)) == 100 * calls.count()
 
 
