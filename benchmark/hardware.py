@@ -59,6 +59,7 @@ class Platform:
     dma_efficiency: float  # fraction of HBM bandwidth a stream of large DMAs reaches
     dma_sbuf_bytes_per_s: float  # SBUF->SBUF DMA rate (no HBM involved)
 
+    sync_latency_s: float  # a result crossing engines (semaphore signal and wait) arrives this much later
     issue_window: int  # at most this many instructions in flight, in program order (0: unbounded)
     sbuf_usable_fraction: float  # of SBUF the allocator can give live data (the rest: pipelining buffers)
 
@@ -93,6 +94,7 @@ TRN1 = Platform(
     dma_fixed_s=2.0e-6,  # [FIT] (starting point: the NKI performance guide's ~2 us per DMA)
     dma_efficiency=1.0,  # [FIT]
     dma_sbuf_bytes_per_s=410 * GIB,  # assumption: the DMA engines' own rate, same as HBM's
+    sync_latency_s=0.0,  # [FIT]
     issue_window=0,  # [FIT]: stands for the compiler's finite buffers (a tile's buffer is reused B tiles later)
     sbuf_usable_fraction=1.0,  # [FIT]
     hfu_peak_flops_per_s=4 * 23.75e12,  # [DESIGN] x [ISA]: bf16 rate (4x fp32) is what hfu divides by
@@ -125,6 +127,7 @@ TRN2 = Platform(
     dma_fixed_s=2.0e-6,  # [FIT] on trn1, carried over
     dma_efficiency=1.0,  # [FIT] on trn1, carried over
     dma_sbuf_bytes_per_s=2.9e12 / 8,  # assumption, as trn1
+    sync_latency_s=0.0,  # [FIT] on trn1, carried over
     issue_window=0,  # [FIT] on trn1, carried over
     sbuf_usable_fraction=1.0,  # [FIT] on trn1, carried over
     hfu_peak_flops_per_s=79e12,  # [ARCH-V3]

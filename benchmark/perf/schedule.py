@@ -1,7 +1,7 @@
 """Replay of a trace as a schedule on one NeuronCore.
 
 Each compute engine is an in-order queue: an instruction starts when its engine is free, every instruction
-it depends on (deps.py) has finished, and, inside a `sequential_range` loop, the previous iteration has
+it depends on (deps.py) has finished (plus `sync_latency_s` when the producer ran on another engine), and, inside a `sequential_range` loop, the previous iteration has
 drained. `affine_range` iterations carry no such barrier, so the next iteration's loads overlap the current
 iteration's compute whenever the data allows it.
 
@@ -116,6 +116,7 @@ def replay(
     start_l = [0.0] * n
     end_l = [0.0] * n
     window = platform.issue_window
+    sync = platform.sync_latency_s
     drained = 0.0  # latest end so far: where a sequential iteration boundary waits
     floor = 0.0
     for i in range(n):
@@ -124,11 +125,12 @@ def replay(
         ready = floor
         if window and i >= window and end_l[i - window] > ready:
             ready = end_l[i - window]
+        e = engine[i]
         for k in range(indptr[i], indptr[i + 1]):
-            t = end_l[preds[k]]
+            j = preds[k]
+            t = end_l[j] if engine[j] == e else end_l[j] + sync
             if t > ready:
                 ready = t
-        e = engine[i]
         if spill_any and reload_at[i] > 0.0:
             issue = end_l[reload_after[i]] if reload_after[i] >= 0 else ready
             ready = max(ready, hbm.consume(issue, reload_at[i]) + fixed)
