@@ -106,8 +106,19 @@ class Command(BaseCommand):
     def _progress(self) -> Any:
         reported = {"iterations": 0}
 
+        live = self.stdout.isatty()  # a one-line status that rewrites itself, on terminals only
+
         async def on_step(search: BeamSearch) -> None:
             state = search.state
+            if live and not state.finished:
+                self.stdout.write(
+                    f"\r  iteration {state.iteration}/{state.config.iterations}: {state.phase:<9} "
+                    f"{len(state.candidates)} candidates, {state.totals.evaluations} evaluations so far",
+                    ending="",
+                )
+                self.stdout.flush()
+            if live and len(state.history) > reported["iterations"]:
+                self.stdout.write("\r\033[K", ending="")
             for summary in state.history[reported["iterations"]:]:
                 best_peak = state.evaluations.get(summary.get("best_sha") or "")
                 await sync_to_async(self.stdout.write)(
