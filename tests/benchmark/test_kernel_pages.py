@@ -88,3 +88,22 @@ def test_anonymous_visitors_can_read_kernels_but_not_request_evaluations(client,
     response = client.post(reverse("benchmark:kernel_evaluate", args=[kernel.pk]), {"platform": "trn2"})
     assert response.status_code == 302 and "/accounts/login" in response["Location"]
     assert fake_pipeline.calls == []
+
+
+def test_an_engineer_evaluates_a_kernel_on_another_platform_from_its_page(client, engineer, fake_pipeline, silu_mini):
+    kernel = silu_mini.baseline_kernel
+    client.force_login(engineer)
+    response = client.post(reverse("benchmark:kernel_evaluate", args=[kernel.pk]), {"platform": "trn2"}, follow=True)
+    assert response.context["evaluation"].platform == "trn2"
+    assert response.context["evaluation"].requested_by == engineer
+    assert [call["platform"] for call in fake_pipeline.calls] == ["trn2"]
+
+
+def test_an_unknown_platform_from_the_page_is_a_message_not_an_error_page(client, engineer, fake_pipeline, silu_mini):
+    client.force_login(engineer)
+    response = client.post(
+        reverse("benchmark:kernel_evaluate", args=[silu_mini.baseline_kernel_id]), {"platform": "trn9"}, follow=True
+    )
+    assert response.status_code == 200
+    assert "unknown platform" in response.content.decode()
+    assert fake_pipeline.calls == []
