@@ -98,4 +98,8 @@ def render_event(event: RunEvent | dict[str, Any]) -> str:
     The run page template decides how each kind looks; this only renders the shared partial.
     """
     data = event.to_dict() if isinstance(event, RunEvent) else event
-    return render_to_string(EVENT_PARTIAL, {"event": data, "kind_class": data["kind"].replace(".", "-")})
+    try:
+        return render_to_string(EVENT_PARTIAL, {"event": data, "kind_class": data["kind"].replace(".", "-")})
+    except Exception:  # a broken fragment must not stop the run or the stream; the JSON still goes out
+        logger.exception("run %s: could not render event %s (%s)", data.get("run"), data.get("seq"), data.get("kind"))
+        return ""

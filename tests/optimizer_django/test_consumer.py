@@ -139,3 +139,15 @@ async def test_the_site_application_routes_the_socket_and_knows_the_signed_in_ow
     await communicator.disconnect()
     anonymous = WebsocketCommunicator(site_application, f"/ws/runs/{run.pk}/", headers=headers[:1])
     assert (await anonymous.connect()) == (False, CLOSE_NOT_ALLOWED)
+
+
+async def test_a_fragment_that_fails_to_render_does_not_break_the_stream(problem, owner, settings, tmp_path):
+    broken = tmp_path / "optimizer" / "partials"
+    broken.mkdir(parents=True)
+    (broken / "event.html").write_text("{% load no_such_library %}")
+    settings.TEMPLATES = [{**settings.TEMPLATES[0], "DIRS": [tmp_path], "APP_DIRS": False}]
+    run = await make_run(owner, problem, events=1)
+    communicator, _, _ = await connect(run.pk, owner)
+    messages = [await communicator.receive_json_from(timeout=2) for _ in range(2)]
+    assert [m["event"]["seq"] for m in messages] == [1, 2] and messages[0]["html"] == ""
+    await communicator.disconnect()
