@@ -550,7 +550,10 @@ def _install_operators() -> None:
         return View(self, items)
 
     def setitem(self: Tensor, items: Any, value: Any) -> None:
-        active("assign").assign(self, items, value)
+        try:
+            active("assign").assign(self, items, value)
+        except (ValueError, TypeError, IndexError) as exc:
+            raise NKICompileError("assign", f"writing {self.name!r}: {exc}") from exc
 
     def view_setitem(self: View, items: Any, value: Any) -> None:
         raise unsupported("assign", "assigning into a view of a view")

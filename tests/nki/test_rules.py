@@ -246,3 +246,13 @@ def test_it_names_unsupported_operations():
 
     with pytest.raises(NKICompileError, match="nisa.dropout is unsupported"):
         simulate(kernel, [f32(128, 4)])
+
+
+def test_a_malformed_assignment_is_a_compile_error_naming_the_tensor():
+    def kernel(a):
+        t = nl.ndarray((128, 4), dtype=nl.float32, buffer=nl.sbuf)
+        t[0, 1, 2] = nl.load(a)  # three indices into a 2-D tile
+        return t
+
+    with pytest.raises(NKICompileError, match="too many indices"):
+        simulate(kernel, [f32(128, 4)])
