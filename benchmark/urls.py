@@ -9,6 +9,7 @@ from benchmark import views
 app_name = "benchmark"
 
 urlpatterns = [
+    path("leaderboard/", views.leaderboard, name="leaderboard"),
     path("problems/", views.problem_list, name="problems"),
     path("problems/<int:pk>/", views.problem_detail, name="problem_detail"),
     path("kernels/", views.kernel_list, name="kernels"),

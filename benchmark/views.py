@@ -212,3 +212,21 @@ def kernel_evaluate(request: HttpRequest, pk: int) -> HttpResponse:
         messages.error(request, " ".join(error.messages))
         return redirect(kernel)
     return redirect(f"{kernel.get_absolute_url()}?evaluation={evaluation.pk}")
+
+
+@require_GET
+def leaderboard(request: HttpRequest) -> HttpResponse:
+    """Public: the best correct kernel per NKIBench problem and platform, with AccelOpt's published bests."""
+    from benchmark.leaderboard import build_leaderboard, leaderboard_figure_html
+
+    platform = request.GET.get("platform", Platform.TRN1)
+    if platform not in Platform.values:
+        platform = Platform.TRN1
+    board = build_leaderboard(platform)
+    return render(request, "benchmark/leaderboard.html", {
+        "board": board,
+        "platform": platform,
+        "platforms": Platform.choices,
+        "chart": leaderboard_figure_html(board),
+        "can_launch": services.can_create_kernels(request.user),
+    })

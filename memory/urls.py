@@ -2,8 +2,18 @@
 
 from __future__ import annotations
 
-from django.urls import URLPattern
+from django.urls import path
+
+from memory import views
 
 app_name = "memory"
 
-urlpatterns: list[URLPattern] = []
+urlpatterns = [
+    path("memory/", views.entry_list, name="entries"),
+    path("memory/export/", views.export_view, name="export"),
+    path("memory/import/", views.import_view, name="import"),
+    path("memory/prune/", views.bulk_prune, name="bulk_prune"),
+    path("memory/<int:pk>/", views.entry_detail, name="entry"),
+    path("memory/<int:pk>/edit/", views.entry_edit, name="entry_edit"),
+    path("memory/<int:pk>/<str:action>/", views.entry_action, name="entry_action"),
+]

@@ -2,8 +2,21 @@
 
 from __future__ import annotations
 
-from django.urls import URLPattern
+from django.urls import path
+
+from optimizer import views
 
 app_name = "optimizer"
 
-urlpatterns: list[URLPattern] = []
+urlpatterns = [
+    path("runs/", views.run_list, name="runs"),
+    path("runs/new/", views.run_create, name="run_create"),
+    path("runs/new/estimate/", views.run_estimate, name="run_estimate"),
+    path("runs/<int:pk>/", views.run_detail, name="run_detail"),
+    path("runs/<int:pk>/state/", views.run_state, name="run_state"),
+    path("runs/<int:pk>/chart/", views.run_chart, name="run_chart"),
+    path("runs/<int:pk>/badge/", views.run_badge, name="run_badge"),
+    path("runs/<int:pk>/<str:action>/", views.run_action, name="run_action"),
+    path("runs/<int:pk>/candidates/<str:key>/", views.candidate_detail, name="candidate_detail"),
+    path("runs/<int:pk>/kernels/<int:kernel_pk>/diff/", views.kernel_diff, name="kernel_diff"),
+]

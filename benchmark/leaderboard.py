@@ -1,0 +1,161 @@
+"""The public leaderboard: per NKIBench problem, case and platform, the best correct kernel found so far.
+
+Each row says whether its number is simulated (and by which performance-model version) or measured on
+hardware, and how the kernel was found (the run, its agent and models, its LLM cost). Reference rows come
+from `suites/nkibench/accelopt_trn1_best.csv`: the trn1 latencies of the best kernels AccelOpt published
+(measured on trn1; copied from the AccelOpt authors' NKIBench results, via
+/work/shared/calibration/trn1_accelopt_best.csv of this project's calibration set), so users see where
+their simulated numbers stand. Runs are looked up by id (Kernel.run_id), so benchmark does not import
+the optimizer app.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from django.apps import apps
+
+from benchmark.models import DEFAULT_SUITE, Backend, Evaluation, EvaluationStatus, Platform, Problem
+
+REFERENCE_CSV = Path(__file__).resolve().parent / "suites" / "nkibench" / "accelopt_trn1_best.csv"
+RANKED_BACKENDS = (Backend.SIMULATOR, Backend.NEURON)
+
+
+@dataclass
+class ReferenceResult:
+    case_name: str
+    latency_ms: float
+    speedup: float
+    hfu: float | None  # neuron-profile's hardware-FLOPs utilization estimate; None where it reports 0
+
+
+@dataclass
+class LeaderboardRow:
+    problem: Problem
+    platform: str
+    best: Evaluation | None
+    baseline: Evaluation | None
+    run: Any = None
+    reference: ReferenceResult | None = None
+
+    @property
+    def speedup(self) -> float | None:
+        if self.best is None or self.baseline is None or not self.best.latency_ms or not self.baseline.latency_ms:
+            return None
+        return self.baseline.latency_ms / self.best.latency_ms
+
+    @property
+    def measured(self) -> bool:
+        return self.best is not None and self.best.backend == Backend.NEURON
+
+
+@dataclass
+class Leaderboard:
+    rows: list[LeaderboardRow] = field(default_factory=list)
+
+    def geomean(self, attribute: str) -> float | None:
+        values = [v for v in (getattr(row, attribute) for row in self.rows) if v]
+        if not values:
+            return None
+        return math.exp(sum(math.log(v) for v in values) / len(values))
+
+    @property
+    def geomean_speedup(self) -> float | None:
+        return self.geomean("speedup")
+
+    @property
+    def geomean_peak_fraction(self) -> float | None:
+        values = [row.best.peak_fraction for row in self.rows if row.best is not None and row.best.peak_fraction]
+        if not values:
+            return None
+        return math.exp(sum(math.log(v) for v in values) / len(values))
+
+    @property
+    def reference_geomean_speedup(self) -> float | None:
+        values = [row.reference.speedup for row in self.rows if row.reference is not None and row.reference.speedup]
+        if not values:
+            return None
+        return math.exp(sum(math.log(v) for v in values) / len(values))
+
+
+@lru_cache(maxsize=1)
+def reference_results() -> dict[str, ReferenceResult]:
+    """AccelOpt's published trn1 bests by NKIBench case name (e.g. "silu_M4096_N7168")."""
+    results = {}
+    with REFERENCE_CSV.open(newline="") as handle:
+        for line in csv.DictReader(handle):
+            hfu = float(line["hfu_estimated_percent"] or 0)
+            results[line["case"]] = ReferenceResult(
+                case_name=line["case"], latency_ms=float(line["latency_ms"]),
+                speedup=float(line["best_speedup_over_baseline"]), hfu=hfu or None,
+            )
+    return results
+
+
+def reference_for(problem: Problem, platform: str) -> ReferenceResult | None:
+    """The published result for a problem's full case on trn1 (its name is the slug plus the shape)."""
+    if platform != Platform.TRN1 or problem.case != "full":
+        return None
+    name = "_".join([problem.slug, *(f"{k}{v}" for k, v in sorted(problem.parameters.items()))])
+    return reference_results().get(name)
+
+
+def _ranked(evaluations: Any) -> Any:
+    return evaluations.filter(
+        status=EvaluationStatus.DONE, correct=True, latency_ms__isnull=False, backend__in=RANKED_BACKENDS
+    )
+
+
+def build_leaderboard(platform: str = Platform.TRN1, *, suite: str = DEFAULT_SUITE) -> Leaderboard:
+    problems = list(Problem.objects.filter(suite=suite).select_related("baseline_kernel").order_by("slug", "case"))
+    best: dict[int, Evaluation] = {}
+    for evaluation in _ranked(Evaluation.objects.filter(kernel__problem__in=problems, platform=platform)).select_related(
+        "kernel", "kernel__author"
+    ).order_by("latency_ms", "created"):
+        best.setdefault(evaluation.kernel.problem_id, evaluation)
+    baselines: dict[int, Evaluation] = {}
+    baseline_ids = [p.baseline_kernel_id for p in problems if p.baseline_kernel_id]
+    for evaluation in _ranked(Evaluation.objects.filter(kernel_id__in=baseline_ids, platform=platform)).order_by(
+        "latency_ms"
+    ):
+        baselines.setdefault(evaluation.kernel_id, evaluation)
+    run_ids = {e.kernel.run_id for e in best.values() if e.kernel.run_id}
+    runs = {}
+    if run_ids and apps.is_installed("optimizer"):
+        Run = apps.get_model("optimizer", "Run")
+        runs = Run.objects.in_bulk(run_ids)
+    rows = []
+    for problem in problems:
+        evaluation = best.get(problem.pk)
+        rows.append(LeaderboardRow(
+            problem=problem, platform=platform, best=evaluation,
+            baseline=baselines.get(problem.baseline_kernel_id) if problem.baseline_kernel_id else None,
+            run=runs.get(evaluation.kernel.run_id) if evaluation is not None and evaluation.kernel.run_id else None,
+            reference=reference_for(problem, platform),
+        ))
+    return Leaderboard(rows=rows)
+
+
+def leaderboard_figure_html(board: Leaderboard) -> str:
+    """Bars of latency per problem: baseline, best found, and AccelOpt's published best where known."""
+    rows = [row for row in board.rows if row.best is not None or row.baseline is not None]
+    if not rows:
+        return ""
+    import plotly.graph_objects as go
+
+    names = [row.problem.address for row in rows]
+    figure = go.Figure()
+    figure.add_trace(go.Bar(name="baseline", x=names, y=[row.baseline.latency_ms if row.baseline else None for row in rows]))
+    figure.add_trace(go.Bar(name="best found", x=names, y=[row.best.latency_ms if row.best else None for row in rows]))
+    if any(row.reference for row in rows):
+        figure.add_trace(go.Bar(name="AccelOpt published (trn1, measured)", x=names,
+                                y=[row.reference.latency_ms if row.reference else None for row in rows]))
+    figure.update_layout(barmode="group", height=360, margin={"l": 60, "r": 20, "t": 10, "b": 110},
+                         yaxis={"title": "latency (ms)", "type": "log"}, legend={"orientation": "h", "y": 1.1})
+    return figure.to_html(include_plotlyjs=False, full_html=False, div_id="leaderboard-plot",
+                          config={"displaylogo": False, "responsive": True})

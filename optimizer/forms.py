@@ -1,0 +1,116 @@
+"""The run form: what to optimize, from which kernel, with which agent and search parameters.
+
+It validates input only; queueing is `optimizer.services.create_run` (with `benchmark.services.upload_kernel`
+for a kernel pasted into the form), so the web page and the API share one path.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django import forms
+
+from benchmark.models import Backend, Kernel, Platform, Problem
+from optimizer import conf
+from optimizer.models import AgentKind
+from optimizer.search import SearchConfig
+
+BASELINE = "baseline"
+UPLOAD = "upload"
+
+# The form's search defaults: AccelOpt's breadth per iteration, fewer iterations, so a first run finishes
+# in minutes; the full 15 iterations are one edit away.
+FORM_SEARCH_DEFAULTS: dict[str, int] = {
+    "iterations": 4,
+    "beam_width": 2,
+    "plans_per_candidate": 4,
+    "samples_per_plan": 1,
+    "memory_size": SearchConfig.memory_size,
+    "seed": 0,
+}
+
+
+class RunForm(forms.Form):
+    problem = forms.ModelChoiceField(queryset=Problem.objects.none(), help_text="Problem and case (shape).")
+    start = forms.ChoiceField(
+        label="Starting kernel",
+        help_text="The problem's baseline, one of your kernels for it, or a new one pasted below.",
+    )
+    source = forms.CharField(
+        label="New kernel source", required=False, widget=forms.Textarea(attrs={"rows": 8, "spellcheck": "false"}),
+        help_text="Only used when the starting kernel is “upload new”.",
+    )
+    platform = forms.ChoiceField(choices=Platform.choices, initial=Platform.TRN1)
+    agent = forms.ChoiceField(choices=AgentKind.choices, initial=AgentKind.OFFLINE)
+    planner_model = forms.CharField(required=False, label="Planner model")
+    executor_model = forms.CharField(required=False, label="Executor model")
+    fixer_model = forms.CharField(required=False, label="Fixer model")
+    summarizer_model = forms.CharField(required=False, label="Summarizer model")
+    iterations = forms.IntegerField(min_value=1, max_value=100, initial=FORM_SEARCH_DEFAULTS["iterations"])
+    beam_width = forms.IntegerField(min_value=1, max_value=32, initial=FORM_SEARCH_DEFAULTS["beam_width"])
+    plans_per_candidate = forms.IntegerField(
+        min_value=1, max_value=32, initial=FORM_SEARCH_DEFAULTS["plans_per_candidate"], label="Plans per kernel"
+    )
+    samples_per_plan = forms.IntegerField(min_value=1, max_value=8, initial=FORM_SEARCH_DEFAULTS["samples_per_plan"])
+    memory_size = forms.IntegerField(
+        min_value=0, max_value=64, initial=FORM_SEARCH_DEFAULTS["memory_size"], label="Memory entries shown"
+    )
+    seed = forms.IntegerField(min_value=0, initial=0)
+    is_public = forms.BooleanField(required=False, label="Public", help_text="Anyone may watch it, signed in or not.")
+
+    SEARCH_FIELDS = ("iterations", "beam_width", "plans_per_candidate", "samples_per_plan", "memory_size", "seed")
+    MODEL_FIELDS = tuple(f"{role}_model" for role in conf.ROLES)
+
+    def __init__(self, *args: Any, user: Any, problems: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.user = user
+        self.fields["problem"].queryset = problems
+        self.fields["problem"].label_from_instance = lambda p: f"{p.address} — {p.shape_text}" if p.shape_text else p.address
+        mine = Kernel.objects.filter(author=user, problem__in=problems).select_related("problem").order_by("-created")[:200]
+        self.fields["start"].choices = [
+            (BASELINE, "The problem's baseline"),
+            (UPLOAD, "Upload new (paste below)"),
+        ] + [(str(k.pk), f"{k.display_name} ({k.problem.address}, #{k.pk})") for k in mine]
+        default_roles = conf.llm_roles()
+        for role in conf.ROLES:
+            if role in default_roles:
+                self.fields[f"{role}_model"].initial = default_roles[role].model
+        self.fields["backend"] = forms.ChoiceField(
+            choices=[(b, label) for b, label in Backend.choices if b != Backend.NULL], initial=Backend.SIMULATOR
+        )
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean()
+        start, problem = data.get("start"), data.get("problem")
+        data["start_kernel"] = None
+        if start == UPLOAD and not (data.get("source") or "").strip():
+            self.add_error("source", "Paste the kernel source to start from, or choose another starting kernel.")
+        elif start not in (BASELINE, UPLOAD, None) and problem is not None:
+            kernel = Kernel.objects.filter(pk=int(start), author=self.user).first()
+            if kernel is None or kernel.problem_id != problem.pk:
+                self.add_error("start", f"Kernel #{start} is not one of your kernels for {problem.address}.")
+            else:
+                data["start_kernel"] = kernel
+        if start == BASELINE and problem is not None and problem.baseline_kernel_id is None:
+            self.add_error("start", f"{problem.address} has no baseline kernel; upload one to start from.")
+        return data
+
+    def search_params(self) -> dict[str, Any]:
+        return {name: self.cleaned_data[name] for name in self.SEARCH_FIELDS}
+
+    def role_models(self) -> dict[str, str]:
+        return {role: (self.cleaned_data.get(f"{role}_model") or "").strip() for role in conf.ROLES}
+
+
+class RunFilterForm(forms.Form):
+    SCOPES = (("mine", "Mine"), ("team", "Team"), ("public", "Public"))
+
+    scope = forms.ChoiceField(choices=SCOPES, required=False)
+    problem = forms.CharField(required=False, help_text="Problem name contains")
+    status = forms.ChoiceField(required=False)
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        from optimizer.models import RunStatus
+
+        super().__init__(*args, **kwargs)
+        self.fields["status"].choices = [("", "any status"), *RunStatus.choices]
