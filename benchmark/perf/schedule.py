@@ -15,8 +15,8 @@ DMAs go to the first free of `dma_queues` queues; the bytes of all queues share 
 as a calendar of fixed time buckets whose byte capacity transfers fill in order (a DMA ready early can use
 bandwidth a later-issued DMA left free, so a store waiting for compute does not block the next load).
 A DMA finishes `dma_fixed_s` after its last byte moves. Spill traffic (spills.py) is charged to the same
-calendar: an instruction whose operand was evicted waits for its reload (prefetched: issued as soon as the
-previous use of that data is done),
+calendar: an instruction whose operand was evicted waits for its reload (a clean re-fetch is prefetched as
+soon as the previous use of that data is done; a spill reload is issued when the engine reaches the use),
 and a spill save takes bandwidth after the instruction that produced the data, without stalling anyone.
 """
 
@@ -132,7 +132,13 @@ def replay(
             if t > ready:
                 ready = t
         if spill_any and reload_at[i] > 0.0:
-            issue = end_l[reload_after[i]] if reload_after[i] >= 0 else ready
+            after = reload_after[i]
+            if after >= 0:
+                issue = end_l[after]
+            elif after == -2:
+                issue = ready if e == dma else min(ready, engine_free[e])
+            else:
+                issue = ready
             ready = max(ready, hbm.consume(issue, reload_at[i]) + fixed)
         if e == dma and elided[i]:
             s = f = ready  # a repeated load whose data stayed in SBUF

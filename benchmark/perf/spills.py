@@ -30,7 +30,7 @@ class SpillPlan:
     spill_save_total: float
     refetch_total: float  # reloads of clean data (HBM copies), counted as plain hbm reads
     elided: np.ndarray  # per instruction: a repeated load whose data stayed in SBUF (costs nothing)
-    reload_after: np.ndarray  # per instruction: the instruction after which its reload may start (-1: none)
+    reload_after: np.ndarray  # per instruction: after which instruction its reload may start (-1 none, -2 on use)
 
 
 def live_bytes(use: SbufUse, n: int) -> np.ndarray:
@@ -91,9 +91,14 @@ def plan_spills(use: SbufUse, n: int, capacity_per_partition: float) -> SpillPla
     elided[use.inst[evicted[use.virtual[evicted]]]] = False
     reload_after_rows = reload_after_rows[~use.virtual[evicted]]
     evicted = evicted[~use.virtual[evicted]]
-    # A reload may start as soon as the previous use of the chunk is done (the compiler prefetches it).
+    # A re-fetch of clean data is an ordinary load the compiler prefetches: it may start once the previous
+    # use of the chunk is done. A spill reload is placed just before its use (-2: when the engine gets there).
+    producer_clean = use.clean[use.producer[evicted]]
     reload_after = np.full(n, -1, dtype=np.int64)
-    np.maximum.at(reload_after, use.inst[evicted], reload_after_rows)
+    np.maximum.at(reload_after, use.inst[evicted], np.where(producer_clean, reload_after_rows, -1))
+    dirty_reload = np.zeros(n, dtype=bool)
+    dirty_reload[use.inst[evicted[~producer_clean]]] = True
+    reload_after[dirty_reload] = -2
     total = use.chunk_bytes[evicted].astype(np.float64) * use.partitions[evicted]
     reload_bytes = np.zeros(n)
     np.add.at(reload_bytes, use.inst[evicted], total)
