@@ -34,7 +34,8 @@ def _apply_limits(limits: dict[str, int]) -> None:
     resource.setrlimit(resource.RLIMIT_NOFILE, (limits["open_files"], limits["open_files"]))
     resource.setrlimit(resource.RLIMIT_FSIZE, (limits["file_bytes"], limits["file_bytes"]))
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-    # Not enforced for root; then fork is refused by the audit guard and contained by the process group.
+    # Per user: the sandbox user's children count together, so no child can fork. Not enforced for root
+    # (ACCELOPT_SANDBOX_ALLOW_ROOT); then fork is refused by the audit guard and contained by the group.
     resource.setrlimit(resource.RLIMIT_NPROC, (limits["processes"], limits["processes"]))
 
 
@@ -276,6 +277,9 @@ ROLES = {"kernel": KernelRole, "reference": ReferenceRole, "profile": ProfileRol
 
 
 def main(argv: list[str]) -> int:
+    from benchmark.evaluation.sandbox_user import lock_down_this_process
+
+    lock_down_this_process()
     role_name, config = argv[0], json.loads(argv[1])
     proto_in, proto_out = _take_protocol_streams()
     _apply_limits(config["limits"])

@@ -1,5 +1,6 @@
 """The sandboxed child process: its own session and process group, OS limits, a scrubbed environment, a
-private empty working directory, and pipes (never files) to talk through.
+private empty working directory, and pipes (never files) to talk through. A root parent starts it as the
+unprivileged sandbox user (sandbox_user.py), so the limits and file permissions hold.
 
 `ChildProcess.request()` sends one message and waits for the reply until the child's wall deadline; at the
 deadline, or when the child is closed, the whole process group is killed with SIGKILL, so anything the
@@ -25,6 +26,7 @@ from typing import Any
 import numpy as np
 
 from benchmark.evaluation import protocol
+from benchmark.evaluation.sandbox_user import SETUP_COMMAND, SandboxUnavailable, child_user
 
 # The project root (the directory holding the `benchmark` package): the only PYTHONPATH a child gets.
 PROJECT_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -43,7 +45,7 @@ class Limits:
     memory_bytes: int = 4 * 1024**3  # RLIMIT_AS: address space, so numpy's allocations count
     open_files: int = 64
     file_bytes: int = 1024**2  # RLIMIT_FSIZE: a child has nothing to write
-    processes: int = 1  # RLIMIT_NPROC: no fork (ignored by Linux for root)
+    processes: int = 1  # RLIMIT_NPROC: no fork (ignored by Linux for root: hence the sandbox user)
     max_message_bytes: int = 2 * 1024**3  # largest reply the parent will read from a child
     infrastructure_retries: int = 2  # extra attempts after an infrastructure failure
 
@@ -104,18 +106,36 @@ class ChildProcess:
         self.role = role
         self.limits = limits
         self.deadline = time.monotonic() + limits.wall_seconds
+        self.user = child_user()  # None: run as this process's user (not root, or root explicitly allowed)
         self.private_dir = tempfile.mkdtemp(prefix=f"accelopt-{role}-")
         os.chmod(self.private_dir, 0o700)
         self.killed_by_us = False
         self._cpu_seconds_used = 0.0
+        self._answered = False
         full_config = dict(config, limits=limits.child_config())
-        self.proc = subprocess.Popen(
-            # -s: no user site; -B: no .pyc writes; -P: the cwd is not on sys.path.
-            [sys.executable, "-s", "-B", "-P", "-m", "benchmark.evaluation.child", role, json.dumps(full_config)],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-            cwd=self.private_dir, env=child_environment(self.private_dir),
-            start_new_session=True, close_fds=True,
-        )
+        # Set in C between fork and exec (no preexec_fn: evaluations start children from several threads):
+        # no supplementary groups, the user's group, then the user; changing the real uid too leaves no way
+        # back to root and clears every capability.
+        drop = {} if self.user is None else {"user": self.user.uid, "group": self.user.gid, "extra_groups": []}
+        try:
+            if self.user is not None:
+                os.chown(self.private_dir, self.user.uid, self.user.gid)
+            self.proc = subprocess.Popen(
+                # -s: no user site; -B: no .pyc writes; -P: the cwd is not on sys.path.
+                [sys.executable, "-s", "-B", "-P", "-m", "benchmark.evaluation.child", role,
+                 json.dumps(full_config)],
+                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                cwd=self.private_dir, env=child_environment(self.private_dir),
+                start_new_session=True, close_fds=True, **drop,
+            )
+        except BaseException as exc:
+            shutil.rmtree(self.private_dir, ignore_errors=True)
+            if isinstance(exc, PermissionError) and self.user is not None:
+                raise SandboxUnavailable(
+                    f"the sandbox user {self.user.name!r} cannot execute the Python interpreter {sys.executable} "
+                    f"({exc.strerror}); run `make sandbox` (or `{SETUP_COMMAND}`) as root to let it reach the "
+                    "interpreter") from None
+            raise
         self.pgid = self.proc.pid  # start_new_session: the child leads its own session and group
         self.stderr = _StderrTail(self.proc.stderr)
         self.stderr.start()
@@ -144,6 +164,7 @@ class ChildProcess:
             self.kill()
             raise ChildError("resource_limit", f"the {self.role}'s reply is too large: {exc}") from None
         body = self._receive(head_len + payload_len)
+        self._answered = True
         try:
             return protocol.parse_message(body[:head_len], body[head_len:])
         except protocol.ProtocolError as exc:
@@ -204,7 +225,11 @@ class ChildProcess:
             return ChildError("resource_limit", f"the {self.role} ran out of its memory limit of "
                                                 f"{self.limits.memory_bytes // 1024**2} MiB", tail)
         how = f"was killed by signal {-code}" if code is not None and code < 0 else f"exited with status {code}"
-        return ChildError("infrastructure_error", f"the {self.role} evaluation process {how} {when}", tail)
+        hint = ""
+        if self.user is not None and not self._answered and "Permission denied" in tail:
+            hint = (f"; the sandbox user {self.user.name!r} may be unable to read the Python installation or the "
+                    f"project: run `make sandbox` (or `{SETUP_COMMAND}`) as root")
+        return ChildError("infrastructure_error", f"the {self.role} evaluation process {how} {when}{hint}", tail)
 
     def _cpu_exhausted(self) -> bool:
         # SIGKILL at the hard CPU limit looks like any other SIGKILL; the reaped child's rusage tells.

@@ -3,11 +3,16 @@
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 import textwrap
+from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
 from benchmark.evaluation import Limits
+from benchmark.evaluation.sandbox_user import ALLOW_ROOT_VARIABLE, child_user
 
 ADD_REFERENCE = textwrap.dedent('''
     import numpy as np
@@ -80,3 +85,25 @@ def process_alive(pid: int) -> bool:
     except OSError:
         return False
     return state not in ("Z", "X")
+
+
+running_as_root = os.geteuid() == 0
+needs_root = pytest.mark.skipif(not running_as_root, reason="only a root parent drops its children to the sandbox user")
+
+
+@pytest.fixture(autouse=True)
+def _no_root_opt_out(monkeypatch: pytest.MonkeyPatch) -> None:
+    """These tests check the sandbox as deployed: a developer's ACCELOPT_SANDBOX_ALLOW_ROOT=1 must not weaken it."""
+    monkeypatch.delenv(ALLOW_ROOT_VARIABLE, raising=False)
+
+
+@pytest.fixture
+def child_writable_dir() -> Iterator[Path]:
+    """A directory evaluation children may write to (tests with the file guard off report through it):
+    owned by the sandbox user when children run as that user. Removed afterwards."""
+    path = Path(tempfile.mkdtemp(prefix="accelopt-test-report-"))
+    user = child_user()
+    if user is not None:
+        os.chown(path, user.uid, user.gid)
+    yield path
+    shutil.rmtree(path, ignore_errors=True)

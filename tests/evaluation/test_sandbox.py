@@ -7,7 +7,14 @@ import textwrap
 import time
 
 from benchmark.evaluation import ErrorKind, EvaluationRequest, Limits, LocalExecutor, evaluate
-from tests.evaluation.conftest import ADD_REFERENCE, FAST_LIMITS, NUMPY_ADD_KERNEL, process_alive
+from benchmark.evaluation.sandbox_user import ALLOW_ROOT_VARIABLE
+from tests.evaluation.conftest import (
+    ADD_REFERENCE,
+    FAST_LIMITS,
+    NUMPY_ADD_KERNEL,
+    process_alive,
+    running_as_root,
+)
 
 # Which layers stay on: the pipeline runs all of them; these switch the upper ones off.
 NO_STATIC = {"static": False}
@@ -62,20 +69,27 @@ def test_a_kernel_cannot_read_the_parents_environment_through_proc() -> None:
     assert "/proc/" in result.error_message and "not allowed" in result.error_message
 
 
-def test_a_kernel_runs_in_a_private_empty_directory_removed_afterwards(tmp_path) -> None:
-    report = tmp_path / "cwd.txt"
+def test_a_kernel_runs_in_a_private_empty_directory_of_its_own_removed_afterwards(child_writable_dir) -> None:
+    report = child_writable_dir / "cwd.txt"
     result = run(f'''
         import os
         import numpy as np
 
         def kernel(a, b):
+            if os.path.exists({str(report)!r}):  # called once per seed: the first call reports
+                return a + b
+            listing = ",".join(os.listdir("."))
+            with open("left-behind", "w") as f:  # the directory is the child's to write
+                f.write("x")
             with open({str(report)!r}, "w") as f:
-                f.write(os.getcwd() + "\\n" + ",".join(os.listdir(".")))
+                f.write(f"{{os.getcwd()}}\\n{{listing}}\\n{{os.stat('.').st_uid}} {{os.getuid()}}")
             return a + b
     ''', guards=OS_LEVEL_ONLY)
     assert result.correct, result.error_message
-    cwd, listing = report.read_text().split("\n")
+    cwd, listing, owners = report.read_text().split("\n")
     assert os.path.basename(cwd).startswith("accelopt-kernel-") and listing == ""
+    directory_owner, child_uid = owners.split()
+    assert directory_owner == child_uid
     assert not os.path.exists(cwd)
 
 
@@ -98,10 +112,14 @@ def test_fork_is_refused_by_the_audit_guard() -> None:
     assert "os.fork" in result.error_message
 
 
-def test_a_forked_process_is_contained_and_dies_with_the_evaluation(tmp_path) -> None:
+def test_a_forked_process_is_contained_and_dies_with_the_evaluation(child_writable_dir, monkeypatch) -> None:
     # Only the OS layer left. The grandchild would sleep for ten minutes; it writes its pid where the
-    # test can read it (only possible because the file guard is off here).
-    pid_file = tmp_path / "grandchild.pid"
+    # test can read it (only possible because the file guard is off here). As the sandbox user the fork
+    # is refused (test_sandbox_user.py); running the child as root lets it happen, so the process group
+    # is what is tested.
+    if running_as_root:
+        monkeypatch.setenv(ALLOW_ROOT_VARIABLE, "1")
+    pid_file = child_writable_dir / "grandchild.pid"
     result = run(f'''
         import os
         import time
@@ -116,7 +134,7 @@ def test_a_forked_process_is_contained_and_dies_with_the_evaluation(tmp_path) ->
                 f.write(str(pid))
             return a + b
     ''', guards=OS_LEVEL_ONLY)
-    if result.error_kind is ErrorKind.RUNTIME_ERROR:  # RLIMIT_NPROC refused the fork (unprivileged user)
+    if result.error_kind is ErrorKind.RUNTIME_ERROR and not running_as_root:  # RLIMIT_NPROC refused it
         assert "BlockingIOError" in result.error_message or "Resource" in result.error_message
         return
     assert result.correct, result.error_message
