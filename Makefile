@@ -1,6 +1,7 @@
 # AccelOpt Studio: the two commands a newcomer needs.
 #   make run    install (first time only), prepare the database, serve on http://$(HOST):$(PORT)/
 #   make test   install the dev tools (first time only), ruff check, pytest
+#   (both also run `make sandbox`: as root, it prepares the user evaluation children run as)
 # Re-running is fast: pip runs only when pyproject.toml is newer than the install stamp.
 
 PYTHON ?= python3
@@ -19,11 +20,11 @@ DEV_STAMP     := $(VENV)/.accelopt-dev-installed
 # on first use.
 PIP := $(PY) -m pip install --disable-pip-version-check --progress-bar off --quiet --no-compile
 
-.PHONY: run test install install-dev prepare serve lint clean-venv
+.PHONY: run test install install-dev prepare sandbox serve lint clean-venv
 
-run: prepare serve
+run: prepare sandbox serve
 
-test: install-dev lint
+test: install-dev lint sandbox
 	$(BIN)/pytest $(PYTEST_ARGS)
 
 install: $(RUNTIME_STAMP)
@@ -44,6 +45,11 @@ $(DEV_STAMP): pyproject.toml | $(PY)
 # migrate, role groups, first admin (password printed once), built-in suites when their app exists.
 prepare: install
 	$(PY) manage.py prepare
+
+# As root: create the unprivileged user evaluation children run as and let it reach the interpreter
+# (docs/operations.md, "Evaluation sandbox"). Idempotent; prints what it changed; does nothing otherwise.
+sandbox: install
+	$(PY) -m benchmark.evaluation.sandbox_setup
 
 serve: install
 	@echo "AccelOpt Studio on http://$(HOST):$(PORT)/  (Ctrl-C to stop)"
