@@ -157,5 +157,4 @@ def leaderboard_figure_html(board: Leaderboard) -> str:
                                 y=[row.reference.latency_ms if row.reference else None for row in rows]))
     figure.update_layout(barmode="group", height=360, margin={"l": 60, "r": 20, "t": 10, "b": 110},
                          yaxis={"title": "latency (ms)", "type": "log"}, legend={"orientation": "h", "y": 1.1})
-    return figure.to_html(include_plotlyjs=False, full_html=False, div_id="leaderboard-plot",
-                          config={"displaylogo": False, "responsive": True})
+    return figure.to_html(include_plotlyjs=False, full_html=False, config={"displaylogo": False, "responsive": True})

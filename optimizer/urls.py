@@ -16,6 +16,7 @@ urlpatterns = [
     path("runs/<int:pk>/state/", views.run_state, name="run_state"),
     path("runs/<int:pk>/chart/", views.run_chart, name="run_chart"),
     path("runs/<int:pk>/badge/", views.run_badge, name="run_badge"),
+    path("runs/<int:pk>/iterations/<int:index>/", views.iteration_fragment, name="iteration"),
     path("runs/<int:pk>/<str:action>/", views.run_action, name="run_action"),
     path("runs/<int:pk>/candidates/<str:key>/", views.candidate_detail, name="candidate_detail"),
     path("runs/<int:pk>/kernels/<int:kernel_pk>/diff/", views.kernel_diff, name="kernel_diff"),

@@ -229,8 +229,32 @@ def _chart_html(run: Run) -> str:
         yaxis2={"title": "peak fraction (%)", "overlaying": "y", "side": "right", "rangemode": "tozero"},
         legend={"orientation": "h", "y": -0.25},
     )
-    return figure.to_html(include_plotlyjs=False, full_html=False, div_id=f"run-{run.pk}-plot",
-                          config={"displaylogo": False, "responsive": True})
+    # A fresh div id per render: htmx re-applies the attributes of an element whose id survives a swap,
+    # which would strip the classes Plotly adds when it draws (and so its layout CSS).
+    return figure.to_html(include_plotlyjs=False, full_html=False, config={"displaylogo": False, "responsive": True})
+
+
+@require_GET
+def iteration_fragment(request: HttpRequest, pk: int, index: int) -> HttpResponse:
+    """A finished iteration from the database: its plans, kernels, evaluations and speedups.
+
+    The stream builds the section live; once the iteration finishes the page swaps in this version,
+    which also knows what the stream cannot say (speedups over the parent, kernels that repeated an
+    already evaluated source and so got no evaluation event of their own).
+    """
+    run = services.get_run_for_user(request.user, pk)
+    iteration = Iteration.objects.filter(run=run, index=index).first()
+    if iteration is None:
+        raise Http404(f"run {pk} has no iteration {index}")
+    plans: dict[str, dict[str, Any]] = {}
+    for candidate in iteration.candidates.select_related("parent_kernel").order_by("plan_index", "sample_index", "id"):
+        plan_key = candidate.key.rsplit(".", 1)[0]
+        plan = plans.setdefault(plan_key, {"key": plan_key, "text": candidate.plan, "parent": candidate.parent_kernel,
+                                           "candidates": []})
+        plan["candidates"].append(candidate)
+    return render(request, "optimizer/partials/iteration.html", {
+        "run": run, "iteration": iteration, "plans": list(plans.values()),
+    })
 
 
 @require_POST

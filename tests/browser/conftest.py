@@ -56,7 +56,10 @@ def _wait_until_up(url: str, process: subprocess.Popen, timeout: float = 60.0) -
 
 @pytest.fixture(scope="session")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """Base URL of a daphne server on a fresh, seeded database."""
+    """Base URL of a daphne server on a fresh, seeded database (ACCELOPT_BROWSER_URL: use that one)."""
+    if os.environ.get("ACCELOPT_BROWSER_URL"):
+        yield os.environ["ACCELOPT_BROWSER_URL"]
+        return
     var = tmp_path_factory.mktemp("browser-var")
     env = {
         **os.environ,

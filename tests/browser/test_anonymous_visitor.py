@@ -12,7 +12,7 @@ def test_an_anonymous_visitor_sees_the_leaderboard_with_the_published_accelopt_r
     assert page.locator("tr[data-problem='silu:mini']").count() == 1
     reference = page.locator("tr[data-reference='silu_M4096_N7168']")
     assert reference.count() == 1 and "measured" in reference.inner_text()
-    assert page.locator("#leaderboard-plot").count() == 0 or page.locator("#leaderboard-plot .main-svg").count() > 0
+    assert page.locator("#leaderboard-chart").count() == 0 or page.locator("#leaderboard-chart .js-plotly-plot").count() == 1
     pages.screenshot(page, "leaderboard-anonymous")
 
 
