@@ -12,6 +12,7 @@ A mask is a predicate over the same positions. A conjunction of one-iterator ine
 
 from __future__ import annotations
 
+import functools
 import operator
 from typing import Any
 
@@ -19,6 +20,7 @@ import numpy as np
 
 # A term: (position, coefficient, size). Positions are negative: -1 is the last tile dimension.
 Term = tuple[int, int, int]
+_ALL = slice(None)
 
 
 def _is_int(x: Any) -> bool:
@@ -51,6 +53,13 @@ class IndexExpr:
 
     # -- placement: arange(n)[:, None] ---------------------------------------------------------
     def __getitem__(self, key: Any) -> IndexExpr:
+        if self.ndim == 1 and type(key) is tuple and len(key) == 2:
+            # The common placements of a 1-D iterator: arange(n)[:, None] and arange(n)[None, :].
+            first, second = key
+            if second is None and type(first) is slice and first == _ALL:
+                return IndexExpr(self.const, tuple((p - 1, c, s) for p, c, s in self.terms), 2)
+            if first is None and type(second) is slice and second == _ALL:
+                return IndexExpr(self.const, self.terms, 2)
         if not isinstance(key, tuple):
             key = (key,)
         kept = [k for k in key if k is not None]
@@ -302,6 +311,7 @@ class Mask:
         return (a & b) if self.kind == "and" else (a | b)
 
 
+@functools.lru_cache(maxsize=4096)  # the same mask bound recurs every loop iteration
 def _solve(coef: int, const: int, cmp: str, value: int, size: int) -> tuple[int, int]:
     """Range [lo, hi) of t in [0, size) with coef*t + const <cmp> value."""
     t = np.arange(size, dtype=np.int64)

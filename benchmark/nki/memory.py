@@ -266,6 +266,112 @@ def build_view(arr: np.ndarray, spec: Spec) -> np.ndarray:
     return apply_recipe(arr, view_recipe(spec))
 
 
+class _Shape:
+    """What an access looks like once the constants of its indices are set aside (see `_resolve_cached`).
+
+    `affine_spec` is linear in the index constants: every axis's constant is the constant of the item on
+    that axis plus a delta from slices and the mask window, and the bounds move with it. So the spec of
+    the same items with all constants zero, computed once, serves every loop iteration."""
+
+    __slots__ = ("axis_item", "delta", "box0", "shape", "full_shape", "empty", "simple", "axes", "order",
+                 "coefs", "key_pinned", "key_len")
+
+    def __init__(self, spec: Spec, axis_item: list[int], key_len: int) -> None:
+        self.axis_item = axis_item
+        self.delta = spec.consts
+        self.box0 = _bounds(spec)
+        self.shape = tuple(spec.out_shape)
+        self.full_shape = spec.full_shape
+        self.empty = spec.empty
+        recipe = view_recipe(spec)
+        self.simple = recipe[0]
+        self.coefs = None if self.simple else recipe[2]
+        self.order = recipe[2] if self.simple else None
+        # Per axis: None for a pinned index, (coef, size) for the one live term of a basic slice.
+        axes: list[tuple[int, int] | None] = []
+        for axis_terms in spec.terms:
+            live = [(c, s) for _p, c, s in axis_terms if s > 1]
+            axes.append(live[0] if live else None)
+        self.axes = axes
+        self.key_len = key_len
+        self.key_pinned = all(not any(s > 1 for _p, _c, s in spec.terms[axis]) for axis in range(key_len))
+
+
+_SHAPES: dict[tuple, _Shape] = {}
+_SHAPES_LIMIT = 65536  # distinct access shapes; a kernel has a few hundred call sites
+
+
+def _resolve_cached(t: Tensor, items: Any, window: Window | None, op: str) -> Access | None:
+    """`Tensor.access` for ints, slices, Ellipsis and affine `IndexExpr`s, reusing the access's shape.
+
+    Returns None (the caller takes the general path) for anything else, and for accesses that are out of
+    bounds, so the general path raises its usual error."""
+    if not isinstance(items, tuple):
+        items = (items,)
+    key: list[Any] = [t.shape, tuple(window.items()) if window else None]
+    consts: list[int] = []
+    for it in items:
+        cls = type(it)
+        if cls is IndexExpr:
+            key.append((it.terms, it.ndim))
+            consts.append(it.const)
+        elif cls is int:
+            key.append(0)
+            consts.append(it)
+        elif cls is slice:
+            key.append((it.start, it.stop, it.step))
+            consts.append(0)
+        elif it is Ellipsis:
+            key.append(1)
+            consts.append(0)
+        else:
+            return None
+    skey = tuple(key)
+    try:
+        shape = _SHAPES.get(skey)
+    except TypeError:  # a slice bound that is not hashable
+        return None
+    if shape is None:
+        zeroed = tuple(IndexExpr(0, it.terms, it.ndim) if type(it) is IndexExpr else 0 if type(it) is int else it
+                       for it in items)
+        spec = affine_spec(t.shape, zeroed, window)
+        if spec is None:  # pragma: no cover - only ArrayIndex items are not affine
+            return None
+        markers = _normalize_items(tuple(Ellipsis if it is Ellipsis else k for k, it in enumerate(items)),
+                                   len(t.shape))
+        axis_item = [m if type(m) is int else -1 for m in markers]
+        if len(_SHAPES) >= _SHAPES_LIMIT:
+            _SHAPES.clear()
+        _SHAPES[skey] = shape = _Shape(spec, axis_item, t.race_key_len)
+    axis_consts = [d + consts[k] if k >= 0 else d for d, k in zip(shape.delta, shape.axis_item, strict=True)]
+    box = tuple((lo + c - d, hi + c - d) for (lo, hi), c, d in zip(shape.box0, axis_consts, shape.delta,
+                                                                   strict=True))
+    data = t.data
+    if not shape.empty:
+        for (lo, hi), size in zip(box, t.shape, strict=True):
+            if lo < 0 or hi > size:
+                return None
+        if shape.simple:
+            index = []
+            for c, live in zip(axis_consts, shape.axes, strict=True):
+                if live is None:
+                    index.append(c)
+                else:
+                    stop = c + live[0] * live[1]
+                    index.append(slice(c, stop if stop >= 0 else None, live[0]))
+            recipe: tuple[Any, ...] = (True, tuple(index), shape.order, shape.shape)
+        else:
+            origin = tuple(slice(c, None) if c >= 0 else slice(0, None) for c in axis_consts)
+            recipe = (False, origin, shape.coefs, shape.shape)
+        array = apply_recipe(data, recipe)
+        init = apply_recipe(t.init, recipe) if t.init is not None else None
+    else:
+        array = np.zeros(shape.shape, data.dtype)
+        init = None
+    race_key = tuple(axis_consts[:shape.key_len]) if shape.key_pinned else None
+    return Access(t, array, init, box, shape.shape, shape.full_shape, race_key)
+
+
 class Tensor:
     """A tensor in one of the memories. On-chip tensors have a partition axis (par_dim, else axis 0)."""
 
@@ -360,6 +466,9 @@ class Tensor:
             return compose(self.alias, items, window, op)
         if self.data is None:
             self.allocate()
+        fast = _resolve_cached(self, items, window, op)
+        if fast is not None:
+            return fast
         spec = affine_spec(self.shape, items, window)
         if spec is None:
             return fancy_access(self, self.data, self.init, items, op)
