@@ -109,7 +109,9 @@ def instruction_costs(trace: Trace, platform: Platform) -> InstructionCosts:
     # An unnamed elementwise op reading two full tiles is a tensor_tensor as far as cost goes.
     is_binary |= (_large_inputs(trace) >= 2) & (engine == Engine.VECTOR)
     # tensor_tensor: 1 cycle/elem if one operand is in PSUM, else the slower SBUF+SBUF rate.
-    tt_rate = np.where(_reads_psum(trace), 1.0, platform.tensor_tensor_cycles_per_elem)
+    is_isa_tt = _per_op(trace, {"tensor_tensor"}) > 0
+    sbuf_rate = np.where(is_isa_tt, platform.tensor_tensor_cycles_per_elem, platform.nl_binary_cycles_per_elem)
+    tt_rate = np.where(_reads_psum(trace), 1.0, sbuf_rate)
     rate = np.where(is_binary & (engine != Engine.SCALAR), tt_rate, rate)
     rate = np.where(_per_op(trace, _TWO_CYCLE_OPS) > 0, 2.0, rate)
     recip = _per_op(trace, {"reciprocal"}) > 0
@@ -133,7 +135,7 @@ def instruction_costs(trace: Trace, platform: Platform) -> InstructionCosts:
     passes = np.where(is_fp32[np.asarray(c["dtype"], dtype=np.int64)] if dtype_names else True,
                       platform.tensor_fp32_passes, 1.0)
     pe_cycles = passes * np.maximum(np.minimum(platform.tensor_min_stationary, n_stationary), n_elem)
-    pe_cycles += platform.tensor_fixed_cycles
+    pe_cycles = pe_cycles / platform.tensor_efficiency + platform.tensor_fixed_cycles
     tensor_seconds = pe_cycles / platform.tensor_clock_hz
     seconds = np.where(engine == Engine.TENSOR, tensor_seconds, seconds)
 

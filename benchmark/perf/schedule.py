@@ -9,7 +9,7 @@ At most `issue_window` instructions are in flight (program order): a stand-in fo
 tile buffers, which keep one iteration from running arbitrarily far ahead of another.
 
 Ops the compiler may place on either Vector or Scalar Engine (costs.py: tensor_scalar, copies, memset) go to
-whichever of the two is free first, as the compiler's scheduler would balance them.
+whichever of the two has had less work so far, as the compiler balances them.
 
 DMAs go to the first free of `dma_queues` queues; the bytes of all queues share one HBM bandwidth, modelled
 as a calendar of fixed time buckets whose byte capacity transfers fill in order (a DMA ready early can use
@@ -111,6 +111,7 @@ def replay(
     onchip = _Bandwidth(platform.dma_sbuf_bytes_per_s)
     queues = [0.0] * platform.dma_queues  # a heap of the times the queues become free
     engine_free = [0.0] * 5
+    busy = [0.0] * 5
     fixed = platform.dma_fixed_s
     dma = int(Engine.DMA)
     start_l = [0.0] * n
@@ -149,8 +150,10 @@ def replay(
             heapq.heapreplace(queues, f)
         else:
             if flexible[i]:
-                e = vector if engine_free[vector] <= engine_free[scalar] else scalar
+                # The compiler balances work between the two engines over the whole kernel.
+                e = vector if busy[vector] <= busy[scalar] else scalar
                 engine[i] = e
+            busy[e] += seconds[i]
             s = ready if ready > engine_free[e] else engine_free[e]
             f = s + seconds[i]
             engine_free[e] = f
