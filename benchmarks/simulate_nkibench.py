@@ -71,6 +71,7 @@ def run_child(part: str, reference: Path, kernel: Path, trace: bool) -> dict[str
     sim_rss = _peak_rss_mb()  # before the reference runs in this process: the simulator's own peak
     outs = sim.outputs[0] if len(sim.outputs) == 1 else sim.outputs
     instructions, trace_mb = sim.instructions, sim.trace.nbytes() / 2**20
+    rerun = sim.rerun_without_recycling
     del sim, nki_inputs
     expected = ref.forward(*inputs)
     got = ref.transform_nki_outputs(outs, expected)
@@ -81,7 +82,7 @@ def run_child(part: str, reference: Path, kernel: Path, trace: bool) -> dict[str
         r = np.asarray(r, dtype=np.float64)
         errors.append(float(np.linalg.norm(g - r) / np.linalg.norm(r)))
     return {"sim_s": wall, "sim_cpu_s": cpu, "sim_rss_mb": sim_rss, "rss_before_sim_mb": base_rss,
-            "instructions": instructions, "trace_mb": trace_mb, "rel_l2": max(errors)}
+            "instructions": instructions, "trace_mb": trace_mb, "rel_l2": max(errors), "rerun": rerun}
 
 
 def main() -> None:

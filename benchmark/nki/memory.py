@@ -274,7 +274,7 @@ class _Shape:
     the same items with all constants zero, computed once, serves every loop iteration."""
 
     __slots__ = ("axis_item", "delta", "box0", "shape", "full_shape", "empty", "simple", "axes", "order",
-                 "coefs", "key_pinned", "key_len")
+                 "coefs", "key_pinned", "key_len", "block_coefs")
 
     def __init__(self, spec: Spec, axis_item: list[int], key_len: int) -> None:
         self.axis_item = axis_item
@@ -295,6 +295,8 @@ class _Shape:
         self.axes = axes
         self.key_len = key_len
         self.key_pinned = all(not any(s > 1 for _p, _c, s in spec.terms[axis]) for axis in range(key_len))
+        # The same cut out of one block of a blocked tensor (the pinned leading axes dropped).
+        self.block_coefs = None if self.simple else [row[key_len:] for row in self.coefs]
 
 
 _SHAPES: dict[tuple, _Shape] = {}
@@ -346,6 +348,37 @@ def _resolve_cached(t: Tensor, items: Any, window: Window | None, op: str) -> Ac
     axis_consts = [d + consts[k] if k >= 0 else d for d, k in zip(shape.delta, shape.axis_item, strict=True)]
     box = tuple((lo + c - d, hi + c - d) for (lo, hi), c, d in zip(shape.box0, axis_consts, shape.delta,
                                                                    strict=True))
+    race_key = tuple(axis_consts[:shape.key_len]) if shape.key_pinned else None
+    blocks = t.blocks
+    if blocks is not None:
+        # A blocked tensor: the pinned leading indices name one block, the rest cuts into it.
+        if race_key is None or shape.empty:
+            return None
+        for (lo, hi), size in zip(box, t.shape, strict=True):
+            if lo < 0 or hi > size:
+                return None
+        entry = blocks.get(race_key)
+        if entry is None:
+            entry = t.pool.take(t, race_key)
+        elif entry is EVICTED:
+            raise BlockRecyclingMiss(f"block {race_key} of tensor {t.name!r} is used after it was recycled")
+        elif entry[2]:
+            t.pool.revive(t, race_key, entry)
+        n = shape.key_len
+        if shape.simple:
+            index = []
+            for c, live in zip(axis_consts[n:], shape.axes[n:], strict=True):
+                if live is None:
+                    index.append(c)
+                else:
+                    stop = c + live[0] * live[1]
+                    index.append(slice(c, stop if stop >= 0 else None, live[0]))
+            recipe = (True, tuple(index), shape.order, shape.shape)
+        else:
+            origin = tuple(slice(c, None) if c >= 0 else slice(0, None) for c in axis_consts[n:])
+            recipe = (False, origin, shape.block_coefs, shape.shape)
+        return Access(t, apply_recipe(entry[0], recipe), apply_recipe(entry[1], recipe), box, shape.shape,
+                      shape.full_shape, race_key)
     data = t.data
     if not shape.empty:
         for (lo, hi), size in zip(box, t.shape, strict=True):
@@ -368,8 +401,83 @@ def _resolve_cached(t: Tensor, items: Any, window: Window | None, op: str) -> Ac
     else:
         array = np.zeros(shape.shape, data.dtype)
         init = None
-    race_key = tuple(axis_consts[:shape.key_len]) if shape.key_pinned else None
     return Access(t, array, init, box, shape.shape, shape.full_shape, race_key)
+
+
+EVICTED: list = [None, None, False]  # the block entry of a recycled block
+
+
+class BlockRecyclingMiss(Exception):
+    """A recycled block was needed again: `simulate` re-runs the kernel without recycling."""
+
+
+class BlockPool:
+    """Recycles the storage of on-chip blocks that look dead, instead of faulting in fresh pages.
+
+    Compiler-style kernels declare on-chip tensors with leading block axes (`(86, 2, par_dim(128), 1024)`)
+    and give every loop iteration its own block, so a kernel writes gigabytes of fresh memory that the
+    device holds in a few megabytes. Such a tensor stores one array per block. At the end of every
+    iteration of an outermost loop, the blocks touched in it are *retired*: they keep their values, and
+    touching one again revives it. Once more than `retired_limit` bytes are retired, the oldest are
+    *evicted*: their arrays are zeroed and reused for new blocks of the same shape. Touching an evicted
+    block, a tile aliasing one, or a blocked tensor across several blocks raises `BlockRecyclingMiss`,
+    and the simulation starts over with plain storage, so results never depend on the guess."""
+
+    def __init__(self, retired_limit: int) -> None:
+        self.retired_limit = retired_limit
+        self.free: dict[tuple, list[tuple[np.ndarray, np.ndarray]]] = {}
+        self.retired: dict[tuple[int, tuple[int, ...]], tuple[Tensor, tuple[int, ...], list]] = {}
+        self.retired_bytes = 0
+        self.touched: list[tuple[Tensor, tuple[int, ...], list]] = []
+
+    def adopt(self, t: Tensor) -> None:
+        """Give an uninitialised on-chip tensor with leading block axes per-block storage."""
+        t.data = None
+        t.init = None
+        t.blocks = {}
+        t.pool = self
+
+    def take(self, t: Tensor, key: tuple[int, ...]) -> list:
+        shape = t.shape[len(key):]
+        storage = np.dtype(t.dtype.storage)
+        free = self.free.get((shape, storage))
+        if free:
+            data, init = free.pop()
+            data.fill(0)
+            init.fill(False)
+        else:
+            data = np.zeros(shape, dtype=storage)
+            init = np.zeros(shape, dtype=np.bool_)
+        entry = [data, init, False]
+        t.blocks[key] = entry  # type: ignore[index]
+        self.touched.append((t, key, entry))
+        return entry
+
+    def revive(self, t: Tensor, key: tuple[int, ...], entry: list) -> None:
+        entry[2] = False
+        del self.retired[(id(t), key)]
+        self.retired_bytes -= entry[0].nbytes + entry[1].nbytes
+        self.touched.append((t, key, entry))
+
+    def end_iteration(self) -> None:
+        """An outermost loop iteration ended: retire what it touched, evict the oldest beyond the limit."""
+        kept = []
+        for t, key, entry in self.touched:
+            if entry[2]:
+                continue
+            if t.deferred:  # queued matmuls still write it
+                kept.append((t, key, entry))
+                continue
+            entry[2] = True
+            self.retired[(id(t), key)] = (t, key, entry)
+            self.retired_bytes += entry[0].nbytes + entry[1].nbytes
+        self.touched = kept
+        while self.retired_bytes > self.retired_limit and self.retired:
+            ident = next(iter(self.retired))
+            t, key, entry = self.retired.pop(ident)
+            self.retired_bytes -= entry[0].nbytes + entry[1].nbytes
+            t.blocks[key] = EVICTED  # type: ignore[index]
+            self.free.setdefault((entry[0].shape, entry[0].dtype), []).append((entry[0], entry[1]))
 
 
 class Tensor:
@@ -377,7 +485,7 @@ class Tensor:
 
     __slots__ = ("name", "shape", "dtype", "memory", "buffer", "partition_axis", "data", "init", "trace_id",
                  "scope", "alias", "is_tile", "records", "race_key_len", "pstrides", "version", "deferred",
-                 "poisoned", "__weakref__")
+                 "poisoned", "blocks", "pool", "__weakref__")
 
     def __init__(self, name: str, shape: tuple[int, ...], dtype: dt.DType, buffer: Buffer, *,
                  data: np.ndarray | None = None, initialised: bool = False, poison: bool = False,
@@ -408,6 +516,8 @@ class Tensor:
         self.records: dict[Any, list] = {}
         self.version = 0
         self.deferred: dict | None = None  # queued matmul accumulations (runtime.Simulator._defer)
+        self.blocks: dict[tuple[int, ...], list] | None = None  # per-block storage (BlockPool.adopt)
+        self.pool: BlockPool | None = None
         # Race-check buckets: the leading block indices of on-chip tensors, the leading axes of HBM ones.
         if self.memory == Memory.HBM:
             self.race_key_len = max(0, len(self.shape) - 2)
@@ -464,11 +574,13 @@ class Tensor:
     def access(self, items: Any, window: Window | None = None, op: str = "index") -> Access | FancyAccess:
         if self.alias is not None:
             return compose(self.alias, items, window, op)
-        if self.data is None:
-            self.allocate()
         fast = _resolve_cached(self, items, window, op)
         if fast is not None:
             return fast
+        if self.blocks is not None:
+            raise BlockRecyclingMiss(f"tensor {self.name!r} is accessed across blocks")
+        if self.data is None:
+            self.allocate()
         spec = affine_spec(self.shape, items, window)
         if spec is None:
             return fancy_access(self, self.data, self.init, items, op)
@@ -541,6 +653,13 @@ def compose(parent: Access, items: Any, window: Window | None, op: str) -> Acces
     """Index into an already resolved region (a tile aliased onto a destination, or a view of a view)."""
     if isinstance(parent, FancyAccess):
         raise unsupported(op, "indexing a tile produced by a non-affine access")
+    blocks = parent.tensor.blocks
+    if blocks is not None:
+        entry = blocks.get(parent.key)  # type: ignore[arg-type]
+        if entry is None or entry is EVICTED:
+            raise BlockRecyclingMiss(f"a tile aliasing a recycled block of {parent.tensor.name!r} is used")
+        if entry[2]:
+            parent.tensor.pool.revive(parent.tensor, parent.key, entry)  # type: ignore[union-attr]
     arr = parent.array
     spec = affine_spec(arr.shape, items, window)
     if spec is None:

@@ -22,7 +22,7 @@ import numpy as np
 from . import dtypes as dt
 from .blas import blas_threads_for
 from .errors import NKICompileError, NKIError, NKIRuntimeError
-from .memory import Access, Accumulate, Buffer, Derived, FancyAccess, Tensor, View, Window
+from .memory import Access, Accumulate, BlockPool, Buffer, Derived, FancyAccess, ParDim, Tensor, View, Window
 from .trace import Engine, LoopInfo, LoopKind, Memory, TensorInfo, Trace
 
 _ACTIVE: Simulator | None = None
@@ -35,6 +35,8 @@ PRIVATE_HBM = Buffer("private_hbm", Memory.HBM)
 
 ON_CHIP = frozenset((Memory.SBUF, Memory.PSUM))
 _SCALARS = (int, float, bool, np.generic)
+# Retired blocks kept with their values before their storage is reused (see memory.BlockPool).
+RETIRED_BLOCK_BYTES = 512 * 2**20
 
 
 def active(op: str) -> Simulator:
@@ -76,8 +78,9 @@ class Pending:
 
 
 class Simulator:
-    def __init__(self, platform: Any, *, record_trace: bool, kernel_file: str) -> None:
+    def __init__(self, platform: Any, *, record_trace: bool, kernel_file: str, recycle: bool = False) -> None:
         self.platform = platform
+        self.pool = BlockPool(RETIRED_BLOCK_BYTES) if recycle else None
         self.trace = Trace()
         self.record_trace = record_trace
         self.kernel_file = kernel_file
@@ -157,6 +160,10 @@ class Simulator:
                 self.scope = tuple(e for e in self.nest if self.loop_kind[e[0]] != LoopKind.STATIC)
                 self.ctx = self.trace.context_id(self.nest)
                 yield i
+                if depth == 0 and self.pool is not None:
+                    if self.pending is not None:
+                        self.flush()
+                    self.pool.end_iteration()
         finally:
             if self.pending is not None:
                 self.flush()
@@ -187,8 +194,12 @@ class Simulator:
                 t = self.shared[self.shared_next]
                 self.shared_next += 1
                 return t
+        blocked = (self.pool is not None and data is None and buffer.memory in ON_CHIP
+                   and not any(isinstance(s, ParDim) for s in shape[:1]) and any(isinstance(s, ParDim) for s in shape))
         t = Tensor(name, shape, dtype, buffer, data=data, initialised=initialised, poison=poison and not initialised,
-                   scope=self.scope)
+                   scope=self.scope, lazy=blocked)
+        if blocked:
+            self.pool.adopt(t)
         self.check_declared(op, t)
         if buffer.memory == Memory.HBM and self.grid:
             self.shared.append(t)

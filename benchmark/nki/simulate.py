@@ -13,7 +13,7 @@ from . import dtypes as dt
 from . import runtime
 from .blas import single_threaded_blas
 from .errors import NKICompileError, NKIError
-from .memory import Tensor
+from .memory import BlockRecyclingMiss, Tensor
 from .runtime import SHARED_HBM, Simulator
 from .trace import Trace
 
@@ -24,6 +24,7 @@ class Simulation:
     trace: Trace  # frozen instruction trace (empty when record_trace=False)
     instructions: int  # instructions executed (counted even without a trace)
     inputs_after: tuple[Any, ...] = ()  # the inputs as the kernel left them (arrays; other inputs as given)
+    rerun_without_recycling: bool = False  # the block recycler guessed wrong and the kernel ran twice
 
 
 class JitKernel:
@@ -84,20 +85,35 @@ def simulate(kernel: Any, inputs: list[Any], *, platform: str = "trn1", record_t
     if code is None:
         raise TypeError(f"simulate needs a kernel function, got {type(kernel).__name__}")
     names = _parameter_names(func, len(inputs))
-    sim = Simulator(get_platform(platform), record_trace=record_trace, kernel_file=code.co_filename)
+    rerun = False
+    try:
+        sim, args, result = _run(func, code, inputs, names, platform, record_trace, kwargs, grid, recycle=True)
+    except BlockRecyclingMiss:
+        # The kernel reused a block the recycler had judged dead: run it again with plain storage.
+        rerun = True
+        sim, args, result = _run(func, code, inputs, names, platform, record_trace, kwargs, grid, recycle=False)
+    outputs = tuple(_output(t) for t in _flatten(result))
+    after = tuple(a.data if isinstance(a, Tensor) else a for a in args)
+    return Simulation(outputs=outputs, trace=sim.trace.freeze(), instructions=sim.instructions, inputs_after=after,
+                      rerun_without_recycling=rerun)
+
+
+def _run(func: Any, code: Any, inputs: list[Any], names: list[str], platform: str, record_trace: bool,
+         kwargs: dict[str, Any] | None, grid: tuple[int, ...], *, recycle: bool) -> tuple[Simulator, list[Any], Any]:
+    sim = Simulator(get_platform(platform), record_trace=record_trace, kernel_file=code.co_filename,
+                    recycle=recycle)
     with sim, single_threaded_blas():
         args = [_as_input(x, name, sim) for x, name in zip(inputs, names, strict=False)]
         try:
             programs = list(np.ndindex(*grid)) if grid else [()]
+            result = None
             for program in programs:
                 sim.start_program(program, grid)
                 result = func(*args, **(kwargs or {}))
             sim.finish()
         except NKIError as err:
             raise err.with_line(_kernel_line(err, code.co_filename)) from None
-    outputs = tuple(_output(t) for t in _flatten(result))
-    after = tuple(a.data if isinstance(a, Tensor) else a for a in args)
-    return Simulation(outputs=outputs, trace=sim.trace.freeze(), instructions=sim.instructions, inputs_after=after)
+    return sim, args, result
 
 
 def simulate_kernel(kernel: Any, *args: Any, **kwargs: Any) -> Any:

@@ -1,0 +1,87 @@
+"""Recycling the storage of on-chip blocks that look dead never changes what a kernel computes.
+
+The recycler's budget is set to zero here, so every block is recycled at the end of each iteration of
+the outermost loop: the most aggressive guess it can make.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from benchmark.nki import NKIRuntimeError, runtime, simulate
+from benchmark.nki import isa as nisa
+from benchmark.nki import language as nl
+
+
+@pytest.fixture(autouse=True)
+def recycle_everything(monkeypatch):
+    monkeypatch.setattr(runtime, "RETIRED_BLOCK_BYTES", 0)
+
+
+def test_blocks_dead_after_their_iteration_give_the_same_result_without_a_rerun(rng):
+    def kernel(x):
+        out = nl.ndarray((4, 128, 256), dtype=nl.float32, buffer=nl.shared_hbm)
+        loaded = nl.ndarray((4, nl.par_dim(128), 256), dtype=nl.float32, buffer=nl.sbuf)
+        scaled = nl.ndarray((4, nl.par_dim(128), 256), dtype=nl.float32, buffer=nl.sbuf)
+        for i in nl.affine_range(4):
+            loaded[i, nl.arange(128)[:, None], nl.arange(256)[None, :]] = nl.load(x[i])
+            scaled[i, nl.arange(128)[:, None], nl.arange(256)[None, :]] = nisa.tensor_scalar(
+                data=loaded[i, nl.arange(128)[:, None], nl.arange(256)[None, :]], op0=nl.multiply, operand0=3.0)
+            nl.store(out[i], value=scaled[i, nl.arange(128)[:, None], nl.arange(256)[None, :]])
+        return out
+
+    x = rng.standard_normal((4, 128, 256)).astype(np.float32)
+    sim = simulate(kernel, [x])
+    np.testing.assert_allclose(sim.outputs[0], 3.0 * x, rtol=1e-6)
+    assert not sim.rerun_without_recycling
+
+
+def test_a_block_read_again_after_it_was_recycled_still_has_its_values(rng):
+    def kernel(x):
+        out = nl.ndarray((4, 128, 64), dtype=nl.float32, buffer=nl.shared_hbm)
+        kept = nl.ndarray((4, nl.par_dim(128), 64), dtype=nl.float32, buffer=nl.sbuf)
+        for i in nl.affine_range(4):
+            kept[i, nl.arange(128)[:, None], nl.arange(64)[None, :]] = nl.exp(nl.load(x[i]))
+        for j in nl.affine_range(4):  # reads every block written by the first loop
+            nl.store(out[j], value=kept[3 - j, nl.arange(128)[:, None], nl.arange(64)[None, :]])
+        return out
+
+    x = rng.standard_normal((4, 128, 64)).astype(np.float32)
+    sim = simulate(kernel, [x])
+    np.testing.assert_allclose(sim.outputs[0], np.exp(x[::-1]), rtol=1e-6)
+    assert sim.rerun_without_recycling
+
+
+def test_a_recycled_block_reads_as_uninitialised_not_as_the_old_values(rng):
+    def kernel(x):
+        out = nl.ndarray((3, 128, 64), dtype=nl.float32, buffer=nl.shared_hbm)
+        blocks = nl.ndarray((3, nl.par_dim(128), 64), dtype=nl.float32, buffer=nl.sbuf)
+        for i in nl.affine_range(2):
+            blocks[i, nl.arange(128)[:, None], nl.arange(64)[None, :]] = nl.load(x)
+            nl.store(out[i], value=blocks[i, nl.arange(128)[:, None], nl.arange(64)[None, :]])
+        # Block 2 gets the storage block 0 or 1 had; it was never written.
+        nl.store(out[2], value=blocks[2, nl.arange(128)[:, None], nl.arange(64)[None, :]])
+        return out
+
+    x = rng.standard_normal((128, 64)).astype(np.float32)
+    with pytest.raises(NKIRuntimeError, match="uninitialised"):
+        simulate(kernel, [x])
+
+
+def test_a_tile_aliasing_a_recycled_block_keeps_its_values(rng):
+    def kernel(x):
+        out = nl.ndarray((2, 128, 64), dtype=nl.float32, buffer=nl.shared_hbm)
+        blocks = nl.ndarray((2, nl.par_dim(128), 64), dtype=nl.float32, buffer=nl.sbuf)
+        first = None
+        for i in nl.static_range(2):
+            tile = nl.load(x[i])
+            blocks[i, nl.arange(128)[:, None], nl.arange(64)[None, :]] = tile
+            if i == 0:
+                first = tile  # after the assignment the tile reads block 0
+        nl.store(out[0], value=first)
+        nl.store(out[1], value=blocks[1, nl.arange(128)[:, None], nl.arange(64)[None, :]])
+        return out
+
+    x = rng.standard_normal((2, 128, 64)).astype(np.float32)
+    np.testing.assert_array_equal(simulate(kernel, [x]).outputs[0], x)
