@@ -126,3 +126,17 @@ def test_an_evaluation_event_updates_the_candidate_it_names(engineer, problem) -
     assert f'hx-swap-oob="beforeend:#run-{run.pk}-events"' in html and 'data-seq="9"' in html
     assert f'id="run-{run.pk}-cand-1-0-2-0-eval" hx-swap-oob="true"' in html
     assert "relative L2 error 0.5" in html
+
+
+def test_a_kernel_diff_is_only_served_for_kernels_of_that_run(login, engineer, problem) -> None:
+    from benchmark.services import create_kernel
+
+    run = services.create_run(engineer, problem, is_public=True)
+    written, _ = create_kernel(problem, "def kernel(x):\n    return x + 0\n", parent=problem.baseline_kernel,
+                               run_id=run.pk)
+    stranger, _ = create_kernel(problem, "def kernel(x):\n    return x - 0\n", parent=problem.baseline_kernel)
+    client = login(engineer)
+    html = client.get(f"/runs/{run.pk}/kernels/{written.pk}/diff/").content.decode()
+    assert "return x + 0" in html and "return x" in html and 'class="diff-changed"' in html
+    assert client.get(f"/runs/{run.pk}/kernels/{stranger.pk}/diff/").status_code == 404
+    assert client.get(f"/runs/{run.pk}/candidates/9.9.9.9/").status_code == 404
