@@ -274,7 +274,7 @@ class _Shape:
     the same items with all constants zero, computed once, serves every loop iteration."""
 
     __slots__ = ("axis_item", "delta", "box0", "shape", "full_shape", "empty", "simple", "axes", "order",
-                 "coefs", "key_pinned", "key_len", "block_coefs")
+                 "coefs", "key_pinned", "key_len", "block_coefs", "plan")
 
     def __init__(self, spec: Spec, axis_item: list[int], key_len: int) -> None:
         self.axis_item = axis_item
@@ -297,6 +297,8 @@ class _Shape:
         self.key_pinned = all(not any(s > 1 for _p, _c, s in spec.terms[axis]) for axis in range(key_len))
         # The same cut out of one block of a blocked tensor (the pinned leading axes dropped).
         self.block_coefs = None if self.simple else [row[key_len:] for row in self.coefs]
+        self.plan = [(k, d, lo - d, hi - d, live)
+                     for k, d, (lo, hi), live in zip(axis_item, self.delta, self.box0, axes, strict=True)]
 
 
 _SHAPES: dict[tuple, _Shape] = {}
@@ -345,54 +347,51 @@ def _resolve_cached(t: Tensor, items: Any, window: Window | None, op: str) -> Ac
         if len(_SHAPES) >= _SHAPES_LIMIT:
             _SHAPES.clear()
         _SHAPES[skey] = shape = _Shape(spec, axis_item, t.race_key_len)
-    axis_consts = [d + consts[k] if k >= 0 else d for d, k in zip(shape.delta, shape.axis_item, strict=True)]
-    box = tuple((lo + c - d, hi + c - d) for (lo, hi), c, d in zip(shape.box0, axis_consts, shape.delta,
-                                                                   strict=True))
+    # One pass over the axes: the constant, the bounds (checked), and the basic-indexing item.
+    axis_consts = []
+    box = []
+    index: list[Any] = []
+    empty = shape.empty
+    for (k, d, lo_off, hi_off, live), size in zip(shape.plan, t.shape, strict=True):
+        c = d + consts[k] if k >= 0 else d
+        lo = c + lo_off
+        hi = c + hi_off
+        if (lo < 0 or hi > size) and not empty:
+            return None
+        axis_consts.append(c)
+        box.append((lo, hi))
+        if live is None:
+            index.append(c)
+        else:
+            stop = c + live[0] * live[1]
+            index.append(slice(c, stop if stop >= 0 else None, live[0]))
     race_key = tuple(axis_consts[:shape.key_len]) if shape.key_pinned else None
     blocks = t.blocks
     if blocks is not None:
         # A blocked tensor: the pinned leading indices name one block, the rest cuts into it.
-        if race_key is None or shape.empty:
+        if race_key is None or empty:
             return None
-        for (lo, hi), size in zip(box, t.shape, strict=True):
-            if lo < 0 or hi > size:
-                return None
         entry = blocks.get(race_key)
         if entry is None:
-            entry = t.pool.take(t, race_key)
+            entry = t.pool.take(t, race_key)  # type: ignore[union-attr]
         elif entry is EVICTED:
             raise BlockRecyclingMiss(f"block {race_key} of tensor {t.name!r} is used after it was recycled")
         elif entry[2]:
-            t.pool.revive(t, race_key, entry)
+            t.pool.revive(t, race_key, entry)  # type: ignore[union-attr]
         n = shape.key_len
         if shape.simple:
-            index = []
-            for c, live in zip(axis_consts[n:], shape.axes[n:], strict=True):
-                if live is None:
-                    index.append(c)
-                else:
-                    stop = c + live[0] * live[1]
-                    index.append(slice(c, stop if stop >= 0 else None, live[0]))
-            recipe = (True, tuple(index), shape.order, shape.shape)
+            recipe: tuple[Any, ...] = (True, tuple(index[n:]), shape.order, shape.shape)
         else:
             origin = tuple(slice(c, None) if c >= 0 else slice(0, None) for c in axis_consts[n:])
             recipe = (False, origin, shape.block_coefs, shape.shape)
-        return Access(t, apply_recipe(entry[0], recipe), apply_recipe(entry[1], recipe), box, shape.shape,
+        return Access(t, apply_recipe(entry[0], recipe), apply_recipe(entry[1], recipe), tuple(box), shape.shape,
                       shape.full_shape, race_key)
+    if t.data is None:
+        t.allocate()
     data = t.data
-    if not shape.empty:
-        for (lo, hi), size in zip(box, t.shape, strict=True):
-            if lo < 0 or hi > size:
-                return None
+    if not empty:
         if shape.simple:
-            index = []
-            for c, live in zip(axis_consts, shape.axes, strict=True):
-                if live is None:
-                    index.append(c)
-                else:
-                    stop = c + live[0] * live[1]
-                    index.append(slice(c, stop if stop >= 0 else None, live[0]))
-            recipe: tuple[Any, ...] = (True, tuple(index), shape.order, shape.shape)
+            recipe = (True, tuple(index), shape.order, shape.shape)
         else:
             origin = tuple(slice(c, None) if c >= 0 else slice(0, None) for c in axis_consts)
             recipe = (False, origin, shape.coefs, shape.shape)
@@ -401,7 +400,7 @@ def _resolve_cached(t: Tensor, items: Any, window: Window | None, op: str) -> Ac
     else:
         array = np.zeros(shape.shape, data.dtype)
         init = None
-    return Access(t, array, init, box, shape.shape, shape.full_shape, race_key)
+    return Access(t, array, init, tuple(box), shape.shape, shape.full_shape, race_key)
 
 
 EVICTED: list = [None, None, False]  # the block entry of a recycled block
@@ -419,7 +418,7 @@ class BlockPool:
     device holds in a few megabytes. Such a tensor stores one array per block. At the end of every
     iteration of an outermost loop, the blocks touched in it are *retired*: they keep their values, and
     touching one again revives it. Once more than `retired_limit` bytes are retired, the oldest are
-    *evicted*: their arrays are zeroed and reused for new blocks of the same shape. Touching an evicted
+    *evicted*: their arrays are reused for new blocks of the same shape, init masks cleared. Touching an evicted
     block, a tile aliasing one, or a blocked tensor across several blocks raises `BlockRecyclingMiss`,
     and the simulation starts over with plain storage, so results never depend on the guess."""
 
@@ -443,8 +442,7 @@ class BlockPool:
         free = self.free.get((shape, storage))
         if free:
             data, init = free.pop()
-            data.fill(0)
-            init.fill(False)
+            init.fill(False)  # the old values stay, unreadable: every read checks the init mask
         else:
             data = np.zeros(shape, dtype=storage)
             init = np.zeros(shape, dtype=np.bool_)

@@ -334,7 +334,7 @@ class Simulator:
         whole = full == tuple(data.shape) and not window
         tile = Tensor(self.fresh_name(self.op), full, dtype, default,
                       data=data if whole and lazy is None else None,
-                      initialised=whole, scope=self.scope, is_tile=True, lazy=lazy is not None)
+                      initialised=whole, scope=self.scope, is_tile=True, lazy=lazy is not None or not whole)
         if default.memory == Memory.SBUF and tile.bytes_per_partition > self.platform.sbuf_bytes_per_partition:
             raise NKICompileError(self.op, f"result tile {full} needs {tile.bytes_per_partition} bytes per "
                                            f"partition, over the {self.platform.sbuf_bytes_per_partition}-byte "
@@ -362,6 +362,8 @@ class Simulator:
                 tile.data, tile.init = np.ascontiguousarray(p.data, dtype=tile.dtype.storage), None
             else:
                 tile.allocate()
+        elif tile.data is None:  # a masked or partial result: its tile is stored only if nothing claimed it
+            tile.allocate()
         if tile.data.shape != p.data.shape or p.window:
             acc = tile.access((Ellipsis,), p.window, p.op)
             if isinstance(acc, Access) and acc.array.size:
