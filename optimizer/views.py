@@ -122,6 +122,7 @@ def _launch(request: HttpRequest, form: RunForm) -> Run:
     )
 
 
+@require_role(ENGINEER)
 @require_GET
 def run_estimate(request: HttpRequest) -> HttpResponse:
     """The LLM cost estimate under the run form, re-rendered by htmx as the parameters change."""
