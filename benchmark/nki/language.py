@@ -564,7 +564,7 @@ def _install_operators() -> None:
         # A view of a view: alias a temporary tensor onto the resolved region and index it.
         for slot in ("name", "shape", "dtype", "memory", "buffer", "partition_axis", "data", "init", "trace_id",
                      "scope", "is_tile", "records", "race_key_len", "pstrides", "version", "deferred", "blocks",
-                     "pool", "poisoned"):
+                     "pool", "poisoned", "readers"):
             setattr(holder, slot, getattr(acc.tensor, slot))
         holder.alias = acc
         return View(holder, items)

@@ -483,7 +483,7 @@ class Tensor:
 
     __slots__ = ("name", "shape", "dtype", "memory", "buffer", "partition_axis", "data", "init", "trace_id",
                  "scope", "alias", "is_tile", "records", "race_key_len", "pstrides", "version", "deferred",
-                 "poisoned", "blocks", "pool", "__weakref__")
+                 "poisoned", "blocks", "pool", "readers", "__weakref__")
 
     def __init__(self, name: str, shape: tuple[int, ...], dtype: dt.DType, buffer: Buffer, *,
                  data: np.ndarray | None = None, initialised: bool = False, poison: bool = False,
@@ -516,6 +516,7 @@ class Tensor:
         self.deferred: dict | None = None  # queued matmul accumulations (runtime.Simulator._defer)
         self.blocks: dict[tuple[int, ...], list] | None = None  # per-block storage (BlockPool.adopt)
         self.pool: BlockPool | None = None
+        self.readers: list[Tensor] | None = None  # tensors with queued matmuls reading this one
         # Race-check buckets: the leading block indices of on-chip tensors, the leading axes of HBM ones.
         if self.memory == Memory.HBM:
             self.race_key_len = max(0, len(self.shape) - 2)

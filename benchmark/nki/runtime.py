@@ -161,8 +161,11 @@ class Simulator:
                 self.ctx = self.trace.context_id(self.nest)
                 yield i
                 if depth == 0 and self.pool is not None:
+                    # Queued matmul groups hold views of blocks the pool may now recycle: run them.
                     if self.pending is not None:
                         self.flush()
+                    for deferred in list(self.deferred_set.values()):
+                        self.materialize(deferred)
                     self.pool.end_iteration()
         finally:
             if self.pending is not None:
@@ -397,7 +400,7 @@ class Simulator:
             reads = [*reads, dst]
         if isinstance(p.data, _LazyMatmul):
             if accumulate == "add" and not isinstance(dst, FancyAccess) and dst.array.shape == p.data.shape:
-                self._defer(dst, p.data, p.op, p.nest)
+                self._defer(dst, p.data, p.op, p.nest, [r.tensor for r in p.reads if isinstance(r, Access)])
                 self.emit_pending(p, dst, accumulate=True, reads=reads)
                 return
             p.data = p.data.compute()
@@ -414,6 +417,8 @@ class Simulator:
         t = dst.tensor
         if t.deferred:
             self.materialize(t)
+        if t.readers:
+            self.run_readers(t)
         if isinstance(dst, FancyAccess):
             vals = _fit(values, dst.shape, op)
             if accumulate:
@@ -493,7 +498,7 @@ class Simulator:
                                   "destination by the loop variable")
 
     # -- deferred PSUM accumulation ------------------------------------------------------------------
-    def _defer(self, dst: Access, mm: _LazyMatmul, op: str, nest: tuple) -> None:
+    def _defer(self, dst: Access, mm: _LazyMatmul, op: str, nest: tuple, sources: list[Tensor]) -> None:
         """Queue `dst += stationary.T @ moving`; the group runs as one BLAS call when dst is next used."""
         t = dst.tensor
         if dst.init is not None and not dst.init.all():
@@ -513,10 +518,23 @@ class Simulator:
                     self.deferred_set[id(t)] = t
                     break
             groups[key] = group = (dst, [], [])
-        # Copies: the operand tiles may be overwritten before the group runs.
-        group[1].append(np.array(mm.stationary, dtype=np.float32))
-        group[2].append(np.array(mm.moving, dtype=np.float32))
+        # Views, not copies: a write to an operand's tensor runs the group first (see `write`).
+        group[1].append(np.asarray(mm.stationary, dtype=np.float32))
+        group[2].append(np.asarray(mm.moving, dtype=np.float32))
+        for src in sources:
+            if src.readers is None:
+                src.readers = [t]
+            else:
+                src.readers.append(t)
         t.version += 1
+
+    def run_readers(self, t: Tensor) -> None:
+        """`t` is about to change: run the queued matmul groups that read it."""
+        readers = t.readers
+        t.readers = None
+        for reader in readers:  # type: ignore[union-attr]
+            if reader.deferred:
+                self.materialize(reader)
 
     def materialize(self, t: Tensor) -> None:
         groups = t.deferred
@@ -524,6 +542,8 @@ class Simulator:
         self.deferred_set.pop(id(t), None)
         if not groups:
             return
+        if t.readers:
+            self.run_readers(t)
         for dst, stationaries, movings in groups.values():
             a = stationaries[0] if len(stationaries) == 1 else np.concatenate(stationaries, axis=0)
             b = movings[0] if len(movings) == 1 else np.concatenate(movings, axis=0)
