@@ -52,14 +52,73 @@ def reference_precision(expected: Sequence[np.ndarray]) -> tuple[int, str] | Non
 
 def relative_l2(output: np.ndarray, reference: np.ndarray) -> float:
     """||out - ref|| / max(||ref||, tiny) over the elements where the reference is finite."""
-    out = np.asarray(output, dtype=np.float64)
-    ref = np.asarray(reference, dtype=np.float64)
-    finite = np.isfinite(ref)
-    if not finite.all():
-        out, ref = out[finite], ref[finite]
-    if not np.isfinite(out).all():
-        return float("inf")
-    return float(np.linalg.norm(out - ref) / max(float(np.linalg.norm(ref)), _TINY_NORM))
+    comparison = OutputComparison(np.shape(reference))
+    comparison.add(output, reference)
+    return comparison.relative_l2()
+
+
+class OutputComparison:
+    """One output compared with its reference slice by slice (flat C order), so neither needs a float64
+    copy of the whole array: the relative L2 error, NaN/Inf where the reference is finite, all-zero."""
+
+    def __init__(self, shape: tuple[int, ...]) -> None:
+        self.shape = tuple(shape)
+        self.offset = 0
+        self.diff_squares = 0.0
+        self.ref_squares = 0.0
+        self.output_non_finite = False  # where the reference is finite
+        self.bad_count = 0
+        self.first_bad: int | None = None
+        self.special_mismatch = False  # NaN/Inf of the reference not matched by the output
+        self.float_output = True
+        self.reference_all_zero = True
+
+    def add(self, output: np.ndarray, reference: np.ndarray) -> None:
+        out_raw, ref_raw = np.ravel(output), np.ravel(reference)
+        self.float_output = out_raw.dtype.kind in "fc"
+        out = out_raw.astype(np.float64, copy=False)
+        ref = ref_raw.astype(np.float64, copy=False)
+        if self.reference_all_zero and np.any(ref_raw):
+            self.reference_all_zero = False
+        finite = np.isfinite(ref)
+        all_finite = bool(finite.all())
+        if not all_finite:
+            out_f, ref_f = out[finite], ref[finite]
+            ref_bad = ~finite
+            if self.float_output and not np.array_equal(out_raw[ref_bad], ref_raw[ref_bad], equal_nan=True):
+                self.special_mismatch = True
+        else:
+            out_f, ref_f = out, ref
+        out_finite = np.isfinite(out_f)
+        if not out_finite.all():
+            self.output_non_finite = True
+            if self.float_output:
+                bad = ~np.isfinite(out) & finite
+                self.bad_count += int(np.count_nonzero(bad))
+                if self.first_bad is None:
+                    self.first_bad = self.offset + int(np.flatnonzero(bad)[0])
+        if not self.output_non_finite:
+            diff = out_f - ref_f
+            self.diff_squares += float(np.dot(diff, diff))
+        self.ref_squares += float(np.dot(ref_f, ref_f))
+        self.offset += out_raw.size
+
+    def relative_l2(self) -> float:
+        if self.output_non_finite:
+            return float("inf")
+        return float(np.sqrt(self.diff_squares) / max(float(np.sqrt(self.ref_squares)), _TINY_NORM))
+
+    def non_finite_problem(self) -> str | None:
+        """NaN/Inf in the output where the reference is finite (NaN is what unwritten elements hold)."""
+        if not self.float_output:
+            return None
+        if self.bad_count:
+            first = [int(i) for i in np.unravel_index(self.first_bad, self.shape)] if self.shape else []
+            return (f"{self.bad_count} of {self.offset} elements are NaN or Inf where the reference is finite "
+                    f"(first at index {first}); unwritten output elements read as NaN")
+        if self.special_mismatch:
+            return "its NaN/Inf values differ from the reference's where the reference is not finite"
+        return None
 
 
 def check_inputs_unchanged(sent: Sequence[np.ndarray], after: Sequence[np.ndarray]) -> None:
@@ -69,11 +128,23 @@ def check_inputs_unchanged(sent: Sequence[np.ndarray], after: Sequence[np.ndarra
         if before.shape != now.shape or before.dtype != now.dtype:
             raise CheckFailed(f"kernel modified its input {index}: it was {before.dtype}{list(before.shape)} "
                               f"and is now {now.dtype}{list(now.shape)}")
-        if not np.array_equal(before, now, equal_nan=True):
+        if not _equal_in_slices(before, now):
             changed = int(np.count_nonzero(~((before == now) | (np.isnan(before) & np.isnan(now)))
                                            if before.dtype.kind in "fc" else before != now))
             raise CheckFailed(f"kernel modified its input {index} (shape {list(before.shape)}): {changed} of "
                               f"{before.size} elements changed; inputs must be read-only")
+
+
+_EQUAL_SLICE_ELEMENTS = 1 << 20
+
+
+def _equal_in_slices(before: np.ndarray, now: np.ndarray) -> bool:
+    """array_equal(equal_nan) a slice at a time: on a whole array it makes masked copies of both."""
+    flat_before, flat_now = before.reshape(-1), now.reshape(-1)
+    equal_nan = before.dtype.kind in "fc"
+    return all(np.array_equal(flat_before[start:start + _EQUAL_SLICE_ELEMENTS],
+                              flat_now[start:start + _EQUAL_SLICE_ELEMENTS], equal_nan=equal_nan)
+               for start in range(0, flat_before.size, _EQUAL_SLICE_ELEMENTS))
 
 
 def check_output_layout(outputs: Sequence[np.ndarray], expected: Sequence[np.ndarray]) -> None:
@@ -96,20 +167,9 @@ def check_output_precision(outputs: Sequence[np.ndarray], expected: Sequence[np.
 
 def non_finite_mismatch(output: np.ndarray, reference: np.ndarray) -> str | None:
     """Describe NaN/Inf in the output where the reference is finite (NaN is what unwritten elements hold)."""
-    out = np.asarray(output)
-    ref = np.asarray(reference)
-    if out.dtype.kind not in "fc":
-        return None
-    bad = ~np.isfinite(out) & np.isfinite(ref)
-    count = int(np.count_nonzero(bad))
-    if not count:
-        ref_bad = ~np.isfinite(ref)
-        if ref_bad.any() and not np.array_equal(out[ref_bad], ref[ref_bad], equal_nan=True):
-            return "its NaN/Inf values differ from the reference's where the reference is not finite"
-        return None
-    first = tuple(int(i) for i in np.argwhere(bad)[0])
-    return (f"{count} of {out.size} elements are NaN or Inf where the reference is finite (first at index "
-            f"{list(first)}); unwritten output elements read as NaN")
+    comparison = OutputComparison(np.shape(reference))
+    comparison.add(output, reference)
+    return comparison.non_finite_problem()
 
 
 @dataclass(frozen=True)

@@ -165,6 +165,7 @@ class ReferenceRole:
     def __init__(self, config: dict[str, Any]) -> None:
         self.module: types.ModuleType | None = None
         self.expected: dict[int, Any] = {}
+        self.expected_arrays: dict[int, list[Any]] = {}
         self.guards = config.get("guards", {})
 
     def load(self, header: dict[str, Any], arrays: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -209,14 +210,21 @@ class ReferenceRole:
             nki_inputs = list(to_nki(raw)) if to_nki else raw
             nki_inputs = [np.ascontiguousarray(a) if isinstance(a, np.ndarray) else a for a in nki_inputs]
             expected_tuple = expected if isinstance(expected, (tuple, list)) else (expected,)
-            expected_arrays = [np.asarray(e) for e in expected_tuple]
+            expected_arrays = [np.asarray(e, order="C") for e in expected_tuple]
             reply_arrays, scalars = split_inputs(nki_inputs)
         except BaseException as exc:  # noqa: BLE001
             return _failure("reference_error", exc, REFERENCE_FILENAME, "the reference failed to render inputs: "), {}
-        self.expected[index] = expected
-        reply_arrays.update({f"exp{i}": a for i, a in enumerate(expected_arrays)})
+        # Only this seed's expected outputs are kept: the parent finishes one seed before the next. They
+        # stay here and go to the parent slice by slice (`expected`), never whole.
+        self.expected = {index: expected}
+        self.expected_arrays = {index: expected_arrays}
         return {"ok": True, "input_count": len(nki_inputs), "scalars": scalars, "distribution": distribution,
-                "expected_count": len(expected_arrays)}, reply_arrays
+                "expected": [[a.dtype.str, list(a.shape)] for a in expected_arrays]}, reply_arrays
+
+    def expected_slice(self, header: dict[str, Any], arrays: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+        """Elements [start, stop) of one expected output of the current seed, flattened in C order."""
+        array = self.expected_arrays[header["index"]][header["output"]]
+        return {"ok": True}, {"slice": array.reshape(-1)[header["start"]:header["stop"]]}
 
     def _forward(self, raw: list[Any]) -> Any:
         import numpy as np

@@ -121,7 +121,16 @@ class _Attempt:
                         if self.backend.records_trace else None)
             self.load_reference(reference)
             self.load_kernel(kernel)
-            traces = [self.check_seed(reference, kernel, index) for index in range(len(self.seeds))]
+            # One seed at a time, everything of a seed dropped before the next: the parent's memory is a
+            # seed's inputs and outputs plus a slice, not every seed's arrays at once.
+            traces = []
+            for index in range(len(self.seeds)):
+                trace = self.check_seed(reference, kernel, index)
+                if trace is not None and traces and "arrays" in trace:
+                    # Only the first seed's trace is profiled; the others need their length only.
+                    trace = {"instructions": len(trace["arrays"]["trace.col.engine"])}
+                traces.append(trace)
+                del trace
             kernel.close()
             return self.profile(traces, profiler)
 
@@ -163,7 +172,10 @@ class _Attempt:
         self.plan = self.plan[:index] + (distribution,) + self.plan[index + 1:]
         where = f"seed {seed} ({distribution} inputs)"
         inputs = {name: a for name, a in arrays.items() if name.startswith("in")}
-        expected = [arrays[f"exp{i}"] for i in range(rendered["expected_count"])]
+        del arrays
+        # The expected outputs stay in the reference child; the parent knows their dtypes and shapes and
+        # reads their values slice by slice when comparing.
+        expected = [_shape_only(dtype, shape) for dtype, shape in rendered["expected"]]
 
         try:
             ran, produced = kernel.request(
@@ -175,8 +187,8 @@ class _Attempt:
             compiled = ran["kind"] != ErrorKind.COMPILE_ERROR.value
             raise self.kernel_reply_failed(ran, compiled=compiled, runnable=False)
         ran_flags = {"compiled": True, "runnable": True}
-        outputs = [produced[f"out{i}"] for i in range(ran["output_count"])]
-        after = [produced.get("after" + name[2:]) for name in inputs]
+        outputs = [produced.pop(f"out{i}") for i in range(ran["output_count"])]
+        after = [produced.pop("after" + name[2:], None) for name in inputs]
 
         try:
             if any(a is None for a in after):
@@ -184,6 +196,7 @@ class _Attempt:
             checks.check_inputs_unchanged(list(inputs.values()), after)
         except checks.CheckFailed as exc:
             raise self.fail(ErrorKind.INCORRECT, f"{exc} ({where})", **ran_flags) from None
+        del inputs, after
 
         trace = None
         if "trace" in ran:
@@ -195,51 +208,77 @@ class _Attempt:
             trace["latency_ms"] = None
         elif ran.get("latency_ms") is not None:
             trace = {"latency_ms": float(ran["latency_ms"])}
+        del produced
 
         if len(outputs) != len(expected):
             # Checked before transform_nki_outputs: NKIBench's zips and would drop extra outputs silently.
             raise self.fail(ErrorKind.INCORRECT, f"kernel returned {len(outputs)} output(s) with shapes "
                             f"{[list(o.shape) for o in outputs]}; the reference expects {len(expected)} with "
                             f"shapes {[list(e.shape) for e in expected]} ({where})", **ran_flags)
+        shapes = [list(o.shape) for o in outputs]
         try:
-            transformed, shaped = reference.request({"op": "transform", "index": index, "output_count": len(outputs)},
-                                                    {f"out{i}": o for i, o in enumerate(outputs)})
+            # Sent, then dropped before the reply arrives: the kernel's outputs and their transformed
+            # copies are never in the parent together.
+            reference.send({"op": "transform", "index": index, "output_count": len(outputs)},
+                           {f"out{i}": o for i, o in enumerate(outputs)})
+            del outputs
+            transformed, shaped = reference.receive()
         except ChildError as exc:
             raise self.child_failed(exc, "reference") from None
         if not transformed["ok"]:
             if transformed["kind"] == "transform_error":
-                shapes = [list(o.shape) for o in outputs]
                 wanted = [list(e.shape) for e in expected]
                 raise self.fail(ErrorKind.INCORRECT, f"kernel returned outputs of shapes {shapes}; the reference "
                                 f"expects {wanted} (transform_nki_outputs: {transformed['message']})", **ran_flags)
             raise self.reference_broken(transformed["message"])
-        final = [shaped[f"out{i}"] for i in range(transformed["output_count"])]
-        self.compare(final, expected, where, ran_flags)
+        final = [shaped.pop(f"out{i}") for i in range(transformed["output_count"])]
+        del shaped
+        self.compare(final, expected, reference, index, where, ran_flags)
         return trace
 
-    def compare(self, outputs: list[np.ndarray], expected: list[np.ndarray], where: str, flags: dict[str, Any]) -> None:
+    def compare(self, outputs: list[np.ndarray], expected: list[np.ndarray], reference: ChildProcess, index: int,
+                where: str, flags: dict[str, Any]) -> None:
+        """`expected` carries dtypes and shapes only; the values come from the reference child in slices."""
         try:
             checks.check_output_layout(outputs, expected)
             checks.check_output_precision(outputs, expected)
         except checks.CheckFailed as exc:
             raise self.fail(ErrorKind.INCORRECT, f"{exc} ({where})", **flags) from None
-        errors = tuple(checks.relative_l2(o, e) for o, e in zip(outputs, expected, strict=True))
+        comparisons = []
+        for number, out in enumerate(outputs):
+            comparison = checks.OutputComparison(out.shape)
+            flat = out.reshape(-1)
+            for start in range(0, max(flat.size, 1), COMPARE_SLICE_ELEMENTS):
+                stop = min(start + COMPARE_SLICE_ELEMENTS, flat.size)
+                try:
+                    sliced, part = reference.request({"op": "expected_slice", "index": index, "output": number,
+                                                      "start": start, "stop": stop},
+                                                     max_reply_bytes=_slice_budget(expected[number], stop - start))
+                except ChildError as exc:
+                    raise self.child_failed(exc, "reference") from None
+                if not sliced["ok"] or part.get("slice") is None or part["slice"].size != stop - start:
+                    raise self.reference_broken(f"could not read its expected output {number} "
+                                                f"[{start}:{stop}]: {sliced.get('message', 'wrong size')}")
+                comparison.add(flat[start:stop], part["slice"])
+                del part
+            comparisons.append(comparison)
+        errors = tuple(c.relative_l2() for c in comparisons)
         self.errors.append(errors)
-        for index, (out, ref) in enumerate(zip(outputs, expected, strict=True)):
-            problem = checks.non_finite_mismatch(out, ref)
+        for number, comparison in enumerate(comparisons):
+            problem = comparison.non_finite_problem()
             if problem:
-                raise self.fail(ErrorKind.INCORRECT, f"output {index}: {problem} ({where})", **flags)
-        for index, error in enumerate(errors):
+                raise self.fail(ErrorKind.INCORRECT, f"output {number}: {problem} ({where})", **flags)
+        for number, error in enumerate(errors):
             if not error <= self.tolerance:
-                raise self.fail(ErrorKind.INCORRECT, f"output {index} differs from the reference: relative L2 "
+                raise self.fail(ErrorKind.INCORRECT, f"output {number} differs from the reference: relative L2 "
                                 f"error {error:.3e} exceeds the tolerance {self.tolerance:.0e} ({where})", **flags)
         # An output the reference leaves at zero for every seed cannot tell a real kernel from one that
         # writes nothing; that is a reference to fix, not a pass.
-        self.zero_expected.append(tuple(not np.any(e) for e in expected))
+        self.zero_expected.append(tuple(c.reference_all_zero for c in comparisons))
         if len(self.zero_expected) == len(self.seeds):
-            for index, zeros in enumerate(zip(*self.zero_expected, strict=True)):
+            for number, zeros in enumerate(zip(*self.zero_expected, strict=True)):
                 if all(zeros):
-                    raise self.reference_broken(f"its output {index} is all zeros for every seed, so correctness "
+                    raise self.reference_broken(f"its output {number} is all zeros for every seed, so correctness "
                                                 "cannot be told apart from a kernel that writes nothing")
 
     def check_visible_work(self, trace: dict[str, Any]) -> None:
@@ -266,7 +305,7 @@ class _Attempt:
         perf_version = self.context.get("perf_model_version", "")
         first = traces[0] if traces else None
         if first is not None and "meta" in first:
-            counts = {len(t["arrays"]["trace.col.engine"]) for t in traces if t is not None}
+            counts = {_instruction_count(t) for t in traces if t is not None}
             if len(counts) > 1:
                 raise self.fail(ErrorKind.SUSPICIOUS, "the kernel executed different instruction streams for "
                                 f"different inputs ({sorted(counts)} instructions); NKI kernels are traced once "
@@ -336,7 +375,28 @@ TRACE_REPLY_BYTES = 512 * 1024**2  # room for the instruction trace in a kernel 
 
 def _kernel_reply_budget(inputs: list[np.ndarray], expected: list[np.ndarray]) -> int:
     """Outputs (up to twice the expected size: a wrong dtype is reported, not refused), inputs, trace."""
-    return 2 * sum(e.nbytes for e in expected) + sum(a.nbytes for a in inputs) + TRACE_REPLY_BYTES + 1024**2
+    return 2 * sum(e.size * e.dtype.itemsize for e in expected) + sum(a.nbytes for a in inputs) + TRACE_REPLY_BYTES + 1024**2
+
+
+# Expected outputs cross from the reference child in slices of this many elements (16 MiB of fp32; the
+# comparison's float64 temporaries add about 7x that to the parent while a slice is checked).
+COMPARE_SLICE_ELEMENTS = 1 << 22
+
+
+def _shape_only(dtype: str, shape: list[int]) -> np.ndarray:
+    """An array with the expected output's dtype and shape and no memory behind it (a broadcast scalar):
+    enough for the layout and precision checks and the messages, which never read its values."""
+    return np.broadcast_to(np.zeros((), dtype=np.dtype(dtype)), tuple(int(n) for n in shape))
+
+
+def _slice_budget(expected: np.ndarray, elements: int) -> int:
+    return elements * expected.dtype.itemsize + 1024**2
+
+
+def _instruction_count(trace: dict[str, Any]) -> int:
+    if "instructions" in trace:
+        return int(trace["instructions"])
+    return len(trace["arrays"]["trace.col.engine"])
 
 
 def _worst(errors: list[tuple[float | None, ...]]) -> tuple[float | None, ...]:

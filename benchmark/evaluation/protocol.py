@@ -1,68 +1,118 @@
 """Messages between the evaluator and its children: length-prefixed JSON plus named numpy arrays.
 
-A frame is `>QQ` (header length, payload length), a UTF-8 JSON header, then an uncompressed `.npz`
-payload (empty when there are no arrays). Arrays are loaded with `allow_pickle=False`, so a child can
-send data but never objects. Nothing goes through files the kernel could find.
+A frame is `>QQ` (header length, payload length), a UTF-8 JSON header, then the arrays' raw C-order bytes
+one after another. The header lists each array's name, dtype and shape under `ARRAYS_KEY`; only numeric
+and boolean dtypes are accepted, so a child can send data but never objects. Arrays are written straight
+from their buffers and read straight into freshly allocated ones: a message of N bytes costs about N
+bytes of memory on each side, not several copies (a 1 GiB output must not cost the parent gigabytes).
+Nothing goes through files the kernel could find.
 """
 
 from __future__ import annotations
 
-import io
 import json
+import math
 import struct
+from collections.abc import Callable
 from typing import Any, BinaryIO
 
 import numpy as np
 
 _FRAME = struct.Struct(">QQ")
+ARRAYS_KEY = "__arrays__"
+_ARRAY_KINDS = "biufc"  # bool, integers, floats, complex: no objects, strings or structured records
+IO_CHUNK_BYTES = 1 << 22
 
 
 class ProtocolError(Exception):
     """The other side sent something that is not a frame, or a frame over the size limit."""
 
 
-def encode_arrays(arrays: dict[str, np.ndarray]) -> bytes:
-    if not arrays:
-        return b""
-    buffer = io.BytesIO()
-    np.savez(buffer, **{name: np.ascontiguousarray(a) for name, a in arrays.items()})
-    return buffer.getvalue()
+def frame_parts(header: dict[str, Any], arrays: dict[str, np.ndarray] | None) -> tuple[bytes, list[memoryview]]:
+    """The frame header plus JSON head as bytes, and one flat byte view per array (no copies when the
+    array is already C-contiguous)."""
+    listing, views = [], []
+    for name, array in (arrays or {}).items():
+        array = np.asarray(array, order="C")  # ascontiguousarray would turn a 0-d array into shape (1,)
+        if array.dtype.kind not in _ARRAY_KINDS:
+            raise TypeError(f"array {name!r} has dtype {array.dtype}; only numeric arrays can be sent")
+        listing.append([name, array.dtype.str, list(array.shape)])
+        views.append(memoryview(array.reshape(-1).view(np.uint8)) if array.size else memoryview(b""))
+    head = json.dumps({**header, ARRAYS_KEY: listing}, allow_nan=True).encode("utf-8")
+    payload_len = sum(v.nbytes for v in views)
+    return _FRAME.pack(len(head), payload_len) + head, views
 
 
-def decode_arrays(payload: bytes) -> dict[str, np.ndarray]:
-    if not payload:
-        return {}
-    with np.load(io.BytesIO(payload), allow_pickle=False) as archive:
-        return {name: archive[name] for name in archive.files}
+def parse_header(head: bytes, payload_len: int) -> tuple[dict[str, Any], list[tuple[str, np.dtype, tuple[int, ...]]]]:
+    """The JSON header and the arrays it announces; the announced sizes must add up to the payload."""
+    try:
+        header = json.loads(head)
+    except ValueError as exc:
+        raise ProtocolError(f"malformed message: {exc}") from None
+    if not isinstance(header, dict):
+        raise ProtocolError("malformed message: header is not an object")
+    listing = header.pop(ARRAYS_KEY, [])
+    layout, total = [], 0
+    try:
+        for name, dtype_str, shape in listing:
+            dtype = np.dtype(str(dtype_str))
+            shape = tuple(int(n) for n in shape)
+            if dtype.kind not in _ARRAY_KINDS or any(n < 0 for n in shape):
+                raise ProtocolError(f"malformed message: array {name!r} is {dtype_str}{list(shape)}")
+            layout.append((str(name), dtype, shape))
+            total += math.prod(shape) * dtype.itemsize
+    except (TypeError, ValueError) as exc:
+        raise ProtocolError(f"malformed message: bad array listing: {exc}") from None
+    if total != payload_len:
+        raise ProtocolError(f"malformed message: arrays announce {total} bytes, the payload has {payload_len}")
+    return header, layout
+
+
+def read_arrays(layout: list[tuple[str, np.dtype, tuple[int, ...]]],
+                read_into: Callable[[memoryview], None]) -> dict[str, np.ndarray]:
+    """Allocate each announced array and let `read_into` fill its bytes (in chunks, so no reader builds a
+    second copy of a large array)."""
+    arrays = {}
+    for name, dtype, shape in layout:
+        array = np.empty(shape, dtype=dtype)
+        if array.size:
+            view = memoryview(array.reshape(-1).view(np.uint8))
+            for start in range(0, view.nbytes, IO_CHUNK_BYTES):
+                read_into(view[start:start + IO_CHUNK_BYTES])
+        arrays[name] = array
+    return arrays
 
 
 def write_message(stream: BinaryIO, header: dict[str, Any], arrays: dict[str, np.ndarray] | None = None) -> None:
-    head = json.dumps(header, allow_nan=True).encode("utf-8")
-    payload = encode_arrays(arrays or {})
-    stream.write(pack_frame_header(len(head), len(payload)))
+    head, views = frame_parts(header, arrays)
     stream.write(head)
-    stream.write(payload)
+    for view in views:
+        for start in range(0, view.nbytes, IO_CHUNK_BYTES):
+            stream.write(view[start:start + IO_CHUNK_BYTES])
     stream.flush()
 
 
+def _read_exact_into(stream: BinaryIO, view: memoryview) -> None:
+    filled = 0
+    while filled < view.nbytes:
+        count = stream.readinto(view[filled:])
+        if not count:
+            raise EOFError(f"stream closed with {view.nbytes - filled} of {view.nbytes} bytes still expected")
+        filled += count
+
+
 def _read_exact(stream: BinaryIO, size: int) -> bytes:
-    chunks = []
-    remaining = size
-    while remaining:
-        chunk = stream.read(remaining)
-        if not chunk:
-            raise EOFError(f"stream closed with {remaining} of {size} bytes still expected")
-        chunks.append(chunk)
-        remaining -= len(chunk)
-    return b"".join(chunks)
+    buffer = bytearray(size)
+    _read_exact_into(stream, memoryview(buffer))
+    return bytes(buffer)
 
 
 def read_message(stream: BinaryIO, *, max_bytes: int = 1 << 40) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
     """Blocking read of one frame (used by children; the parent reads with a deadline in sandbox.py)."""
     head_len, payload_len = _FRAME.unpack(_read_exact(stream, _FRAME.size))
     check_frame_sizes(head_len, payload_len, max_bytes)
-    header = json.loads(_read_exact(stream, head_len))
-    return header, decode_arrays(_read_exact(stream, payload_len))
+    header, layout = parse_header(_read_exact(stream, head_len), payload_len)
+    return header, read_arrays(layout, lambda view: _read_exact_into(stream, view))
 
 
 def check_frame_sizes(head_len: int, payload_len: int, max_bytes: int) -> None:
@@ -72,18 +122,6 @@ def check_frame_sizes(head_len: int, payload_len: int, max_bytes: int) -> None:
 
 FRAME_HEADER_SIZE = _FRAME.size
 unpack_frame_header = _FRAME.unpack
-pack_frame_header = _FRAME.pack
-
-
-def parse_message(head: bytes, payload: bytes) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
-    try:
-        header = json.loads(head)
-        arrays = decode_arrays(payload)
-    except (ValueError, OSError) as exc:
-        raise ProtocolError(f"malformed message: {exc}") from None
-    if not isinstance(header, dict):
-        raise ProtocolError("malformed message: header is not an object")
-    return header, arrays
 
 
 # -- kernel inputs --------------------------------------------------------------------------------

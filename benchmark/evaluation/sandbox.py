@@ -152,10 +152,17 @@ class ChildProcess:
                 max_reply_bytes: int | None = None) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
         """Send one message, return the reply. A reply over `max_reply_bytes` (default: the limit) is
         refused before it is read, so a child cannot make the parent allocate without bound."""
-        head = json.dumps(header).encode("utf-8")
-        payload = protocol.encode_arrays(arrays or {})
-        frame = protocol.pack_frame_header(len(head), len(payload))
-        self._send(b"".join((frame, head, payload)))
+        self.send(header, arrays)
+        return self.receive(max_reply_bytes=max_reply_bytes)
+
+    def send(self, header: dict[str, Any], arrays: dict[str, np.ndarray] | None = None) -> None:
+        """The request half: a caller may drop its arrays before `receive` so both never coexist."""
+        head, views = protocol.frame_parts(header, arrays)
+        self._send(memoryview(head))
+        for view in views:
+            self._send(view)
+
+    def receive(self, *, max_reply_bytes: int | None = None) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
         head_len, payload_len = protocol.unpack_frame_header(self._receive(protocol.FRAME_HEADER_SIZE))
         limit = min(max_reply_bytes or self.limits.max_message_bytes, self.limits.max_message_bytes)
         try:
@@ -163,16 +170,16 @@ class ChildProcess:
         except protocol.ProtocolError as exc:
             self.kill()
             raise ChildError("resource_limit", f"the {self.role}'s reply is too large: {exc}") from None
-        body = self._receive(head_len + payload_len)
-        self._answered = True
         try:
-            return protocol.parse_message(body[:head_len], body[head_len:])
+            header, layout = protocol.parse_header(self._receive(head_len), payload_len)
         except protocol.ProtocolError as exc:
             self.kill()
             raise ChildError("infrastructure_error", f"{self.role} child: {exc}") from None
+        arrays = protocol.read_arrays(layout, self._receive_into)
+        self._answered = True
+        return header, arrays
 
-    def _send(self, data: bytes) -> None:
-        view = memoryview(data)
+    def _send(self, view: memoryview) -> None:
         fd = self.proc.stdin.fileno()
         with selectors.DefaultSelector() as selector:
             selector.register(fd, selectors.EVENT_WRITE)
@@ -188,21 +195,26 @@ class ChildProcess:
                 view = view[written:]
 
     def _receive(self, size: int) -> bytes:
-        buffer = bytearray()
+        buffer = bytearray(size)
+        self._receive_into(memoryview(buffer))
+        return bytes(buffer)
+
+    def _receive_into(self, view: memoryview) -> None:
+        """Fill `view` from the child's pipe before the deadline (straight into the caller's buffer)."""
         fd = self.proc.stdout.fileno()
+        filled = 0
         with selectors.DefaultSelector() as selector:
             selector.register(fd, selectors.EVENT_READ)
-            while len(buffer) < size:
+            while filled < view.nbytes:
                 if not selector.select(self._remaining()):
                     self._on_deadline()
                 try:
-                    chunk = os.read(fd, min(size - len(buffer), 1 << 22))
+                    count = os.readv(fd, [view[filled:]])
                 except BlockingIOError:
                     continue
-                if not chunk:
+                if not count:
                     raise self._died("before answering")
-                buffer += chunk
-        return bytes(buffer)
+                filled += count
 
     def _remaining(self) -> float:
         return max(0.0, self.deadline - time.monotonic())
