@@ -22,7 +22,8 @@ PIP := $(PY) -m pip install --disable-pip-version-check --progress-bar off --qui
 
 .PHONY: run test install install-dev prepare sandbox serve lint clean-venv
 
-run: prepare sandbox serve
+# sandbox before prepare: prepare evaluates the suite baselines, which run as the sandbox user.
+run: sandbox prepare serve
 
 test: install-dev lint sandbox
 	$(BIN)/pytest $(PYTEST_ARGS)
