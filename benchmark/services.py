@@ -16,7 +16,7 @@ from collections.abc import Iterable, Sequence
 from concurrent.futures import Future
 from concurrent.futures import wait as wait_futures
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -310,12 +310,15 @@ def request_evaluation(
     *,
     user: Any = None,
     wait: bool = False,
+    abandoned_before: datetime | None = None,
 ) -> Evaluation:
     """Return the cached evaluation for (kernel, platform, backend, version), or start one.
 
     A finished evaluation is returned as it is, except an infrastructure error (our fault), which is run
     again. A pending one is returned as it is while this process is running it; one left pending by a
-    process that died is started again once it is older than ACCELOPT_EVALUATION_STALE_AFTER_S.
+    process that died is started again once it is older than ACCELOPT_EVALUATION_STALE_AFTER_S, or at
+    once if it started before `abandoned_before` (a caller that knows the process which started it died:
+    the run worker that took over a crashed worker's run).
     """
     if platform not in Platform.values:
         raise ValidationError(f"unknown platform {platform!r}; expected one of {', '.join(Platform.values)}")
@@ -329,7 +332,7 @@ def request_evaluation(
         backend_version=version,
         defaults={"requested_by": user if user is not None and user.is_authenticated else None},
     )
-    if not created and not _needs_run(evaluation):
+    if not created and not _needs_run(evaluation, abandoned_before):
         if wait:
             wait_for_evaluations([evaluation])
             evaluation.refresh_from_db()
@@ -342,14 +345,16 @@ def request_evaluation(
     return evaluation
 
 
-def _needs_run(evaluation: Evaluation) -> bool:
+def _needs_run(evaluation: Evaluation, abandoned_before: datetime | None = None) -> bool:
     if evaluation.status == EvaluationStatus.DONE:
         return evaluation.error_kind == ErrorKind.INFRASTRUCTURE_ERROR
     with _in_flight.lock:
         if evaluation.pk in _in_flight.futures:
             return False
     since = evaluation.started or evaluation.created
-    return since is None or timezone.now() - since > _stale_after()
+    if since is None or (abandoned_before is not None and since < abandoned_before):
+        return True
+    return timezone.now() - since > _stale_after()
 
 
 def _reset(evaluation: Evaluation) -> None:

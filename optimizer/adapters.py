@@ -20,6 +20,7 @@ import logging
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from asgiref.sync import sync_to_async
@@ -79,7 +80,12 @@ class _Rejected:
 
 
 class DjangoEvaluator:
-    """`evaluate_many` for one run: its problem, platform and backend."""
+    """`evaluate_many` for one run: its problem, platform and backend.
+
+    After a crash takeover, an evaluation still pending from before the takeover is restarted at once
+    instead of after ACCELOPT_EVALUATION_STALE_AFTER_S: the dead worker started it, and its result
+    would have been saved by a callback in the dead process, so it will never finish.
+    """
 
     def __init__(
         self,
@@ -94,10 +100,29 @@ class DjangoEvaluator:
         self.backend = run.backend
         self.poll_interval_s = poll_interval_s
         self.timeout_s = timeout_s
+        self._abandoned_before: datetime | None = None
+        self._takeover_known = False
 
     async def evaluate_many(self, sources: Sequence[str]) -> Sequence[Any]:
         # Not thread_sensitive: the wait must not block the one thread the web requests' ORM calls share.
         return await sync_to_async(self._evaluate_many, thread_sensitive=False)(list(sources))
+
+    def abandoned_before(self) -> datetime | None:
+        """When this run was last taken over from a dead worker (None if never). A pending evaluation
+        started before then was the dead worker's, or (rarely) a live process's that shares the kernel:
+        that one is then run twice, which costs time but saves the same result."""
+        if not self._takeover_known:
+            self._abandoned_before = (
+                RunEvent.objects.filter(run_id=self.run_id, kind="run.resumed_after_crash")
+                .order_by("-seq").values_list("created", flat=True).first()
+            )
+            self._takeover_known = True
+        return self._abandoned_before
+
+    def request(self, kernel: Kernel) -> Evaluation:
+        return benchmark_services.request_evaluation(
+            kernel, self.platform, self.backend, abandoned_before=self.abandoned_before()
+        )
 
     def _evaluate_many(self, sources: list[str]) -> list[Any]:
         try:
@@ -111,7 +136,7 @@ class DjangoEvaluator:
                 except ValidationError as error:
                     results[index] = _Rejected(" ".join(error.messages))
                     continue
-                pending[index] = benchmark_services.request_evaluation(kernel, self.platform, self.backend)
+                pending[index] = self.request(kernel)
             for index, evaluation in self._wait(pending).items():
                 results[index] = evaluation
             return results
@@ -137,7 +162,7 @@ class DjangoEvaluator:
             # restarts an evaluation whose runner died (the benchmark app's stale rule).
             time.sleep(self.poll_interval_s)
             for index, evaluation in list(pending.items()):
-                pending[index] = benchmark_services.request_evaluation(evaluation.kernel, self.platform, self.backend)
+                pending[index] = self.request(evaluation.kernel)
         return done
 
 

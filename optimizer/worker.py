@@ -4,7 +4,9 @@
   the stale limit -> taken over), so two workers never drive the same run: only one UPDATE matches.
 * Every search step checkpoints (optimizer.adapters.RunRecorder); a run whose worker died is taken over
   after ACCELOPT_WORKER_STALE_S and resumes from its last checkpoint. Finished evaluations are found in
-  the benchmark cache and memory entries are keyed, so nothing is evaluated or remembered twice.
+  the benchmark cache and memory entries are keyed, so nothing is evaluated or remembered twice. An
+  evaluation the dead worker left running is restarted at once by the taker (DjangoEvaluator): its
+  result died with that process, whether or not the pipeline had finished computing it.
 * Between two steps the worker honours cancel and pause requests (optimizer.services sets the flags).
 * Embedded mode (default): `EmbeddedWorkerMiddleware` wraps the ASGI application and starts one worker
   as an asyncio task in the web process when the server starts. ACCELOPT_EMBEDDED_WORKER=0 turns it

@@ -4,8 +4,10 @@
     python -m tests.optimizer_django.worker_process VAR_DIR reference -> an uninterrupted twin run
     python -m tests.optimizer_django.worker_process VAR_DIR work      -> drives the queued run
 
-Evaluations use a fake pipeline that takes EVALUATION_S per kernel and appends each finished one to
-VAR_DIR/evaluations.log, so the parent can kill the worker mid-iteration and count what finished.
+Evaluations use a fake pipeline that takes EVALUATION_S per kernel and appends each one it has computed
+to VAR_DIR/evaluations.log, so the parent can kill the worker mid-iteration and count what ran. The
+result is saved to the database just after the line is written, as the real pipeline's is after it
+returns: a kill in between loses that result, and the parent reads which results were saved.
 """
 
 from __future__ import annotations
@@ -54,7 +56,7 @@ def install_fakes(var_dir: Path):
     def slow_evaluate(kernel_source: str, reference_source: str, **kwargs):
         time.sleep(EVALUATION_S)
         result = fake(kernel_source, reference_source)
-        with log.open("a") as handle:  # one line per finished evaluation: "<reference> <kernel lineage>"
+        with log.open("a") as handle:  # one line per computed evaluation: "<reference> <kernel lineage>"
             handle.write(f"{reference_source} {kernel_source.splitlines()[1]}\n")
         return result
 
