@@ -62,7 +62,9 @@ def install_fakes(var_dir: Path):
 
     pipeline.evaluate = slow_evaluate
     settings.ACCELOPT_EVALUATION_INLINE = True
-    settings.ACCELOPT_EVALUATION_STALE_AFTER_S = 0  # an evaluation the killed worker left running is redone
+    # Far longer than the test: the evaluation the killed worker left running is restarted because the
+    # run was taken over from a dead worker, not because it grew stale.
+    settings.ACCELOPT_EVALUATION_STALE_AFTER_S = 900
     settings.ACCELOPT_WORKER_STALE_S = 0  # the killed worker's run is taken over at once
     return lambda run: FakeAgents(plans=("faster", "slower", "broken"))
 
