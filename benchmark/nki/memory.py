@@ -403,7 +403,7 @@ def _resolve_cached(t: Tensor, items: Any, window: Window | None, op: str) -> Ac
     return Access(t, array, init, tuple(box), shape.shape, shape.full_shape, race_key)
 
 
-EVICTED: list = [None, None, False]  # the block entry of a recycled block
+EVICTED: list = [None, None, False, False]  # the block entry of a recycled block
 
 
 class BlockRecyclingMiss(Exception):
@@ -418,14 +418,17 @@ class BlockPool:
     device holds in a few megabytes. Such a tensor stores one array per block. At the end of every
     iteration of an outermost loop, the blocks touched in it are *retired*: they keep their values, and
     touching one again revives it. Once more than `retired_limit` bytes are retired, the oldest are
-    *evicted*: their arrays are reused for new blocks of the same shape, init masks cleared. Touching an evicted
+    *evicted*, blocks touched in only one such iteration before blocks revived at least once (a tensor
+    filled by one loop and read by the next outlives the intermediates of either): their arrays are reused for new blocks of the same shape, init masks cleared. Touching an evicted
     block, a tile aliasing one, or a blocked tensor across several blocks raises `BlockRecyclingMiss`,
     and the simulation starts over with plain storage, so results never depend on the guess."""
 
     def __init__(self, retired_limit: int) -> None:
         self.retired_limit = retired_limit
         self.free: dict[tuple, list[tuple[np.ndarray, np.ndarray]]] = {}
+        # Retired blocks in retirement order: touched in one outermost iteration only, and revived ones.
         self.retired: dict[tuple[int, tuple[int, ...]], tuple[Tensor, tuple[int, ...], list]] = {}
+        self.retired_revived: dict[tuple[int, tuple[int, ...]], tuple[Tensor, tuple[int, ...], list]] = {}
         self.retired_bytes = 0
         self.touched: list[tuple[Tensor, tuple[int, ...], list]] = []
 
@@ -446,14 +449,15 @@ class BlockPool:
         else:
             data = np.zeros(shape, dtype=storage)
             init = np.zeros(shape, dtype=np.bool_)
-        entry = [data, init, False]
+        entry = [data, init, False, False]  # data, init mask, retired, revived
         t.blocks[key] = entry  # type: ignore[index]
         self.touched.append((t, key, entry))
         return entry
 
     def revive(self, t: Tensor, key: tuple[int, ...], entry: list) -> None:
+        (self.retired_revived if entry[3] else self.retired).pop((id(t), key))
         entry[2] = False
-        del self.retired[(id(t), key)]
+        entry[3] = True
         self.retired_bytes -= entry[0].nbytes + entry[1].nbytes
         self.touched.append((t, key, entry))
 
@@ -467,12 +471,12 @@ class BlockPool:
                 kept.append((t, key, entry))
                 continue
             entry[2] = True
-            self.retired[(id(t), key)] = (t, key, entry)
+            (self.retired_revived if entry[3] else self.retired)[(id(t), key)] = (t, key, entry)
             self.retired_bytes += entry[0].nbytes + entry[1].nbytes
         self.touched = kept
-        while self.retired_bytes > self.retired_limit and self.retired:
-            ident = next(iter(self.retired))
-            t, key, entry = self.retired.pop(ident)
+        while self.retired_bytes > self.retired_limit and (self.retired or self.retired_revived):
+            queue = self.retired or self.retired_revived
+            t, key, entry = queue.pop(next(iter(queue)))
             self.retired_bytes -= entry[0].nbytes + entry[1].nbytes
             t.blocks[key] = EVICTED  # type: ignore[index]
             self.free.setdefault((entry[0].shape, entry[0].dtype), []).append((entry[0], entry[1]))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import inspect
 from dataclasses import dataclass
 from typing import Any
@@ -89,8 +90,11 @@ def simulate(kernel: Any, inputs: list[Any], *, platform: str = "trn1", record_t
     try:
         sim, args, result = _run(func, code, inputs, names, platform, record_trace, kwargs, grid, recycle=True)
     except BlockRecyclingMiss:
-        # The kernel reused a block the recycler had judged dead: run it again with plain storage.
         rerun = True
+    if rerun:
+        # The kernel reused a block the recycler had judged dead: run it again with plain storage, once
+        # the first attempt's tensors are gone (outside the except block, whose traceback holds them).
+        gc.collect()
         sim, args, result = _run(func, code, inputs, names, platform, record_trace, kwargs, grid, recycle=False)
     outputs = tuple(_output(t) for t in _flatten(result))
     after = tuple(a.data if isinstance(a, Tensor) else a for a in args)

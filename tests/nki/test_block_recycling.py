@@ -85,3 +85,27 @@ def test_a_tile_aliasing_a_recycled_block_keeps_its_values(rng):
 
     x = rng.standard_normal((2, 128, 64)).astype(np.float32)
     np.testing.assert_array_equal(simulate(kernel, [x]).outputs[0], x)
+
+
+def test_a_tensor_read_by_every_iteration_of_a_later_loop_outlives_that_loops_intermediates(rng, monkeypatch):
+    block_bytes = 128 * 64 * 4 + 128 * 64  # one (128, 64) fp32 block and its initialisation mask
+    monkeypatch.setattr(runtime, "RETIRED_BLOCK_BYTES", 2 * block_bytes + block_bytes // 2)
+
+    def kernel(x):
+        out = nl.ndarray((2, 4, 128, 64), dtype=nl.float32, buffer=nl.shared_hbm)
+        kept = nl.ndarray((2, nl.par_dim(128), 64), dtype=nl.float32, buffer=nl.sbuf)
+        scratch = nl.ndarray((2, 4, nl.par_dim(128), 64), dtype=nl.float32, buffer=nl.sbuf)
+        for i in nl.affine_range(2):
+            kept[i, nl.arange(128)[:, None], nl.arange(64)[None, :]] = nl.load(x[i])
+        for j in nl.affine_range(2):
+            for k in nl.affine_range(4):
+                scratch[j, k, nl.arange(128)[:, None], nl.arange(64)[None, :]] = nl.add(
+                    kept[0, nl.arange(128)[:, None], nl.arange(64)[None, :]],
+                    kept[1, nl.arange(128)[:, None], nl.arange(64)[None, :]])
+                nl.store(out[j, k], value=scratch[j, k, nl.arange(128)[:, None], nl.arange(64)[None, :]])
+        return out
+
+    x = rng.standard_normal((2, 128, 64)).astype(np.float32)
+    sim = simulate(kernel, [x])
+    np.testing.assert_allclose(sim.outputs[0], np.broadcast_to(x[0] + x[1], (2, 4, 128, 64)), rtol=1e-6)
+    assert not sim.rerun_without_recycling
