@@ -79,51 +79,6 @@ def _as_output_tuple(value: Any) -> tuple[np.ndarray, ...]:
     return tuple(np.asarray(v) for v in items)
 
 
-class _SimulatedInputs:
-    """Keeps the simulator's input tensors, so the parent can see whether the kernel wrote to its inputs.
-
-    `simulate` runs the kernel on copies of its inputs; their final contents are in the tensors its
-    `_as_input` creates. (Asked of the simulator: return them in `Simulation`; until then, this.)
-    """
-
-    def __enter__(self) -> _SimulatedInputs:
-        import sys
-
-        import benchmark.nki  # noqa: F401 - loads the module below (the package re-exports a function of its name)
-
-        simulate_module = sys.modules["benchmark.nki.simulate"]
-        self.module = simulate_module
-        self.original = getattr(simulate_module, "_as_input", None)
-        self.tensors: list[Any] = []
-        if self.original is not None:
-            def recording(*args: Any, **kwargs: Any) -> Any:
-                tensor = self.original(*args, **kwargs)
-                self.tensors.append(tensor)
-                return tensor
-
-            simulate_module._as_input = recording
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        if self.original is not None:
-            self.module._as_input = self.original
-
-    def final_arrays(self, inputs: Sequence[Any]) -> tuple[Any, ...] | None:
-        """The inputs after the run: each array input's simulator tensor contents, scalars as given."""
-        if len(self.tensors) != len(inputs):
-            return None
-        after = []
-        for given, tensor in zip(inputs, self.tensors, strict=True):
-            if isinstance(given, np.ndarray):
-                data = getattr(tensor, "data", None)
-                if not isinstance(data, np.ndarray):
-                    return None
-                after.append(data)
-            else:
-                after.append(given)
-        return tuple(after)
-
-
 class NullBackend(Backend):
     name = "null"
 
@@ -139,10 +94,9 @@ class SimulatorBackend(Backend):
     records_trace = True
 
     def version(self) -> str:
-        import benchmark.nki as nki_sim
+        from benchmark.nki import SIMULATOR_VERSION
 
-        simulator = getattr(nki_sim, "SIMULATOR_VERSION", None) or getattr(nki_sim, "__version__", "0")
-        return f"nki-sim {simulator} + perf {self.perf_model_version()}"
+        return f"nki-sim {SIMULATOR_VERSION} + perf {self.perf_model_version()}"
 
     def perf_model_version(self) -> str:
         try:
@@ -163,10 +117,9 @@ class SimulatorBackend(Backend):
     def run(self, kernel: Callable[..., Any], inputs: Sequence[np.ndarray], platform: str) -> BackendRun:
         from benchmark.nki import simulate
 
-        with _SimulatedInputs() as simulated_inputs:
-            simulation = simulate(kernel, list(inputs), platform=platform, record_trace=True)
+        simulation = simulate(kernel, list(inputs), platform=platform, record_trace=True)
         return BackendRun(outputs=_as_output_tuple(simulation.outputs), trace=simulation.trace,
-                          inputs_after=simulated_inputs.final_arrays(inputs))
+                          inputs_after=simulation.inputs_after)
 
     def classify(self, exc: BaseException) -> ErrorKind | None:
         try:
