@@ -112,6 +112,10 @@ class Pages:
     def open(self, username: str | None = None) -> Any:
         context = self.browser.new_context(viewport={"width": 1366, "height": 800}, base_url=self.base)
         self.contexts.append(context)
+        # The server shares 2 cores with the evaluation children it starts; under CI load a page can take
+        # far longer than Playwright's 30 s default, which says nothing about correctness.
+        context.set_default_timeout(90_000)
+        context.set_default_navigation_timeout(90_000)
         page = context.new_page()
         page.on("console", lambda msg: self.errors.append(f"{page.url}: {msg.text}") if msg.type == "error" else None)
         page.on("pageerror", lambda error: self.errors.append(f"{page.url}: uncaught {error}"))
