@@ -105,6 +105,7 @@ class SearchConfig:
     rewrites_per_iteration: int = 8  # memory entries written per iteration (at most half positive)
     positive_speedup: float = 1.04  # a positive rewrite must be faster than this
     negative_slowdown: float = 1.15  # a negative rewrite must be slower than this (speedup < 1/x)
+    suspicious_speedup: float = 10.0  # a correct kernel this much faster than its parent is held for review
     fix_attempts: int = 1  # Fixer rounds per failing kernel (0 disables the Fixer)
     seed: int = 0
     agent_batch: int = 8  # agent calls started together in one step (execution only, not semantics)
@@ -118,7 +119,7 @@ class SearchConfig:
         for name in ("memory_size", "rewrites_per_iteration", "fix_attempts"):
             if getattr(self, name) < 0:
                 raise ValueError(f"SearchConfig.{name} must be >= 0, got {getattr(self, name)}")
-        for name in ("positive_speedup", "negative_slowdown"):
+        for name in ("positive_speedup", "negative_slowdown", "suspicious_speedup"):
             if getattr(self, name) < 1.0:
                 raise ValueError(f"SearchConfig.{name} must be >= 1.0, got {getattr(self, name)}")
 
@@ -699,12 +700,29 @@ class BeamSearch:
                                                     "correct": False, "error_kind": ev.error_kind,
                                                     "error_message": ev.error_message, "retrying": True})
                 continue
+            held = self._held_for_review(ev, candidate_of.get(sha, []))
+            if held:
+                ev = Evaluation(correct=ev.correct, latency_ms=ev.latency_ms, peak_fraction=ev.peak_fraction,
+                                error_kind=SUSPICIOUS, error_message=held, profile=ev.profile)
             st.evaluations[sha] = ev
-            self._event("candidate.evaluated", {
+            self._event("candidate.evaluated", {"held_for_review": bool(held),
                 "iteration": st.iteration, "sha": sha, "candidate_keys": keys, "correct": ev.correct,
                 "latency_ms": ev.latency_ms, "peak_fraction": ev.peak_fraction, "error_kind": ev.error_kind,
                 "error_message": ev.error_message, "profile": ev.profile,
             })
+
+    def _held_for_review(self, ev: Evaluation, candidates: list[CandidateRecord]) -> str:
+        """Why a correct kernel is held for review (a speedup over its parent above the bound), or ''."""
+        if not ev.usable:
+            return ""
+        parents = {m.sha: m.latency_ms for m in self.state.beam}
+        bound = self.config.suspicious_speedup
+        for c in candidates:
+            parent_ms = parents.get(c.parent_sha)
+            if parent_ms and parent_ms / float(ev.latency_ms or 0.0) > bound:
+                return (f"held for review: speedup {parent_ms / float(ev.latency_ms or 0.0):.2f}x over its parent "
+                        f"{c.parent_sha[:12]} exceeds suspicious_speedup={bound}")
+        return ""
 
     async def _call_all(self, role: str, calls: list[Awaitable[AgentResult[Any]]], requests: Sequence[Any]) -> list[AgentResult[Any]]:
         """Run agent calls concurrently; an agent that raises counts as an unusable reply, never a crash."""

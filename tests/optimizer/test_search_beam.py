@@ -156,3 +156,14 @@ async def test_an_infrastructure_failure_is_evaluated_again_a_bounded_number_of_
     state, _, _, _ = await run_search(problem, SMALL, evaluator=never)
     assert state.status == "failed" and "infrastructure_error" in state.error
     assert len(never.evaluated) == 3  # one try and two retries, then the run stops
+
+
+async def test_a_speedup_over_the_parent_above_the_bound_is_held_for_review(problem):
+    config = SearchConfig(iterations=1, beam_width=2, plans_per_candidate=1, samples_per_plan=1,
+                          fix_attempts=1, suspicious_speedup=1.1)
+    state, events, memory, _ = await run_search(problem, config, agents=FakeAgents(plans=("faster",)))
+    held = state.candidates[0]
+    assert held.speedup is None and not held.chosen and held.fixes == 0
+    assert [m.origin for m in state.beam] != [held.key] and not memory.items
+    evaluated = [p for k, p in events.events if k == "candidate.evaluated" and p["sha"] == held.sha]
+    assert evaluated[0]["held_for_review"] and "suspicious_speedup=1.1" in evaluated[0]["error_message"]
