@@ -106,8 +106,11 @@ def reference_for(problem: Problem, platform: str) -> ReferenceResult | None:
 
 
 def _ranked(evaluations: Any) -> Any:
+    # error_kind="": a suspicious result keeps correct=True and its latency (for the curator), but it is held
+    # for review and never ranked.
     return evaluations.filter(
-        status=EvaluationStatus.DONE, correct=True, latency_ms__isnull=False, backend__in=RANKED_BACKENDS
+        status=EvaluationStatus.DONE, correct=True, error_kind="", latency_ms__isnull=False,
+        backend__in=RANKED_BACKENDS,
     )
 
 
