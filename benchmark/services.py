@@ -537,8 +537,12 @@ def evaluate_source(
     reference_source: str | None = None,
     platform: str = Platform.TRN1,
     backend: str = Backend.SIMULATOR,
+    seeds: Sequence[int] | None = None,
 ) -> Any:
-    """Evaluate a kernel without storing anything (the `evaluate` command): an EvaluationResult."""
+    """Evaluate a kernel without storing anything (the `evaluate` command): an EvaluationResult.
+
+    `seeds` repeats an earlier evaluation's inputs (its recorded seeds); by default fresh ones are drawn.
+    """
     from benchmark import evaluation as pipeline
 
     if problem is None and reference_source is None:
@@ -552,6 +556,8 @@ def evaluate_source(
         tolerance=problem.tolerance if problem is not None else None,
         limits=limits_for(problem) if problem is not None else _limits(large=False),
     )
+    if seeds is not None:
+        kwargs["seeds"] = list(seeds)
     return pipeline.evaluate(**kwargs)
 
 

@@ -52,6 +52,23 @@ def test_a_reference_file_gives_latency_but_no_peak_fraction(silu_mini, write):
     assert "peak_fraction: unknown" in output
 
 
+def test_the_recorded_seeds_reproduce_an_earlier_evaluations_numbers(silu_mini, write):
+    """An API consumer copies `seeds` from an evaluation's provenance and gets the same numbers again."""
+    kernel = write("silu.py", silu_mini.baseline_kernel.source)
+    first = json.loads(run(kernel, "--problem", "silu", "--json"))
+    again = json.loads(run(kernel, "--problem", "silu", "--json", "--seeds", ",".join(map(str, first["seeds"]))))
+    assert again["seeds"] == first["seeds"] and again["distributions"] == first["distributions"]
+    assert again["relative_l2_errors"] == first["relative_l2_errors"]
+    assert again["latency_ms"] == first["latency_ms"] and again["peak_fraction"] == first["peak_fraction"]
+
+
+@pytest.mark.parametrize(("seeds", "message"), [("1,2", "at least 3"), ("1,two,3", "comma-separated integers"),
+                                                ("1,2,-3", "between 0 and")])
+def test_bad_seeds_are_refused_before_anything_runs(nkibench, write, seeds, message):
+    with pytest.raises(CommandError, match=message):
+        run(write("k.py", "x = 1\n"), "--problem", "silu", "--seeds", seeds)
+
+
 def test_nothing_is_stored(silu_mini, write):
     run(write("silu.py", silu_mini.baseline_kernel.source + "\n# cli\n"), "--problem", "silu")
     assert not Kernel.objects.filter(origin="uploaded").exists()

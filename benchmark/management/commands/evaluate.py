@@ -1,6 +1,7 @@
 """python manage.py evaluate KERNEL.py (--problem SLUG[:CASE] | --reference REF.py): one sandboxed evaluation.
 
-Nothing is stored. The exit status is 0 whenever the evaluation ran (read `correct` in the output) and 1
+Nothing is stored. `--seeds` takes the seeds an earlier evaluation recorded (its `seeds`, in the API's
+`provenance`), so the same kernel, problem, platform and backend version give the same numbers again. The exit status is 0 whenever the evaluation ran (read `correct` in the output) and 1
 when the command could not start it (a missing file, an unknown problem).
 """
 
@@ -15,6 +16,7 @@ from django.http import Http404
 
 from benchmark import services
 from benchmark.display import PROFILE_FIELD_HELP, format_counter
+from benchmark.evaluation.inputs import MIN_SEEDS
 from benchmark.models import Backend, Platform
 
 
@@ -32,6 +34,18 @@ def _read_source(path: str, what: str) -> str:
         raise CommandError(f"{what} {path}: not UTF-8 text (byte {error.start})") from None
 
 
+def _parse_seeds(text: str) -> list[int]:
+    try:
+        seeds = [int(part) for part in text.replace(" ", "").split(",") if part]
+    except ValueError:
+        raise CommandError(f"--seeds must be comma-separated integers, e.g. 11,12,13; got {text!r}") from None
+    if len(seeds) < MIN_SEEDS:
+        raise CommandError(f"--seeds needs at least {MIN_SEEDS} seeds; got {len(seeds)}")
+    if any(not 0 <= seed < 2**32 for seed in seeds):
+        raise CommandError(f"--seeds must be between 0 and 2**32 - 1 (numpy seeds); got {text!r}")
+    return seeds
+
+
 def _yes_no(value: Any) -> str:
     return "—" if value is None else ("yes" if value else "no")
 
@@ -46,9 +60,15 @@ class Command(BaseCommand):
         target.add_argument("--reference", help="a reference file in NKIBench's format")
         parser.add_argument("--platform", choices=Platform.values, default=Platform.TRN1)
         parser.add_argument("--backend", choices=Backend.values, default=Backend.SIMULATOR)
+        parser.add_argument(
+            "--seeds",
+            help=f"comma-separated seeds to reproduce an earlier evaluation (at least {MIN_SEEDS}); "
+            "default: fresh ones",
+        )
         parser.add_argument("--json", action="store_true", help="print the full result as JSON")
 
     def handle(self, *args: Any, **options: Any) -> None:
+        seeds = _parse_seeds(options["seeds"]) if options["seeds"] is not None else None
         kernel_source = _read_source(options["kernel"], "kernel")
         problem = None
         reference_source = None
@@ -65,6 +85,7 @@ class Command(BaseCommand):
             reference_source=reference_source,
             platform=options["platform"],
             backend=options["backend"],
+            seeds=seeds,
         )
         data = result.to_dict() if hasattr(result, "to_dict") else dict(result)
         if options["json"]:
