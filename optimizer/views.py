@@ -53,9 +53,13 @@ def run_list(request: HttpRequest) -> HttpResponse:
     if data.get("status"):
         runs = runs.filter(status=data["status"])
     page = Paginator(runs.select_related("problem", "owner"), RUNS_PER_PAGE).get_page(request.GET.get("page"))
+    query = request.GET.copy()  # the pager keeps the scope and the filters
+    query.pop("page", None)
+    query["scope"] = scope
     return render(request, "optimizer/run_list.html", {
         "form": form,
         "scope": scope,
+        "query": query.urlencode(),
         "scopes": RunFilterForm.SCOPES if signed_in else (("public", "Public"),),
         "page": page,
         "can_launch": services.can_launch_runs(user),
@@ -97,7 +101,9 @@ def run_create(request: HttpRequest) -> HttpResponse:
             if kernel is not None:
                 initial.update(problem=kernel.problem, start=str(kernel.pk))
         form = RunForm(initial=initial, user=request.user, problems=problems)
-    return render(request, "optimizer/run_form.html", {"form": form, "has_problems": problems.exists()})
+    return render(request, "optimizer/run_form.html", {
+        "form": form, "has_problems": problems.exists(), "estimate": _estimate(form),
+    })
 
 
 def _launch(request: HttpRequest, form: RunForm) -> Run:
@@ -128,10 +134,24 @@ def run_estimate(request: HttpRequest) -> HttpResponse:
     """The LLM cost estimate under the run form, re-rendered by htmx as the parameters change."""
     form = RunForm(request.GET, user=request.user, problems=benchmark_services.visible_problems(request.user))
     form.is_valid()  # the estimate reads whatever numbers are valid so far
-    search = {name: form.cleaned_data.get(name) for name in RunForm.SEARCH_FIELDS if name in form.cleaned_data}
-    agent = form.cleaned_data.get("agent")
-    estimate = services.estimate_llm_cost(search, form.role_models()) if agent == AgentKind.LLM else None
-    return render(request, "optimizer/partials/estimate.html", {"estimate": estimate, "agent": agent})
+    return render(request, "optimizer/partials/estimate.html", {
+        "estimate": _estimate(form), "agent": form.cleaned_data.get("agent"),
+    })
+
+
+def _estimate(form: RunForm) -> dict[str, Any] | None:
+    """The LLM cost estimate for a form's valid fields (None for the offline agent or a form not yet bound).
+
+    The form page renders it too, so a form shown again with its errors keeps the estimate of an LLM run.
+    """
+    data = getattr(form, "cleaned_data", None) or {}
+    if data.get("agent") != AgentKind.LLM:
+        return None
+    search = {name: data[name] for name in RunForm.SEARCH_FIELDS if data.get(name) is not None}
+    try:
+        return services.estimate_llm_cost(search, form.role_models())
+    except ValidationError:
+        return None
 
 
 # --- the run page -------------------------------------------------------------------------------------

@@ -140,3 +140,70 @@ def test_a_kernel_diff_is_only_served_for_kernels_of_that_run(login, engineer, p
     assert "return x + 0" in html and "return x" in html and 'class="diff-changed"' in html
     assert client.get(f"/runs/{run.pk}/kernels/{stranger.pk}/diff/").status_code == 404
     assert client.get(f"/runs/{run.pk}/candidates/9.9.9.9/").status_code == 404
+
+
+def test_a_finished_run_page_shows_its_best_kernel_lineage_and_memory_entries(login, engineer, problem) -> None:
+    from benchmark.services import create_kernel
+    from memory.services import add_entry
+
+    run = services.create_run(engineer, problem)
+    child, _ = create_kernel(problem, "def kernel(x):\n    return x + 0\n", parent=problem.baseline_kernel,
+                             run_id=run.pk, name="child")
+    best, _ = create_kernel(problem, "def kernel(x):\n    return x + 0 + 0\n", parent=child, run_id=run.pk,
+                            name="grandchild")
+    Run.objects.filter(pk=run.pk).update(status=RunStatus.SUCCEEDED, best_kernel=best, start_latency_ms=2.0,
+                                         best_latency_ms=1.0, best_peak_fraction=0.25)
+    add_entry(title="Add zero twice", summary="s", slow_kernel="a", fast_kernel="b", speedup=2.0,
+              source_run_id=run.pk)
+    html = login(engineer).get(f"/runs/{run.pk}/").content.decode()
+    assert "<h2>Best kernel</h2>" in html and "2.00×" in html and "25.0%" in html
+    lineage = html[html.index('<ol class="lineage">'):]
+    start, middle, end = (lineage.index(name) for name in ("double baseline", "child", "grandchild"))
+    assert start < middle < end
+    assert f'href="/runs/{run.pk}/kernels/{best.pk}/diff/"' in lineage
+    assert "Add zero twice" in html and "Stored (1)" in html
+
+
+def test_a_kernel_held_for_review_is_never_shown_as_correct(login, engineer, problem) -> None:
+    from optimizer.models import Candidate, Iteration
+
+    run = services.create_run(engineer, problem, is_public=True)
+    held = {"iteration": 1, "sha": "cd" * 32, "candidate_keys": ["1.0.0.0"], "correct": True, "latency_ms": 0.01,
+            "error_kind": "suspicious", "held_for_review": True,
+            "error_message": "held for review: speedup 40.00x over its parent exceeds suspicious_speedup=10.0"}
+    html = render_event(RunEvent(run=run, seq=5, kind="candidate.evaluated", payload=held))
+    assert "held for review" in html and 'badge good">correct' not in html
+    iteration = Iteration.objects.create(run=run, index=1, status="finished")
+    Candidate.objects.create(iteration=iteration, key="1.0.0.0", parent_kernel=problem.baseline_kernel,
+                             status="evaluated", correct=True, latency_ms=0.01, error=held["error_message"])
+    html = login(engineer).get(f"/runs/{run.pk}/iterations/1/").content.decode()
+    assert "held for review" in html and 'badge good">correct' not in html
+
+
+def test_the_runs_list_pager_keeps_the_scope_and_filters(login, engineer, problem, monkeypatch) -> None:
+    from optimizer import views
+
+    monkeypatch.setattr(views, "RUNS_PER_PAGE", 1)
+    for _ in range(2):
+        services.create_run(engineer, problem)
+    html = login(engineer).get("/runs/", {"scope": "mine", "status": "queued", "problem": "dou"}).content.decode()
+    assert 'href="?scope=mine&amp;status=queued&amp;problem=dou&amp;page=2"' in html
+
+
+def test_the_run_form_shown_again_with_errors_keeps_the_llm_estimate(login, engineer, problem, settings) -> None:
+    settings.ACCELOPT_LLM_ROLES = {"default": {"model": "priced-model"}}
+    settings.ACCELOPT_LLM_PRICES = {"priced-model": [1.0, 2.0]}
+    response = login(engineer).post("/runs/new/", _form(problem, agent="llm", start="upload", source=""))
+    html = response.content.decode()
+    assert response.status_code == 200 and "Paste the kernel source" in html
+    assert "planner 2 calls (priced-model)" in html and "no LLM calls" not in html
+
+
+def test_the_owner_withdraws_a_pending_pause(login, engineer, problem) -> None:
+    run = services.create_run(engineer, problem)
+    Run.objects.filter(pk=run.pk).update(status=RunStatus.RUNNING, pause_requested=True)
+    client = login(engineer)
+    assert "Keep running" in client.get(f"/runs/{run.pk}/state/").content.decode()
+    html = client.post(f"/runs/{run.pk}/resume/", HTTP_HX_REQUEST="true").content.decode()
+    run.refresh_from_db()
+    assert not run.pause_requested and run.status == RunStatus.RUNNING and ">Pause</button>" in html
