@@ -15,5 +15,6 @@ urlpatterns = [
     path("memory/prune/", views.bulk_prune, name="bulk_prune"),
     path("memory/<int:pk>/", views.entry_detail, name="entry"),
     path("memory/<int:pk>/edit/", views.entry_edit, name="entry_edit"),
+    path("memory/<int:pk>/revert/<int:number>/", views.entry_revert, name="entry_revert"),
     path("memory/<int:pk>/<str:action>/", views.entry_action, name="entry_action"),
 ]

@@ -102,6 +102,18 @@ def entry_edit(request: HttpRequest, pk: int) -> HttpResponse:
     return render(request, "memory/entry_edit.html", {"entry": entry, "form": form})
 
 
+@require_role(CURATOR)
+@require_POST
+def entry_revert(request: HttpRequest, pk: int, number: int) -> HttpResponse:
+    """Put back the title and summary of an earlier version (recorded as a new edit, so it can be undone too)."""
+    entry = services.get_entry_for_user(request.user, pk, write=True)
+    if not entry.versions.filter(number=number).exists():
+        raise Http404(f"memory entry {pk} has no version {number}")
+    services.revert_entry(entry, number, request.user)
+    messages.success(request, f"Put back the title and summary of version {number}; the change is in the history.")
+    return redirect("memory:entry", pk=entry.pk)
+
+
 ACTIONS = {
     "pin": services.pin_entry,
     "unpin": services.unpin_entry,

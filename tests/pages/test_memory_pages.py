@@ -91,3 +91,32 @@ def test_a_malformed_import_says_what_is_missing(login, curator) -> None:
 def test_the_empty_memory_says_how_entries_get_there(login, curator) -> None:
     html = login(curator).get("/memory/").content.decode()
     assert "The memory is empty" in html and "/memory/import/" in html
+
+
+def test_the_browser_filters_by_family_polarity_and_source_run(login, engineer) -> None:
+    _entry("Elementwise win", family="elementwise", source_run_id=7)
+    _entry("Matmul loss", family="matmul", polarity="negative", fast_kernel="c = 4\n")
+    client = login(engineer)
+    for query, shown, hidden in (({"family": "matmul"}, "Matmul loss", "Elementwise win"),
+                                 ({"polarity": "negative"}, "Matmul loss", "Elementwise win"),
+                                 ({"run": "7"}, "Elementwise win", "Matmul loss")):
+        html = client.get("/memory/", query).content.decode()
+        assert shown in html and hidden not in html, query
+
+
+def test_a_curator_puts_back_an_earlier_title_from_the_history(login, curator) -> None:
+    entry = _entry()
+    client = login(curator)
+    client.post(f"/memory/{entry.pk}/edit/", {"title": "A worse title", "summary": "One pass instead of two."})
+    assert f'action="/memory/{entry.pk}/revert/1/"' in client.get(f"/memory/{entry.pk}/").content.decode()
+    assert client.post(f"/memory/{entry.pk}/revert/1/").status_code == 302
+    entry.refresh_from_db()
+    assert entry.title == "Fuse the scale into the activation"
+    assert [v.change for v in entry.versions.order_by("number")] == ["created", "edited", "edited"]
+    assert client.post(f"/memory/{entry.pk}/revert/9/").status_code == 404
+
+
+def test_an_engineer_cannot_put_back_a_version(login, engineer) -> None:
+    entry = _entry()
+    assert login(engineer).post(f"/memory/{entry.pk}/revert/1/").status_code == 403
+    assert "revert" not in login(engineer).get(f"/memory/{entry.pk}/").content.decode()
