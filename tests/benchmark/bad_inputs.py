@@ -77,6 +77,17 @@ BAD_INPUTS = (
         "compile_error", ("256", "128"), line=10,
     ),
     BadInput(
+        "kernel_fails_at_run_time",
+        _kernel("""    rows, cols = x.shape
+    out = nl.ndarray((rows, cols), dtype=x.dtype, buffer=nl.shared_hbm)
+    for i in nl.affine_range(rows // 128):
+        tile = nl.ndarray((128, cols), dtype=x.dtype, buffer=nl.sbuf)
+        nl.store(out[i * 128:(i + 1) * 128, 0:cols], value=nl.silu(tile))
+    return out
+"""),
+        "runtime_error", ("uninitialised", "line 12"), line=12,
+    ),
+    BadInput(
         "wrong_output_shape",
         _kernel("""    rows, cols = x.shape
     out = nl.ndarray((rows, cols // 2), dtype=x.dtype, buffer=nl.shared_hbm)
