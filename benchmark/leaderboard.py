@@ -121,12 +121,16 @@ def build_leaderboard(platform: str = Platform.TRN1, *, suite: str = DEFAULT_SUI
         "kernel", "kernel__author"
     ).order_by("latency_ms", "created"):
         best.setdefault(evaluation.kernel.problem_id, evaluation)
-    baselines: dict[int, Evaluation] = {}
+    # A speedup compares the best kernel with its baseline under the same backend and version: a simulated
+    # number over a measured one, or one performance model over another, would be no speedup at all.
+    baselines: dict[tuple[int, str, str], Evaluation] = {}
+    fastest_baseline: dict[int, Evaluation] = {}
     baseline_ids = [p.baseline_kernel_id for p in problems if p.baseline_kernel_id]
     for evaluation in _ranked(Evaluation.objects.filter(kernel_id__in=baseline_ids, platform=platform)).order_by(
         "latency_ms"
     ):
-        baselines.setdefault(evaluation.kernel_id, evaluation)
+        baselines.setdefault((evaluation.kernel_id, evaluation.backend, evaluation.backend_version), evaluation)
+        fastest_baseline.setdefault(evaluation.kernel_id, evaluation)
     run_ids = {e.kernel.run_id for e in best.values() if e.kernel.run_id}
     runs = {}
     if run_ids and apps.is_installed("optimizer"):
@@ -137,7 +141,10 @@ def build_leaderboard(platform: str = Platform.TRN1, *, suite: str = DEFAULT_SUI
         evaluation = best.get(problem.pk)
         rows.append(LeaderboardRow(
             problem=problem, platform=platform, best=evaluation,
-            baseline=baselines.get(problem.baseline_kernel_id) if problem.baseline_kernel_id else None,
+            baseline=(
+                baselines.get((problem.baseline_kernel_id, evaluation.backend, evaluation.backend_version))
+                if evaluation is not None else fastest_baseline.get(problem.baseline_kernel_id)
+            ),
             run=runs.get(evaluation.kernel.run_id) if evaluation is not None and evaluation.kernel.run_id else None,
             reference=reference_for(problem, platform),
         ))

@@ -12,8 +12,8 @@ pytestmark = pytest.mark.django_db
 
 
 def _evaluate(kernel: Kernel, latency: float, *, correct: bool = True, backend: str = Backend.SIMULATOR,
-              error_kind: str = "") -> Evaluation:
-    return Evaluation.objects.create(kernel=kernel, platform="trn1", backend=backend, backend_version="perf-7",
+              error_kind: str = "", version: str = "perf-7") -> Evaluation:
+    return Evaluation.objects.create(kernel=kernel, platform="trn1", backend=backend, backend_version=version,
                                      status=EvaluationStatus.DONE, correct=correct, latency_ms=latency,
                                      peak_fraction=0.01 / latency, error_kind=error_kind)
 
@@ -40,6 +40,32 @@ def test_a_suspicious_result_is_held_for_review_not_ranked(client, problem) -> N
     row = build_leaderboard().rows[0]
     assert row.best.kernel == problem.baseline_kernel and row.speedup == pytest.approx(1.0)
     assert held.display_name not in client.get("/leaderboard/").content.decode()
+
+
+def test_the_speedup_compares_with_the_baseline_under_the_same_backend_and_version(problem) -> None:
+    """Another performance model's baseline number, or a simulated one against a measurement, is no speedup."""
+    _evaluate(problem.baseline_kernel, 10.0, version="perf-7")
+    _evaluate(problem.baseline_kernel, 5.0, version="perf-8")
+    _evaluate(_kernel(problem, "faster"), 4.0, version="perf-7")
+    row = build_leaderboard().rows[0]
+    assert row.baseline.backend_version == "perf-7" and row.speedup == pytest.approx(2.5)
+    _evaluate(_kernel(problem, "measured"), 1.0, backend=Backend.NEURON, version="neuronx-cc 2.x")
+    row = build_leaderboard().rows[0]
+    assert row.measured and row.baseline is None and row.speedup is None
+
+
+def test_a_row_says_how_its_kernel_was_found_and_the_page_draws_the_suite(client, engineer, problem) -> None:
+    from optimizer import services as run_services
+
+    run = run_services.create_run(engineer, problem, is_public=True)
+    _evaluate(problem.baseline_kernel, 10.0)
+    found = _kernel(problem, "found by the offline agent")
+    Kernel.objects.filter(pk=found.pk).update(run_id=run.pk, parent=problem.baseline_kernel)
+    _evaluate(found, 5.0)
+    html = client.get("/leaderboard/").content.decode()
+    assert f'href="/runs/{run.pk}/">run {run.pk}</a>' in html
+    assert "Offline agent (search over known rewrites)" in html
+    assert 'data-testid="geomean-speedup">2.00×' in html and 'id="leaderboard-chart"' in html
 
 
 def test_a_hardware_measurement_is_marked_measured(client, problem) -> None:
