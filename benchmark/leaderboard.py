@@ -20,7 +20,7 @@ from typing import Any
 
 from django.apps import apps
 
-from benchmark.models import DEFAULT_SUITE, Backend, Evaluation, EvaluationStatus, Platform, Problem
+from benchmark.models import DEFAULT_SUITE, Backend, Evaluation, Platform, Problem
 
 REFERENCE_CSV = Path(__file__).resolve().parent / "suites" / "nkibench" / "accelopt_trn1_best.csv"
 RANKED_BACKENDS = (Backend.SIMULATOR, Backend.NEURON)
@@ -106,12 +106,9 @@ def reference_for(problem: Problem, platform: str) -> ReferenceResult | None:
 
 
 def _ranked(evaluations: Any) -> Any:
-    # error_kind="": a suspicious result keeps correct=True and its latency (for the curator), but it is held
-    # for review and never ranked.
-    return evaluations.filter(
-        status=EvaluationStatus.DONE, correct=True, error_kind="", latency_ms__isnull=False,
-        backend__in=RANKED_BACKENDS,
-    )
+    # A held result (suspicious, or too large a speedup over its parent in a run) keeps correct=True and its
+    # latency for the curator, but is never ranked until a curator accepts it (benchmark.review).
+    return evaluations.rankable().filter(backend__in=RANKED_BACKENDS)
 
 
 def build_leaderboard(platform: str = Platform.TRN1, *, suite: str = DEFAULT_SUITE) -> Leaderboard:

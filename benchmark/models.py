@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from django.conf import settings
 from django.db import models
+from django.db.models import Q
 from django.urls import reverse
 
 # A problem is addressed as `[SUITE/]SLUG[:CASE]`; without a case the mini one is meant, because it
@@ -154,8 +155,34 @@ class ErrorKind(models.TextChoices):
     INFRASTRUCTURE_ERROR = "infrastructure_error", "Infrastructure error (ours, retried)"
 
 
+class Review(models.TextChoices):
+    """A correct result held back from the beam and the leaderboard until a curator decides (blank: never held).
+
+    Held either by the evaluation pipeline (error_kind "suspicious": faster than the theoretical peak,
+    invisible work, input-dependent traces) or by an optimization run (a speedup over the parent kernel
+    above the run's `suspicious_speedup`; error_kind stays blank, since the result itself was clean).
+    """
+
+    HELD = "held", "Held for review"
+    ACCEPTED = "accepted", "Accepted by a curator"
+    REJECTED = "rejected", "Rejected by a curator"
+
+
+class EvaluationQuerySet(models.QuerySet):
+    def rankable(self) -> EvaluationQuerySet:
+        """Results that may be ranked (leaderboard, problem pages, best kernel): see `Evaluation.is_rankable`."""
+        return self.filter(status=EvaluationStatus.DONE, correct=True, latency_ms__isnull=False).filter(
+            Q(error_kind="", review="") | Q(error_kind__in=["", ErrorKind.SUSPICIOUS], review=Review.ACCEPTED)
+        )
+
+    def held(self) -> EvaluationQuerySet:
+        return self.filter(review=Review.HELD)
+
+
 class Evaluation(models.Model):
     """One kernel on one platform and backend; the cache entry for that combination."""
+
+    objects = EvaluationQuerySet.as_manager()
 
     kernel = models.ForeignKey(Kernel, on_delete=models.CASCADE, related_name="evaluations")
     platform = models.CharField(max_length=16, choices=Platform.choices, default=Platform.TRN1)
@@ -185,6 +212,15 @@ class Evaluation(models.Model):
     created = models.DateTimeField(auto_now_add=True)
     started = models.DateTimeField(null=True, blank=True)
     finished = models.DateTimeField(null=True, blank=True)
+    # Review of a held result (benchmark.review): why and when it was held, who decided and when.
+    review = models.CharField(max_length=16, choices=Review.choices, blank=True)
+    held_reason = models.TextField(blank=True)
+    held_at = models.DateTimeField(null=True, blank=True)
+    reviewed_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    reviewed_at = models.DateTimeField(null=True, blank=True)
+    review_note = models.TextField(blank=True)
 
     class Meta:
         ordering = ["-created", "-id"]
@@ -198,6 +234,8 @@ class Evaluation(models.Model):
         indexes = [
             # best_evaluation(): the fastest correct evaluation per platform.
             models.Index(fields=["platform", "correct", "latency_ms"], name="benchmark_eval_best"),
+            # The curators' review queue: held results, oldest first.
+            models.Index(fields=["review", "held_at"], name="benchmark_eval_review"),
         ]
 
     def __str__(self) -> str:
@@ -212,9 +250,31 @@ class Evaluation(models.Model):
         return self.backend == Backend.SIMULATOR
 
     @property
+    def is_held(self) -> bool:
+        """Held for review, or rejected by a curator: its number must never read as a plain result."""
+        return self.review in (Review.HELD, Review.REJECTED)
+
+    @property
+    def is_rankable(self) -> bool:
+        """Done, correct and timed, and either never held (no error_kind) or accepted by a curator.
+
+        Mirrors `EvaluationQuerySet.rankable`. A suspicious result keeps correct=True and its latency for
+        the curator, so `correct` alone never decides.
+        """
+        if self.status != EvaluationStatus.DONE or not self.correct or self.latency_ms is None:
+            return False
+        if self.review == Review.ACCEPTED:
+            return self.error_kind in ("", ErrorKind.SUSPICIOUS)
+        return not self.error_kind and not self.review
+
+    @property
     def outcome(self) -> str:
         if self.is_pending:
             return self.get_status_display().lower()
+        if self.is_held:
+            return self.get_review_display().lower()
+        if self.review == Review.ACCEPTED and self.correct:
+            return "correct (accepted on review)"
         if self.error_kind:
             return self.get_error_kind_display()
         return "correct" if self.correct else "incorrect"

@@ -479,6 +479,8 @@ def _as_dict(result: Any) -> dict[str, Any]:
 
 def save_result(evaluation_id: int, result: Any) -> Evaluation | None:
     """Copy an EvaluationResult (or its dict) onto the evaluation row; None if the row is gone."""
+    from benchmark.review import hold_for_suspicion  # review builds on this module
+
     data = _as_dict(result)
     with transaction.atomic():
         evaluation = Evaluation.objects.select_for_update().filter(pk=evaluation_id).first()
@@ -509,6 +511,7 @@ def save_result(evaluation_id: int, result: Any) -> Evaluation | None:
         evaluation.result = {key: value for key, value in data.items() if key not in ("timeline",)}
         evaluation.wall_time_s = data.get("wall_time_s")
         evaluation.finished = timezone.now()
+        hold_for_suspicion(evaluation)  # a suspicious result waits for a curator (benchmark.review)
         evaluation.save()
     return evaluation
 
@@ -564,18 +567,11 @@ def evaluate_source(
 def best_evaluation(
     problem: Problem, platform: str = Platform.TRN1, backend: str = Backend.SIMULATOR
 ) -> Evaluation | None:
-    """The fastest correct, unflagged evaluation of the problem's kernels under the current backend version."""
+    """The fastest rankable evaluation (correct, not held for review) of the problem's kernels under the
+    current backend version."""
     return (
-        Evaluation.objects.filter(
-            kernel__problem=problem,
-            platform=platform,
-            backend=backend,
-            backend_version=backend_version(backend),
-            status=EvaluationStatus.DONE,
-            correct=True,
-            error_kind="",
-            latency_ms__isnull=False,
-        )
+        Evaluation.objects.rankable()
+        .filter(kernel__problem=problem, platform=platform, backend=backend, backend_version=backend_version(backend))
         .select_related("kernel")
         .order_by("latency_ms", "id")
         .first()
@@ -583,12 +579,8 @@ def best_evaluation(
 
 
 def best_of(evaluations: Iterable[Evaluation], platform: str) -> Evaluation | None:
-    """The fastest correct, unflagged evaluation among already-fetched ones (no query)."""
-    candidates = [
-        e for e in evaluations
-        if e.platform == platform and e.status == EvaluationStatus.DONE and e.correct and not e.error_kind
-        and e.latency_ms is not None
-    ]
+    """The fastest rankable evaluation (correct, not held for review) among already-fetched ones (no query)."""
+    candidates = [e for e in evaluations if e.platform == platform and e.is_rankable]
     return min(candidates, key=lambda e: (e.latency_ms, e.pk), default=None)
 
 

@@ -28,8 +28,9 @@ from django.core.exceptions import ValidationError
 from django.db import close_old_connections, transaction
 from django.utils import timezone
 
+from benchmark import review
 from benchmark import services as benchmark_services
-from benchmark.models import Evaluation, EvaluationStatus, Kernel, KernelOrigin
+from benchmark.models import Evaluation, EvaluationStatus, Kernel, KernelOrigin, Review
 from memory import services as memory_services
 from memory.models import EntryStatus, SourceKind
 from optimizer.agents.base import MemoryItem, ProblemContext
@@ -77,6 +78,36 @@ class _Rejected:
     peak_fraction: float | None = None
     error_kind: str = "rejected"
     profile: Any = None
+
+
+@dataclass(frozen=True)
+class _Reviewed:
+    """A benchmark result as the search must see it after review. Held or rejected: suspicious, whatever
+    the pipeline said (kept out of the beam). Accepted: a plain correct result that the speedup-over-parent
+    rule no longer holds (`review_accepted`)."""
+
+    correct: bool
+    latency_ms: float | None
+    peak_fraction: float | None
+    error_kind: str | None
+    error_message: str | None
+    profile: Any
+    review_accepted: bool = False
+
+
+def reviewed(evaluation: Evaluation) -> Evaluation | _Reviewed:
+    if not evaluation.review:
+        return evaluation
+    accepted = evaluation.review == Review.ACCEPTED
+    return _Reviewed(
+        correct=bool(evaluation.correct),
+        latency_ms=evaluation.latency_ms,
+        peak_fraction=evaluation.peak_fraction,
+        error_kind=None if accepted else "suspicious",
+        error_message=None if accepted else f"{evaluation.get_review_display().lower()}: {evaluation.held_reason}",
+        profile=evaluation.profile,
+        review_accepted=accepted,
+    )
 
 
 class DjangoEvaluator:
@@ -138,7 +169,7 @@ class DjangoEvaluator:
                     continue
                 pending[index] = self.request(kernel)
             for index, evaluation in self._wait(pending).items():
-                results[index] = evaluation
+                results[index] = reviewed(evaluation)
             return results
         finally:
             close_old_connections()
@@ -434,8 +465,9 @@ class RunRecorder:
             dict(Candidate.objects.filter(iteration=iteration).values_list("key", "pk")) if iteration else {}
         )
         unusable = {(p.get("task_key"), p.get("role")) for kind, p in events if kind == "agent.unusable"}
+        writers = self._kernel_writers(events)
         log: list[tuple[str, dict[str, Any]]] = []
-        for kind, payload in events:
+        for index, (kind, payload) in enumerate(events):
             if kind == "agent.call":
                 call = payload.get("call", {})
                 task_key = str(payload.get("task_key", ""))
@@ -453,6 +485,7 @@ class RunRecorder:
                     cost_usd=call.get("cost_usd", 0.0),
                     error=call.get("error", ""),
                     usable=(task_key, call.get("role")) not in unusable and not call.get("error"),
+                    kernel_id=writers.get(index),
                 )
                 payload = {
                     "iteration": payload.get("iteration"),
@@ -465,7 +498,40 @@ class RunRecorder:
                     },
                 }
             log.append((kind, payload))
+        self._record_holds(events)
         return append_events(self.run_id, log)
+
+    def _kernel_writers(self, events: list[tuple[str, dict[str, Any]]]) -> dict[int, int]:
+        """Which agent.call event (by index) wrote which Kernel row: the last error-free Executor or Fixer
+        call of a task whose candidate.written event (same step) names the sha. Earlier calls of the same
+        task were retries that failed."""
+        written: dict[str, str] = {}
+        for kind, payload in events:
+            if kind == "candidate.written" and payload.get("sha"):
+                key, fix = str(payload.get("candidate_key", "")), payload.get("fix")
+                written[f"{key}#fix{fix}" if fix else key] = payload["sha"]
+        last_call: dict[str, int] = {}
+        for index, (kind, payload) in enumerate(events):
+            call = payload.get("call", {}) if kind == "agent.call" else {}
+            if call.get("role") in ("executor", "fixer") and not call.get("error"):
+                last_call[str(payload.get("task_key", ""))] = index
+        return {
+            index: self._kernel_ids[written[task_key]]
+            for task_key, index in last_call.items()
+            if written.get(task_key) in self._kernel_ids
+        }
+
+    def _record_holds(self, events: list[tuple[str, dict[str, Any]]]) -> None:
+        """A kernel the search held for its speedup over the parent is held on its benchmark Evaluation row
+        too, so the leaderboard and the problem pages do not rank it before a curator accepts it."""
+        held = {
+            str(p["sha"]): str(p.get("error_message") or "held for review by the run")
+            for kind, p in events
+            if kind == "candidate.evaluated" and p.get("held_for_review") and p.get("sha")
+        }
+        kernel_ids = {self._kernel_ids[sha]: reason for sha, reason in held.items() if sha in self._kernel_ids}
+        for kernel_id, evaluation_id in self._evaluation_ids(list(kernel_ids)).items():
+            review.hold_evaluation(evaluation_id, f"run {self.run_id}: {kernel_ids[kernel_id]}")
 
     def _update_run(self, state: dict[str, Any], checkpoint: dict[str, Any], inline: dict[str, str], now: Any) -> None:
         if inline:

@@ -193,6 +193,11 @@ class AgentCall(models.Model):
     cost_usd = models.FloatField(default=0.0)
     error = models.TextField(blank=True)
     usable = models.BooleanField(default=True, help_text="The reply could be parsed into what the role needs.")
+    # The kernel this call wrote (Executor and Fixer calls whose reply held one): an evaluation's
+    # provenance names the call and its model through it (benchmark.provenance).
+    kernel = models.ForeignKey(
+        "benchmark.Kernel", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
     created = models.DateTimeField(auto_now_add=True)
 
     class Meta:

@@ -17,7 +17,8 @@ Injected (all async, so a Django layer can wrap its ORM with `sync_to_async`):
 * `Evaluator.evaluate_many(sources) -> results` bound to the run's problem, platform and backend; each
   result has `correct`, `latency_ms`, `peak_fraction`, `error_kind`, `error_message`, `profile` (the shape
   of `benchmark.evaluation.EvaluationResult`); an `error_kind` of "suspicious" keeps a kernel out of the
-  beam and out of the memory whatever its latency,
+  beam and out of the memory whatever its latency, and an optional `review_accepted` (a curator accepted
+  the result) exempts it from the `suspicious_speedup` bound,
 * `Memory.select(problem, k)` (the bounded Planner context) and `Memory.add(item)`, which must be
   idempotent on `item.key` (a step interrupted after `add` is redone on resume),
 * `EventSink.emit(kind, payload)` with kinds in `EVENT_KINDS`; `agent.call` carries a `CallRecord` dict
@@ -201,6 +202,7 @@ class Evaluation:
     error_kind: str | None = None
     error_message: str | None = None
     profile: dict[str, float] = field(default_factory=dict)
+    accepted: bool = False  # a curator accepted this result on review: the speedup bound no longer holds it
 
     @property
     def suspicious(self) -> bool:
@@ -225,6 +227,7 @@ class Evaluation:
             error_kind=str(getattr(kind, "value", kind)) if kind else None,  # an ErrorKind enum becomes its code
             error_message=getattr(result, "error_message", None) or None,
             profile=numeric,
+            accepted=bool(getattr(result, "review_accepted", False)),
         )
 
 
@@ -713,7 +716,7 @@ class BeamSearch:
 
     def _held_for_review(self, ev: Evaluation, candidates: list[CandidateRecord]) -> str:
         """Why a correct kernel is held for review (a speedup over its parent above the bound), or ''."""
-        if not ev.usable:
+        if not ev.usable or ev.accepted:
             return ""
         parents = {m.sha: m.latency_ms for m in self.state.beam}
         bound = self.config.suspicious_speedup
