@@ -1,7 +1,8 @@
 """The benchmark app's part of the API; accelopt_site/api.py mounts this router under /api/.
 
 Anyone may read public problems, kernels and evaluations; creating kernels and requesting evaluations
-needs the engineer role. Each endpoint parses, authorizes, calls one service and serializes.
+needs the engineer role, and the review queue (listing, accepting and rejecting held results) the curator
+role. Each endpoint parses, authorizes, calls one service and serializes.
 """
 
 from __future__ import annotations
@@ -15,9 +16,10 @@ from ninja import Router, Schema, Status
 from ninja.errors import HttpError
 
 from accounts.auth import api_optional_auth, api_role
-from accounts.roles import ENGINEER
-from benchmark import services
-from benchmark.models import Backend, Evaluation, Kernel, Platform, Problem
+from accounts.roles import CURATOR, ENGINEER
+from benchmark import review, services
+from benchmark.models import Backend, Evaluation, Kernel, Platform, Problem, Review
+from benchmark.provenance import evaluation_provenance, generated_by
 
 router = Router()
 
@@ -50,6 +52,15 @@ class ProblemDetailOut(ProblemOut):
     reference_source: str
 
 
+class ReviewOut(Schema):
+    state: str  # held, accepted or rejected
+    reason: str  # why it was held
+    held_at: datetime | None
+    reviewed_by: str | None
+    reviewed_at: datetime | None
+    note: str
+
+
 class EvaluationOut(Schema):
     id: int
     kernel_id: int
@@ -72,11 +83,17 @@ class EvaluationOut(Schema):
     profile: dict[str, Any]
     timeline: dict[str, Any]
     provenance: dict[str, Any]
+    ranked: bool  # counts on the leaderboard and problem pages: correct, and not held for review
+    review: ReviewOut | None  # None unless the result was held for review
     wall_time_s: float | None
     attempts: int
     created: datetime
     finished: datetime | None
     url: str
+
+
+class ReviewIn(Schema):
+    note: str = ""
 
 
 class KernelOut(Schema):
@@ -146,7 +163,31 @@ def _problem_out(request: HttpRequest, problem: Problem, *, detail: bool = False
     return data
 
 
-def _evaluation_out(request: HttpRequest, evaluation: Evaluation) -> dict[str, Any]:
+def _review_out(evaluation: Evaluation) -> dict[str, Any] | None:
+    if not evaluation.review:
+        return None
+    return {
+        "state": evaluation.review,
+        "reason": evaluation.held_reason,
+        "held_at": evaluation.held_at,
+        "reviewed_by": evaluation.reviewed_by.get_username() if evaluation.reviewed_by_id else None,
+        "reviewed_at": evaluation.reviewed_at,
+        "note": evaluation.review_note,
+    }
+
+
+def _provenance_out(
+    request: HttpRequest, evaluation: Evaluation, generated: dict[int, dict[str, Any]] | None
+) -> dict[str, Any]:
+    data = evaluation_provenance(evaluation, generated)
+    if data["generated_by"] and data["generated_by"].get("run_url"):
+        data["generated_by"] = {**data["generated_by"], "run_url": _absolute(request, data["generated_by"]["run_url"])}
+    return data
+
+
+def _evaluation_out(
+    request: HttpRequest, evaluation: Evaluation, generated: dict[int, dict[str, Any]] | None = None
+) -> dict[str, Any]:
     return {
         "id": evaluation.pk,
         "kernel_id": evaluation.kernel_id,
@@ -168,7 +209,9 @@ def _evaluation_out(request: HttpRequest, evaluation: Evaluation) -> dict[str, A
         "simulated": evaluation.is_simulated,
         "profile": evaluation.profile,
         "timeline": evaluation.timeline if isinstance(evaluation.timeline, dict) else {},
-        "provenance": evaluation.provenance,
+        "provenance": _provenance_out(request, evaluation, generated),
+        "ranked": evaluation.is_rankable,
+        "review": _review_out(evaluation),
         "wall_time_s": evaluation.wall_time_s,
         "attempts": evaluation.attempts,
         "created": evaluation.created,
@@ -178,6 +221,8 @@ def _evaluation_out(request: HttpRequest, evaluation: Evaluation) -> dict[str, A
 
 
 def _kernel_out(request: HttpRequest, kernel: Kernel) -> dict[str, Any]:
+    generated = generated_by([kernel])
+    evaluations = kernel.evaluations.select_related("reviewed_by").order_by("-created", "-id")
     return {
         "id": kernel.pk,
         "problem_id": kernel.problem_id,
@@ -190,7 +235,7 @@ def _kernel_out(request: HttpRequest, kernel: Kernel) -> dict[str, Any]:
         "run_id": kernel.run_id,
         "created": kernel.created,
         "source": kernel.source,
-        "evaluations": [_evaluation_out(request, e) for e in kernel.evaluations.order_by("-created", "-id")],
+        "evaluations": [_evaluation_out(request, e, generated) for e in evaluations],
         "url": _absolute(request, kernel.get_absolute_url()),
     }
 
@@ -311,3 +356,47 @@ def read_evaluation(request: HttpRequest, evaluation_id: int) -> dict[str, Any]:
     except Http404 as error:
         raise HttpError(404, str(error)) from None
     return _evaluation_out(request, evaluation)
+
+
+@router.get(
+    "/reviews",
+    auth=api_role(CURATOR),
+    response=list[EvaluationOut],
+    summary="List results held for review (curators)",
+)
+def list_reviews(request: HttpRequest) -> list[dict[str, Any]]:
+    held = list(review.held_evaluations(request.auth))
+    generated = generated_by(evaluation.kernel for evaluation in held)
+    return [_evaluation_out(request, evaluation, generated) for evaluation in held]
+
+
+def _decide(request: HttpRequest, evaluation_id: int, decision: str, note: str) -> dict[str, Any]:
+    try:
+        evaluation = review.decide(request.auth, evaluation_id, decision, note)
+    except Http404 as error:
+        raise HttpError(404, str(error)) from None
+    except PermissionDenied as error:
+        raise HttpError(403, str(error)) from None
+    except ValidationError as error:
+        raise _bad_request(error) from None
+    return _evaluation_out(request, services.get_evaluation_for_user(request.auth, evaluation.pk))
+
+
+@router.post(
+    "/evaluations/{int:evaluation_id}/accept",
+    auth=api_role(CURATOR),
+    response={200: EvaluationOut, 400: ErrorOut, 403: ErrorOut, 404: ErrorOut},
+    summary="Accept a held result: it then counts on the leaderboard (curators)",
+)
+def accept_evaluation(request: HttpRequest, evaluation_id: int, payload: ReviewIn) -> dict[str, Any]:
+    return _decide(request, evaluation_id, Review.ACCEPTED, payload.note)
+
+
+@router.post(
+    "/evaluations/{int:evaluation_id}/reject",
+    auth=api_role(CURATOR),
+    response={200: EvaluationOut, 400: ErrorOut, 403: ErrorOut, 404: ErrorOut},
+    summary="Reject a held result: it never counts (curators)",
+)
+def reject_evaluation(request: HttpRequest, evaluation_id: int, payload: ReviewIn) -> dict[str, Any]:
+    return _decide(request, evaluation_id, Review.REJECTED, payload.note)

@@ -17,4 +17,7 @@ urlpatterns = [
     path("kernels/<int:pk>/", views.kernel_detail, name="kernel_detail"),
     path("kernels/<int:pk>/evaluate/", views.kernel_evaluate, name="kernel_evaluate"),
     path("evaluations/<int:pk>/fragment/", views.evaluation_fragment, name="evaluation_fragment"),
+    path("reviews/", views.review_list, name="reviews"),
+    path("evaluations/<int:pk>/accept/", views.evaluation_review, {"decision": "accepted"}, name="evaluation_accept"),
+    path("evaluations/<int:pk>/reject/", views.evaluation_review, {"decision": "rejected"}, name="evaluation_reject"),
 ]

@@ -14,13 +14,16 @@ from django.core.paginator import Paginator
 from django.db.models import Prefetch
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
+from django.urls import reverse
+from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from accounts.roles import ENGINEER, require_role
-from benchmark import services
+from accounts.roles import CURATOR, ENGINEER, require_role
+from benchmark import review, services
 from benchmark.display import correctness_rows, profile_rows, timeline_figure_html
 from benchmark.forms import KernelUploadForm
-from benchmark.models import DEFAULT_CASE, ErrorKind, Evaluation, KernelOrigin, Platform
+from benchmark.models import DEFAULT_CASE, ErrorKind, Evaluation, KernelOrigin, Platform, Review
+from benchmark.provenance import evaluation_provenance, generated_by
 
 KERNELS_PER_PAGE = 50
 
@@ -117,8 +120,16 @@ def kernel_list(request: HttpRequest) -> HttpResponse:
             "origin": origin,
             "origins": KernelOrigin.choices,
             "can_upload": services.can_create_kernels(request.user),
+            **_review_link(request),
         },
     )
+
+
+def _review_link(request: HttpRequest) -> dict[str, Any]:
+    """Curators see a link to the review queue with its length."""
+    if not review.can_review(request.user):
+        return {"can_review": False}
+    return {"can_review": True, "held_count": review.held_evaluations(request.user).count()}
 
 
 @require_role(ENGINEER)
@@ -157,7 +168,8 @@ def kernel_upload(request: HttpRequest) -> HttpResponse:
 @require_GET
 def kernel_detail(request: HttpRequest, pk: int) -> HttpResponse:
     kernel = services.get_kernel_for_user(request.user, pk)
-    evaluations = list(kernel.evaluations.select_related("requested_by").order_by("-created", "-id"))
+    evaluations = list(kernel.evaluations.select_related("requested_by", "reviewed_by").order_by("-created", "-id"))
+    generated = generated_by([kernel])
     selected = None
     if request.GET.get("evaluation", "").isdigit():
         selected = next((e for e in evaluations if e.pk == int(request.GET["evaluation"])), None)
@@ -170,7 +182,8 @@ def kernel_detail(request: HttpRequest, pk: int) -> HttpResponse:
             "kernel": kernel,
             "problem": kernel.problem,
             "evaluations": evaluations,
-            **_evaluation_context(request, selected),
+            "generated": generated.get(kernel.pk),
+            **_evaluation_context(request, selected, generated),
             # A broken reference's line number is a line of the reference, not of this source.
             "source_error_line": selected.error_line
             if selected is not None and selected.error_kind != ErrorKind.INFRASTRUCTURE_ERROR
@@ -180,9 +193,13 @@ def kernel_detail(request: HttpRequest, pk: int) -> HttpResponse:
     )
 
 
-def _evaluation_context(request: HttpRequest, evaluation: Evaluation | None) -> dict[str, Any]:
+def _evaluation_context(
+    request: HttpRequest, evaluation: Evaluation | None, generated: dict[int, dict[str, Any]] | None = None
+) -> dict[str, Any]:
     return {
         "evaluation": evaluation,
+        "provenance": evaluation_provenance(evaluation, generated) if evaluation is not None else {},
+        "can_review": review.can_review(request.user),
         "can_evaluate": services.can_create_kernels(request.user),
         "is_stale": evaluation is not None and services.evaluation_is_stale(evaluation),
         "timeline_html": timeline_figure_html(evaluation.timeline) if evaluation and not evaluation.is_pending else "",
@@ -230,3 +247,32 @@ def leaderboard(request: HttpRequest) -> HttpResponse:
         "chart": leaderboard_figure_html(board),
         "can_launch": services.can_create_kernels(request.user),
     })
+
+
+@require_role(CURATOR)
+@require_GET
+def review_list(request: HttpRequest) -> HttpResponse:
+    """Curators: results held for review (suspicious, or too large a speedup over the parent in a run)."""
+    held = list(review.held_evaluations(request.user))
+    generated = generated_by(evaluation.kernel for evaluation in held)
+    return render(request, "benchmark/review_list.html", {
+        "rows": [{"evaluation": e, "provenance": evaluation_provenance(e, generated)} for e in held],
+        "decisions": review.recent_decisions(request.user),
+    })
+
+
+@require_role(CURATOR)
+@require_POST
+def evaluation_review(request: HttpRequest, pk: int, decision: str) -> HttpResponse:
+    """Accept or reject a held result, then go back to the page the form was on (the queue by default)."""
+    try:
+        evaluation = review.decide(request.user, pk, decision, request.POST.get("note", ""))
+    except ValidationError as error:
+        messages.error(request, " ".join(error.messages))
+    else:
+        verb = "accepted: it now counts" if decision == Review.ACCEPTED else "rejected: it never counts"
+        messages.success(request, f"Evaluation {evaluation.pk} of {evaluation.kernel.display_name} {verb}.")
+    target = request.POST.get("next", "")
+    if not url_has_allowed_host_and_scheme(target, {request.get_host()}, require_https=request.is_secure()):
+        target = reverse("benchmark:reviews")
+    return redirect(target)

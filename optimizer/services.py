@@ -17,10 +17,11 @@ from django.http import Http404
 from django.utils import timezone
 
 from accounts.roles import is_admin, is_engineer
-from benchmark.models import Backend, Kernel, Platform, Problem
+from benchmark.models import Backend, Evaluation, Kernel, Platform, Problem
+from benchmark.services import backend_version
 from optimizer import conf
 from optimizer.events import events_after, record_events
-from optimizer.models import AgentCall, AgentKind, Run, RunEvent, RunStatus
+from optimizer.models import AgentCall, AgentKind, Candidate, Run, RunEvent, RunStatus
 from optimizer.search import SearchConfig
 
 __all__ = [
@@ -229,6 +230,34 @@ ASSUMED_TOKENS_PER_CALL = {
     "fixer": (7500, 3000),
     "summarizer": (4000, 500),
 }
+
+
+def evaluation_versions(run: Run, iteration: int | None = None) -> list[dict[str, str]]:
+    """The backends and versions the run's kernels were evaluated with (the start kernel's, then the
+    candidates'; one iteration's candidates only if `iteration` is given), distinct, so the run page says
+    which simulator and performance model produced its numbers. Before any evaluation: the current version."""
+    candidates = Candidate.objects.filter(iteration__run=run, evaluation__isnull=False)
+    if iteration is not None:
+        candidates = candidates.filter(iteration__index=iteration)
+    evaluations = Evaluation.objects.filter(pk__in=candidates.values("evaluation_id"))
+    if iteration is None:
+        try:
+            current = backend_version(run.backend)
+        except ValidationError:  # a backend this host no longer knows
+            current = ""
+        evaluations = evaluations | Evaluation.objects.filter(
+            kernel_id=run.start_kernel_id, platform=run.platform, backend=run.backend, backend_version=current
+        )
+    seen: list[dict[str, str]] = []
+    for backend, version, perf in evaluations.order_by("backend", "backend_version").values_list(
+        "backend", "backend_version", "provenance__perf_model_version"
+    ).distinct():
+        entry = {"backend": backend, "backend_version": version, "perf_model_version": perf or ""}
+        if entry not in seen:
+            seen.append(entry)
+    if not seen and iteration is None and current:
+        seen.append({"backend": run.backend, "backend_version": current, "perf_model_version": ""})
+    return seen
 
 
 def max_agent_calls(search: dict[str, Any] | None) -> dict[str, int]:

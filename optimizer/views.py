@@ -21,6 +21,7 @@ from accounts.roles import ENGINEER, require_role
 from benchmark import services as benchmark_services
 from benchmark.diffing import changed_line_count, side_by_side
 from benchmark.models import Kernel
+from benchmark.provenance import evaluation_provenance
 from memory.services import visible_entries
 from optimizer import services
 from optimizer.forms import BASELINE, UPLOAD, RunFilterForm, RunForm
@@ -194,6 +195,7 @@ def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
         lineage=list(reversed(services.run_lineage(run))) if run.is_finished else [],
         memory_entries=list(visible_entries(request.user).filter(source_run_id=run.pk).order_by("-speedup")[:50]),
         memory_count=_memory_count(run),
+        evaluation_versions=services.evaluation_versions(run),
         ws_url=f"/ws/runs/{run.pk}/?format=html&after=0",
     )
     return render(request, "optimizer/run_detail.html", context)
@@ -275,6 +277,7 @@ def iteration_fragment(request: HttpRequest, pk: int, index: int) -> HttpRespons
         plan["candidates"].append(candidate)
     return render(request, "optimizer/partials/iteration.html", {
         "run": run, "iteration": iteration, "plans": list(plans.values()),
+        "evaluation_versions": services.evaluation_versions(run, iteration=index),
     })
 
 
@@ -299,7 +302,7 @@ def candidate_detail(request: HttpRequest, pk: int, key: str) -> HttpResponse:
     run = services.get_run_for_user(request.user, pk)
     candidate = (
         Candidate.objects.filter(iteration__run=run, key=key)
-        .select_related("iteration", "kernel", "parent_kernel", "evaluation").first()
+        .select_related("iteration", "kernel", "parent_kernel", "evaluation", "evaluation__kernel").first()
     )
     if candidate is None:
         raise Http404(f"run {pk} has no candidate {key!r} (yet)")
@@ -313,7 +316,10 @@ def kernel_diff(request: HttpRequest, pk: int, kernel_pk: int) -> HttpResponse:
     kernel = Kernel.objects.filter(pk=kernel_pk).select_related("parent").first()
     if kernel is None or (kernel.run_id != run.pk and kernel.pk != run.start_kernel_id):
         raise Http404(f"kernel {kernel_pk} was not written by run {pk}")
-    candidate = Candidate.objects.filter(iteration__run=run, kernel=kernel).select_related("iteration").first()
+    candidate = (
+        Candidate.objects.filter(iteration__run=run, kernel=kernel)
+        .select_related("iteration", "evaluation", "evaluation__kernel").first()
+    )
     return _diff_page(request, run, kernel, kernel.parent, candidate=candidate)
 
 
@@ -321,7 +327,10 @@ def _diff_page(
     request: HttpRequest, run: Run, kernel: Kernel | None, parent: Kernel | None, *, candidate: Candidate | None
 ) -> HttpResponse:
     rows = side_by_side(parent.source if parent else "", kernel.source if kernel else "")
+    evaluation = candidate.evaluation if candidate is not None else None
     return render(request, "optimizer/kernel_diff.html", {
         "run": run, "kernel": kernel, "parent": parent, "candidate": candidate,
         "rows": rows, "changed": changed_line_count(rows),
+        # Where the candidate's number comes from: backend and versions, and the agent call and model.
+        "provenance": evaluation_provenance(evaluation) if evaluation is not None else None,
     })
