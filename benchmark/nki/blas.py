@@ -34,26 +34,6 @@ def _openblas() -> tuple[object, object] | None:
     return None
 
 
-_STATE: dict[str, object] = {}
-
-# A fused matmul at least this big (multiply-adds) is worth handing to all BLAS threads.
-BIG_MATMUL = 1 << 62  # off: on a shared, loaded machine extra BLAS threads made fused groups 5x slower
-
-
-@contextmanager
-def blas_threads_for(macs: int) -> Iterator[None]:
-    """Inside a kernel run: use the caller's BLAS thread count for big fused matmuls."""
-    setter, before = _STATE.get("setter"), _STATE.get("before", 1)
-    if setter is None or macs < BIG_MATMUL or before == 1:
-        yield
-        return
-    setter(before)  # type: ignore[operator]
-    try:
-        yield
-    finally:
-        setter(1)  # type: ignore[operator]
-
-
 @contextmanager
 def single_threaded_blas() -> Iterator[None]:
     import numpy  # noqa: F401  (make sure the library is loaded)
@@ -65,9 +45,7 @@ def single_threaded_blas() -> Iterator[None]:
     setter, getter = found
     before = int(getter())  # type: ignore[operator]
     setter(1)  # type: ignore[operator]
-    _STATE.update(setter=setter, before=before)
     try:
         yield
     finally:
         setter(before)  # type: ignore[operator]
-        _STATE.clear()

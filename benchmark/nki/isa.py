@@ -160,7 +160,7 @@ def nc_matmul(stationary: Any, moving: Any, *, is_stationary_onezero: bool = Fal
     if is_transpose and _is_identity(mv, b):
         out = np.ascontiguousarray(a.T)
     else:
-        out, lazy = None, (a, b)  # computed on use, so PSUM accumulation groups fuse into one BLAS call
+        out, lazy = None, (a, b)  # computed on use: PSUM accumulations are queued until their destination is read
     full_m = st.full_shape[-1] if len(st.full_shape) > 1 else 1
     full_n = mv.full_shape[-1] if len(mv.full_shape) > 1 else 1
     return sim.result(out, dt.float32, engine=Engine.TENSOR, reads=[st, mv], lazy=lazy,
