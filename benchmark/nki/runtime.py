@@ -451,13 +451,23 @@ class Simulator:
         if not nest or not dst.exact:
             return
         t = dst.tensor
+        box = dst.box
+        records_of = t.records
+        # Buckets: a write whose leading (race-key) axes are all pinned goes under those indices; any other
+        # goes under "*", in a sub-bucket keyed the same way with None for each axis it spans. Only
+        # buckets whose keys agree on every axis pinned in both can hold an overlapping write, which keeps
+        # a kernel storing thousands of tiles through an unpinned axis from comparing each with all.
+        star = records_of.get("*")
         key = dst.key
         if key is None:
-            lists = list(t.records.values())
-            key = "*"
+            part = tuple(lo if hi - lo == 1 else None for lo, hi in box[:t.race_key_len])
+            lists = [records for k, records in records_of.items() if k != "*" and _agree(k, part)]
+            if star:
+                lists.extend(records for k, records in star.items() if _agree(k, part))
         else:
-            lists = [t.records.get(key, ()), t.records.get("*", ())]
-        box = dst.box
+            lists = [records_of.get(key, ())]
+            if star:
+                lists.extend(records for k, records in star.items() if _agree(k, key))
         loop_kind = self.loop_kind
         for records in lists:
             for rbox, rnest, racc in records:
@@ -478,10 +488,17 @@ class Simulator:
                         if rnest[k][0] == loop_id and loop_kind[loop_id] == LoopKind.AFFINE:
                             self._race(t, dst, op, loop_id, rnest[k][1], nest[k][1])
                         break
-        records = t.records.get(key)
-        if records is None:
-            t.records[key] = records = []
-        elif records:
+        if key is None:
+            if star is None:
+                records_of["*"] = star = {}
+            records = star.get(part)
+            if records is None:
+                star[part] = records = []
+        else:
+            records = records_of.get(key)
+            if records is None:
+                records_of[key] = records = []
+        if records:
             open_ = self.loop_open
             # Drop records outside every open loop (they can no longer race) and records the new write
             # covers with the same accumulate flag (the new record stands for them).
@@ -685,6 +702,18 @@ class _LazyMatmul:
         if self.transpose_of is not None:
             return np.ascontiguousarray(self.transpose_of.T)
         return self.stationary.T @ self.moving
+
+
+def _agree(a: tuple, b: tuple) -> bool:
+    """Two race-bucket keys that can name the same element: equal on every axis both pin (None spans).
+    Keys of different lengths come from differently shaped views of one HBM tensor (`reshape`): their
+    coordinates cannot be compared."""
+    if len(a) != len(b):
+        return False
+    for x, y in zip(a, b, strict=True):
+        if x is not None and y is not None and x != y:
+            return False
+    return True
 
 
 def _inside(inner: tuple, outer: tuple) -> bool:

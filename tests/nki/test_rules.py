@@ -177,6 +177,43 @@ def test_it_reports_racing_writes_from_affine_iterations():
     assert "iterations 0 and 1 of the affine_range loop" in str(err.value)
 
 
+@pytest.mark.parametrize("order", ["whole row first", "slice first"])
+def test_it_reports_races_between_a_single_row_and_a_slice_of_rows(order):
+    # Races are bucketed by the pinned leading indices: a store of one row (out[1, r]) and a store of a
+    # slice of rows (out[1, a:b]) land in different buckets and must still be compared.
+    def kernel(a):
+        out = nl.ndarray((2, 4, 128, 16), dtype=nl.float32, buffer=nl.shared_hbm)
+        row = nl.load(a[0])
+        rows = nl.load(a[0:2])
+        for i in nl.affine_range(2):
+            if order == "whole row first":
+                nl.store(out[1, 1 - i], value=row)  # racing store: row 0 in iteration 1, in 0's slice
+                nl.store(out[1, 2 * i:2 * i + 2], value=rows)
+            else:
+                nl.store(out[1, 2 * i:2 * i + 2], value=rows)  # racing store: rows 2:4 in iteration 1
+                nl.store(out[1, 3 - 3 * i], value=row)  # row 3 in iteration 0
+        return out
+
+    with pytest.raises(NKIRuntimeError) as err:
+        simulate(kernel, [f32(2, 128, 16)])
+    assert "iterations 0 and 1 of the affine_range loop" in str(err.value)
+    assert err.value.line == line_of(kernel, "racing store: " + ("row 0" if order == "whole row first" else "rows 2:4"))
+
+
+def test_stores_of_distinct_rows_and_slices_do_not_race():
+    def kernel(a):
+        out = nl.ndarray((2, 4, 128, 16), dtype=nl.float32, buffer=nl.shared_hbm)
+        row = nl.load(a[0])
+        rows = nl.load(a[0:2])
+        for i in nl.affine_range(2):
+            nl.store(out[0, i], value=row)
+            nl.store(out[1, 2 * i:2 * i + 2], value=rows)
+        return out
+
+    out = simulate(kernel, [f32(2, 128, 16)]).outputs[0]
+    assert np.isnan(out[0, 2:]).all() and (out[1] == 1).all() and (out[0, :2] == 1).all()
+
+
 def test_it_allows_psum_accumulation_across_affine_iterations():
     def kernel(a, b):
         out = nl.ndarray((128, 128), dtype=nl.float32, buffer=nl.shared_hbm)
