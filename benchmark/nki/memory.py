@@ -460,13 +460,17 @@ class BlockPool:
         self.retired_bytes = 0
         self.touched: list[tuple[Tensor, tuple[int, ...], list]] = []
         self.arena = Arena()
+        self.used_until: dict[int, int] = {}  # id(tensor) -> last kernel line naming it
 
-    def adopt(self, t: Tensor) -> None:
-        """Give an uninitialised on-chip tensor with leading block axes per-block storage."""
+    def adopt(self, t: Tensor, used_until: int | None = None) -> None:
+        """Give an uninitialised on-chip tensor with leading block axes per-block storage. `used_until`: the
+        last kernel line that names it, when the source tells (see liveness.py)."""
         t.data = None
         t.init = None
         t.blocks = {}
         t.pool = self
+        if used_until is not None:
+            self.used_until[id(t)] = used_until
 
     def take(self, t: Tensor, key: tuple[int, ...]) -> list:
         shape = t.shape[len(key):]
@@ -490,15 +494,21 @@ class BlockPool:
         self.retired_bytes -= entry[0].nbytes + entry[1].nbytes
         self.touched.append((t, key, entry))
 
-    def end_iteration(self) -> None:
-        """An outermost loop iteration ended: retire what it touched, evict the oldest beyond the limit."""
+    def end_iteration(self, loop_end: int | None = None) -> None:
+        """An outermost loop iteration ended: retire what it touched, evict the oldest beyond the limit.
+
+        `loop_end`: the last line of the loop statement, when it is a top-level loop of the kernel. A block
+        of a tensor named after that line is live: it is not retired (so never evicted)."""
         kept = []
+        used_until = self.used_until
         for t, key, entry in self.touched:
             if entry[2]:
                 continue
             if t.deferred:  # queued matmuls still write it
                 kept.append((t, key, entry))
                 continue
+            if loop_end is not None and used_until.get(id(t), 0) > loop_end:
+                continue  # read by a later statement: stays live, untracked
             entry[2] = True
             (self.retired_revived if entry[3] else self.retired)[(id(t), key)] = (t, key, entry)
             self.retired_bytes += entry[0].nbytes + entry[1].nbytes

@@ -21,6 +21,7 @@ import numpy as np
 
 from . import dtypes as dt
 from .errors import NKICompileError, NKIError, NKIRuntimeError
+from .liveness import Liveness
 from .memory import Access, Accumulate, BlockPool, Buffer, Derived, FancyAccess, ParDim, Tensor, View, Window
 from .trace import Engine, LoopInfo, LoopKind, Memory, TensorInfo, Trace
 
@@ -77,9 +78,11 @@ class Pending:
 
 
 class Simulator:
-    def __init__(self, platform: Any, *, record_trace: bool, kernel_file: str, recycle: bool = False) -> None:
+    def __init__(self, platform: Any, *, record_trace: bool, kernel_file: str, recycle: bool = False,
+                 liveness: Liveness | None = None) -> None:
         self.platform = platform
         self.pool = BlockPool(RETIRED_BLOCK_BYTES) if recycle else None
+        self.liveness = liveness or Liveness()
         self.trace = Trace()
         self.record_trace = record_trace
         self.kernel_file = kernel_file
@@ -165,7 +168,7 @@ class Simulator:
                         self.flush()
                     for deferred in list(self.deferred_set.values()):
                         self.materialize(deferred)
-                    self.pool.end_iteration()
+                    self.pool.end_iteration(self.liveness.loop_end.get(line))
         finally:
             if self.pending is not None:
                 self.flush()
@@ -201,7 +204,7 @@ class Simulator:
         t = Tensor(name, shape, dtype, buffer, data=data, initialised=initialised, poison=poison and not initialised,
                    scope=self.scope, lazy=blocked)
         if blocked:
-            self.pool.adopt(t)
+            self.pool.adopt(t, self.liveness.used_until.get(self.line()))
         self.check_declared(op, t)
         if buffer.memory == Memory.HBM and self.grid:
             self.shared.append(t)

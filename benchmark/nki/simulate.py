@@ -14,6 +14,7 @@ from . import dtypes as dt
 from . import runtime
 from .blas import single_threaded_blas
 from .errors import NKICompileError, NKIError
+from .liveness import kernel_liveness
 from .memory import BlockRecyclingMiss, Tensor
 from .runtime import SHARED_HBM, Simulator
 from .trace import Trace
@@ -105,7 +106,7 @@ def simulate(kernel: Any, inputs: list[Any], *, platform: str = "trn1", record_t
 def _run(func: Any, code: Any, inputs: list[Any], names: list[str], platform: str, record_trace: bool,
          kwargs: dict[str, Any] | None, grid: tuple[int, ...], *, recycle: bool) -> tuple[Simulator, list[Any], Any]:
     sim = Simulator(get_platform(platform), record_trace=record_trace, kernel_file=code.co_filename,
-                    recycle=recycle)
+                    recycle=recycle, liveness=kernel_liveness(func) if recycle else None)
     with sim, single_threaded_blas():
         args = [_as_input(x, name, sim) for x, name in zip(inputs, names, strict=False)]
         try:
