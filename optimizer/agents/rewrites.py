@@ -99,8 +99,22 @@ def loaded_names(node: ast.AST) -> set[str]:
     return {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
 
 
+def name_load_nodes(fn: ast.AST, name: str) -> list[ast.Name]:
+    return [n for n in ast.walk(fn) if isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Load)]
+
+
 def name_loads(fn: ast.AST, name: str) -> int:
-    return sum(1 for n in ast.walk(fn) if isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Load))
+    return len(name_load_nodes(fn, name))
+
+
+def rename_loads(fn: ast.AST, old: str, new: str) -> None:
+    for n in name_load_nodes(fn, old):
+        n.id = new
+
+
+def statement_blocks(fn: ast.AST) -> list[list[ast.stmt]]:
+    """Every statement list of the function (its body, loop and branch bodies), outermost first."""
+    return [n.body for n in ast.walk(fn) if isinstance(getattr(n, "body", None), list)]
 
 
 def assignments_to(fn: ast.AST, name: str) -> int:
@@ -625,8 +639,7 @@ def visit_reuse_loads(tree: ast.Module, target: int | None) -> list[Site]:
     kernel, sites = Kernel(tree), []
     if kernel.fn is None:
         return sites
-    blocks = [n.body for n in ast.walk(kernel.fn) if isinstance(getattr(n, "body", None), list)]
-    for block in blocks:
+    for block in statement_blocks(kernel.fn):
         for i, first in enumerate(block):
             if not (isinstance(first, ast.Assign) and len(first.targets) == 1 and kernel.is_nl(first.value, "load")):
                 continue
@@ -644,10 +657,7 @@ def visit_reuse_loads(tree: ast.Module, target: int | None) -> list[Site]:
                 if plan is None:
                     continue
                 if len(sites) == target:
-                    old, new = plan
-                    for n in ast.walk(kernel.fn):
-                        if isinstance(n, ast.Name) and n.id == old and isinstance(n.ctx, ast.Load):
-                            n.id = new
+                    rename_loads(kernel.fn, *plan)
                     _remove_statement(kernel, second)
                 sites.append(Site(f"line {_line(second)} loads `{_short(second.value.args[0])}` again; reuse the tile "
                                   f"loaded at line {_line(first)}", _line(second)))
@@ -770,15 +780,18 @@ BINARY_SAME_TYPE = {"add", "subtract", "multiply", "divide", "maximum", "minimum
 DESTINATION_KEYWORDS = {"dst", "out", "reduce_res"}  # arguments an instruction writes into
 
 
-def _declaration(kernel: Kernel, name: str) -> ast.Assign | None:
-    """The one statement `name = nl.ndarray(...)` (or nl.zeros/nl.full) of the kernel, if `name` has no other."""
+def _only_assignment(kernel: Kernel, name: str) -> ast.Assign | None:
+    """The one statement `name = ...` of the kernel, if `name` is bound nowhere else."""
     if kernel.fn is None or assignments_to(kernel.fn, name) != 1:
         return None
-    for n in ast.walk(kernel.fn):
-        if (isinstance(n, ast.Assign) and len(n.targets) == 1 and isinstance(n.targets[0], ast.Name)
-                and n.targets[0].id == name):
-            return n if kernel.is_nl(n.value, "ndarray", "zeros", "full") else None
-    return None
+    return next((n for n in ast.walk(kernel.fn) if isinstance(n, ast.Assign) and len(n.targets) == 1
+                 and isinstance(n.targets[0], ast.Name) and n.targets[0].id == name), None)
+
+
+def _declaration(kernel: Kernel, name: str) -> ast.Assign | None:
+    """The one statement `name = nl.ndarray(...)` (or nl.zeros/nl.full) of the kernel, if `name` has no other."""
+    assignment = _only_assignment(kernel, name)
+    return assignment if assignment is not None and kernel.is_nl(assignment.value, "ndarray", "zeros", "full") else None
 
 
 def _keyword(call: ast.Call, name: str) -> ast.expr | None:
@@ -826,10 +839,7 @@ def _tile_type(kernel: Kernel, expr: ast.expr, depth: int = 0) -> tuple[list[str
     if depth > 8:
         return None
     if isinstance(expr, ast.Name):
-        if kernel.fn is None or assignments_to(kernel.fn, expr.id) != 1:
-            return None
-        definition = next((n for n in ast.walk(kernel.fn) if isinstance(n, ast.Assign) and len(n.targets) == 1
-                           and isinstance(n.targets[0], ast.Name) and n.targets[0].id == expr.id), None)
+        definition = _only_assignment(kernel, expr.id)
         return _tile_type(kernel, definition.value, depth + 1) if definition else None
     if not isinstance(expr, ast.Call):
         return None
@@ -945,8 +955,7 @@ def _round_trips(kernel: Kernel) -> list[_RoundTrip]:
     scratch = _scratch_tensors(kernel)
     if not scratch:
         return found
-    blocks = [n.body for n in ast.walk(kernel.fn) if isinstance(getattr(n, "body", None), list)]
-    for block in blocks:
+    for block in statement_blocks(kernel.fn):
         for i, store in enumerate(block):
             call = store.value if isinstance(store, ast.Expr) else None
             if not (kernel.is_nl(call, "store") and call.args and isinstance(call.args[0], ast.Subscript)):
@@ -993,8 +1002,7 @@ def _load_is_replaceable(kernel: Kernel, stmt: ast.stmt, load: ast.Call, before:
         target = stmt.targets[0] if len(stmt.targets) == 1 else None
         return (isinstance(target, ast.Name) and assignments_to(kernel.fn, target.id) == 1
                 and not _aliased(kernel, target.id) and _in_place_writes(kernel, target.id, kernel.fn.body) == 0
-                and not any(isinstance(n, ast.Name) and n.id == target.id and isinstance(n.ctx, ast.Load)
-                            for s in before for n in ast.walk(s)))
+                and not any(name_load_nodes(s, target.id) for s in before))
     if isinstance(parent, ast.keyword):
         return parent.arg not in DESTINATION_KEYWORDS
     return isinstance(parent, ast.Call) and any(a is load for a in parent.args)
@@ -1024,16 +1032,11 @@ def _drop_round_trip(kernel: Kernel, trip: _RoundTrip) -> None:
             call.keywords[0].value = value
     stmt = kernel.statement_of(trip.load)
     if isinstance(stmt, ast.Assign) and stmt.value is trip.load:
-        old = stmt.targets[0].id
-        for n in ast.walk(kernel.fn):
-            if isinstance(n, ast.Name) and n.id == old and isinstance(n.ctx, ast.Load):
-                n.id = value.id
+        rename_loads(kernel.fn, stmt.targets[0].id, value.id)
         _remove_statement(kernel, stmt)
     else:
         _replace(kernel, trip.load, ast.Name(value.id, ast.Load()))
-    reads = [n for n in ast.walk(kernel.fn) if isinstance(n, ast.Name) and n.id == trip.scratch
-             and isinstance(n.ctx, ast.Load) and _region_use(kernel, n) == "load"]
-    if reads:
+    if any(_region_use(kernel, n) == "load" for n in name_load_nodes(kernel.fn, trip.scratch)):
         return
     _remove_statement(kernel, trip.store)  # nothing reads the scratch tensor any more
     if name_loads(kernel.fn, trip.scratch) == 0:
@@ -1121,8 +1124,7 @@ def _psum_copies(kernel: Kernel) -> list[_PsumCopy]:
     found: list[_PsumCopy] = []
     if kernel.fn is None:
         return found
-    blocks = [n.body for n in ast.walk(kernel.fn) if isinstance(getattr(n, "body", None), list)]
-    for block in blocks:
+    for block in statement_blocks(kernel.fn):
         for i, stmt in enumerate(block):
             if not (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name)):
                 continue
@@ -1130,8 +1132,7 @@ def _psum_copies(kernel: Kernel) -> list[_PsumCopy]:
             name = stmt.targets[0].id
             if source is None or assignments_to(kernel.fn, name) != 1 or _aliased(kernel, name):
                 continue
-            uses = [n for n in ast.walk(kernel.fn) if isinstance(n, ast.Name) and n.id == name
-                    and isinstance(n.ctx, ast.Load)]
+            uses = name_load_nodes(kernel.fn, name)
             positions = [next((j for j in range(i + 1, len(block))
                                if any(n is use for n in ast.walk(block[j]))), None) for use in uses]
             if not uses or None in positions or not all(_compute_operand(kernel, use) for use in uses):
@@ -1154,9 +1155,8 @@ def visit_psum_copy(tree: ast.Module, target: int | None) -> list[Site]:
             if _psum_result(kernel, found.source):
                 found.stmt.value = found.source  # the instruction's PSUM result is the tile itself
             else:
-                for n in list(ast.walk(kernel.fn)):
-                    if isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Load):
-                        _replace(kernel, n, copy.deepcopy(found.source))
+                for n in name_load_nodes(kernel.fn, name):
+                    _replace(kernel, n, copy.deepcopy(found.source))
                 _remove_statement(kernel, found.stmt)
         sites.append(Site(f"`{_short(found.stmt)}` (line {_line(found.stmt)}) copies PSUM to SBUF only for compute "
                           f"engines: they read `{_short(found.source)}` in PSUM directly", _line(found.stmt)))
