@@ -121,11 +121,3 @@ def decide(user: Any, pk: int, decision: str, note: str = "") -> Evaluation:
         evaluation.review_note = note
         evaluation.save(update_fields=["review", "reviewed_by", "reviewed_at", "review_note"])
     return evaluation
-
-
-def accept_evaluation(user: Any, pk: int, note: str = "") -> Evaluation:
-    return decide(user, pk, Review.ACCEPTED, note)
-
-
-def reject_evaluation(user: Any, pk: int, note: str = "") -> Evaluation:
-    return decide(user, pk, Review.REJECTED, note)

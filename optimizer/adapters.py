@@ -68,38 +68,27 @@ def problem_context(run: Run) -> ProblemContext:
 
 
 @dataclass(frozen=True)
-class _Rejected:
-    """A source the benchmark app refused to store (too large, NUL bytes): reported like a static-check
-    rejection, so the search treats it as a failed kernel rather than crashing."""
+class _Result:
+    """A result the search sees in place of an Evaluation row: a source the benchmark app refused to store
+    (too large, NUL bytes), reported like a static-check rejection so the search treats it as a failed
+    kernel; or a result after review (`reviewed`)."""
 
-    error_message: str
+    error_message: str | None
     correct: bool = False
     latency_ms: float | None = None
     peak_fraction: float | None = None
-    error_kind: str = "rejected"
+    error_kind: str | None = "rejected"
     profile: Any = None
-
-
-@dataclass(frozen=True)
-class _Reviewed:
-    """A benchmark result as the search must see it after review. Held or rejected: suspicious, whatever
-    the pipeline said (kept out of the beam). Accepted: a plain correct result that the speedup-over-parent
-    rule no longer holds (`review_accepted`)."""
-
-    correct: bool
-    latency_ms: float | None
-    peak_fraction: float | None
-    error_kind: str | None
-    error_message: str | None
-    profile: Any
     review_accepted: bool = False
 
 
-def reviewed(evaluation: Evaluation) -> Evaluation | _Reviewed:
+def reviewed(evaluation: Evaluation) -> Evaluation | _Result:
+    """Held or rejected: suspicious, whatever the pipeline said (kept out of the beam). Accepted: a plain
+    correct result that the speedup-over-parent rule no longer holds (`review_accepted`)."""
     if not evaluation.review:
         return evaluation
     accepted = evaluation.review == Review.ACCEPTED
-    return _Reviewed(
+    return _Result(
         correct=bool(evaluation.correct),
         latency_ms=evaluation.latency_ms,
         peak_fraction=evaluation.peak_fraction,
@@ -165,7 +154,7 @@ class DjangoEvaluator:
                         self.problem, source, origin=KernelOrigin.GENERATED, run_id=self.run_id
                     )
                 except ValidationError as error:
-                    results[index] = _Rejected(" ".join(error.messages))
+                    results[index] = _Result(" ".join(error.messages))
                     continue
                 pending[index] = self.request(kernel)
             for index, evaluation in self._wait(pending).items():

@@ -48,7 +48,7 @@ def test_an_accepted_result_enters_the_next_runs_beam_and_the_leaderboard(
     first = services.create_run(owner, problem, search=STRICT)
     run_worker_once(fake_agents_factory)
     for evaluation in Evaluation.objects.filter(review=Review.HELD, kernel__run_id=first.pk):
-        review.accept_evaluation(curator, evaluation.pk)
+        review.decide(curator, evaluation.pk, Review.ACCEPTED)
     eight = Evaluation.objects.filter(kernel__run_id=first.pk, latency_ms__range=(7.99, 8.01)).order_by("id").first()
     assert build_leaderboard().rows[0].best == eight
 
@@ -65,7 +65,7 @@ def test_a_rejected_result_stays_out_of_later_runs(fake_pipeline, problem, owner
     first = services.create_run(owner, problem, search=STRICT)
     run_worker_once(fake_agents_factory)
     for evaluation in Evaluation.objects.filter(review=Review.HELD, kernel__run_id=first.pk):
-        review.reject_evaluation(curator, evaluation.pk)
+        review.decide(curator, evaluation.pk, Review.REJECTED)
     # A lenient second run would keep a 1.25x speedup, but a curator rejected that result.
     second = services.create_run(owner, problem, search=SMALL_SEARCH)
     run_worker_once(fake_agents_factory)
