@@ -20,6 +20,7 @@ from numpy.lib.stride_tricks import as_strided
 from . import dtypes as dt
 from .errors import NKICompileError, NKIRuntimeError, unsupported
 from .indexing import ArrayIndex, IndexExpr, _is_int
+from .liveness import LIVE
 from .trace import Memory
 
 Window = dict[int, tuple[int, int, int]]  # position -> (lo, hi, size)
@@ -384,8 +385,9 @@ def _resolve_cached(t: Tensor, items: Any, window: Window | None, op: str) -> Ac
         else:
             origin = tuple(slice(c, None) if c >= 0 else slice(0, None) for c in axis_consts[n:])
             recipe = (False, origin, shape.block_coefs, shape.shape)
-        return Access(t, apply_recipe(entry[0], recipe), apply_recipe(entry[1], recipe), tuple(box), shape.shape,
-                      shape.full_shape, race_key)
+        init = entry[1]
+        return Access(t, apply_recipe(entry[0], recipe), apply_recipe(init, recipe) if init is not None else None,
+                      tuple(box), shape.shape, shape.full_shape, race_key)
     if t.data is None:
         t.allocate()
     data = t.data
@@ -439,86 +441,111 @@ class Arena:
 
 
 class BlockPool:
-    """Recycles the storage of on-chip blocks that look dead, instead of faulting in fresh pages.
+    """Recycles the storage of on-chip blocks that are dead, instead of faulting in fresh pages.
 
     Compiler-style kernels declare on-chip tensors with leading block axes (`(86, 2, par_dim(128), 1024)`)
     and give every loop iteration its own block, so a kernel writes gigabytes of fresh memory that the
     device holds in a few megabytes. Such a tensor stores one array per block. At the end of every
-    iteration of an outermost loop, the blocks touched in it are *retired*: they keep their values, and
-    touching one again revives it. Once more than `retired_limit` bytes are retired, the oldest are
-    *evicted*, blocks touched in only one such iteration before blocks revived at least once (a tensor
-    filled by one loop and read by the next outlives the intermediates of either): their arrays are reused for new blocks of the same shape, init masks cleared. Touching an evicted
-    block, a tile aliasing one, or a blocked tensor across several blocks raises `BlockRecyclingMiss`,
-    and the simulation starts over with plain storage, so results never depend on the guess."""
+    iteration of a tensor's home loop (liveness.py; the outermost loop when the source does not tell),
+    the blocks of it touched in that iteration are *retired*: they keep their values, and touching one
+    again revives it. Once more than `retired_limit` bytes are retired, the oldest are *evicted*, blocks
+    retired once before blocks revived at least once: their arrays are reused for new blocks of the same
+    shape (init masks cleared, or refilled for `nl.zeros`/`nl.full` tensors). Touching an evicted block, a
+    tile aliasing one, or a blocked tensor across several blocks raises `BlockRecyclingMiss`, and the
+    simulation starts over with plain storage, so results never depend on the guess."""
 
     def __init__(self, retired_limit: int) -> None:
         self.retired_limit = retired_limit
-        self.free: dict[tuple, list[tuple[np.ndarray, np.ndarray]]] = {}
-        # Retired blocks in retirement order: touched in one outermost iteration only, and revived ones.
+        self.free: dict[tuple, list[tuple[np.ndarray, np.ndarray | None]]] = {}
+        # Retired blocks in retirement order: retired once, and revived ones.
         self.retired: dict[tuple[int, tuple[int, ...]], tuple[Tensor, tuple[int, ...], list]] = {}
         self.retired_revived: dict[tuple[int, tuple[int, ...]], tuple[Tensor, tuple[int, ...], list]] = {}
         self.retired_bytes = 0
-        self.touched: list[tuple[Tensor, tuple[int, ...], list]] = []
+        # Blocks touched since their home loop's iteration began, per home (None: not known, outermost).
+        self.touched: dict[int | None, list[tuple[Tensor, tuple[int, ...], list]]] = {}
         self.arena = Arena()
-        self.used_until: dict[int, int] = {}  # id(tensor) -> last kernel line naming it
+        self.home: dict[int, int | None] = {}  # id(tensor) -> its home loop's line (liveness.py)
 
-    def adopt(self, t: Tensor, used_until: int | None = None) -> None:
-        """Give an uninitialised on-chip tensor with leading block axes per-block storage. `used_until`: the
-        last kernel line that names it, when the source tells (see liveness.py)."""
+    def adopt(self, t: Tensor, home: int | None = None) -> None:
+        """Give an on-chip tensor with leading block axes per-block storage. `home`: the line of the loop
+        whose iterations its blocks die with, LIVE, or None when the source does not tell."""
         t.data = None
         t.init = None
         t.blocks = {}
         t.pool = self
-        if used_until is not None:
-            self.used_until[id(t)] = used_until
+        self.home[id(t)] = home
 
     def take(self, t: Tensor, key: tuple[int, ...]) -> list:
         shape = t.shape[len(key):]
         storage = np.dtype(t.dtype.storage)
-        free = self.free.get((shape, storage))
+        fill = t.fill
+        free = self.free.get((shape, storage, fill is None))
         if free:
             data, init = free.pop()
-            init.fill(False)  # the old values stay, unreadable: every read checks the init mask
+            if fill is None:
+                init.fill(False)  # the old values stay, unreadable: every read checks the init mask
+            else:
+                data.fill(fill)
         else:
             data = self.arena.zeros(shape, storage)
-            init = self.arena.zeros(shape, np.dtype(np.bool_))
-        entry = [data, init, False, False]  # data, init mask, retired, revived
+            if fill is None:
+                init = self.arena.zeros(shape, np.dtype(np.bool_))
+            else:
+                init = None
+                if fill != 0:
+                    data.fill(fill)
+        entry = [data, init, False, False]  # data, init mask (None: filled at birth), retired, revived
         t.blocks[key] = entry  # type: ignore[index]
-        self.touched.append((t, key, entry))
+        self._touch(t, key, entry)
         return entry
+
+    def _touch(self, t: Tensor, key: tuple[int, ...], entry: list) -> None:
+        home = self.home.get(id(t))
+        if home == LIVE:
+            return  # never retired
+        touched = self.touched.get(home)
+        if touched is None:
+            self.touched[home] = touched = []
+        touched.append((t, key, entry))
 
     def revive(self, t: Tensor, key: tuple[int, ...], entry: list) -> None:
         (self.retired_revived if entry[3] else self.retired).pop((id(t), key))
         entry[2] = False
         entry[3] = True
-        self.retired_bytes -= entry[0].nbytes + entry[1].nbytes
-        self.touched.append((t, key, entry))
+        self.retired_bytes -= _entry_bytes(entry)
+        self._touch(t, key, entry)
 
-    def end_iteration(self, loop_end: int | None = None) -> None:
-        """An outermost loop iteration ended: retire what it touched, evict the oldest beyond the limit.
-
-        `loop_end`: the last line of the loop statement, when it is a top-level loop of the kernel. A block
-        of a tensor named after that line is live: it is not retired (so never evicted)."""
-        kept = []
-        used_until = self.used_until
-        for t, key, entry in self.touched:
-            if entry[2]:
+    def end_iteration(self, home: int | None) -> None:
+        """An iteration of the loop at line `home` ended (None: of an outermost loop, which ends every
+        home): retire the blocks whose home it is, then evict the oldest beyond the limit. Blocks that
+        queued matmuls still write or read stay touched until a later end."""
+        homes = list(self.touched) if home is None else [home]
+        for h in homes:
+            touched = self.touched.get(h)
+            if not touched:
                 continue
-            if t.deferred:  # queued matmuls still write it
-                kept.append((t, key, entry))
-                continue
-            if loop_end is not None and used_until.get(id(t), 0) > loop_end:
-                continue  # read by a later statement: stays live, untracked
-            entry[2] = True
-            (self.retired_revived if entry[3] else self.retired)[(id(t), key)] = (t, key, entry)
-            self.retired_bytes += entry[0].nbytes + entry[1].nbytes
-        self.touched = kept
+            kept = []
+            for t, key, entry in touched:
+                if entry[2]:
+                    continue
+                if t.deferred or (t.readers and any(r.deferred for r in t.readers)):
+                    kept.append((t, key, entry))
+                    continue
+                entry[2] = True
+                (self.retired_revived if entry[3] else self.retired)[(id(t), key)] = (t, key, entry)
+                self.retired_bytes += _entry_bytes(entry)
+            self.touched[h] = kept
         while self.retired_bytes > self.retired_limit and (self.retired or self.retired_revived):
             queue = self.retired or self.retired_revived
             t, key, entry = queue.pop(next(iter(queue)))
-            self.retired_bytes -= entry[0].nbytes + entry[1].nbytes
+            self.retired_bytes -= _entry_bytes(entry)
             t.blocks[key] = EVICTED  # type: ignore[index]
-            self.free.setdefault((entry[0].shape, entry[0].dtype), []).append((entry[0], entry[1]))
+            data, init = entry[0], entry[1]
+            self.free.setdefault((data.shape, data.dtype, init is not None), []).append((data, init))
+
+
+def _entry_bytes(entry: list) -> int:
+    return entry[0].nbytes + (entry[1].nbytes if entry[1] is not None else 0)
 
 
 class Tensor:
@@ -526,7 +553,7 @@ class Tensor:
 
     __slots__ = ("name", "shape", "dtype", "memory", "buffer", "partition_axis", "data", "init", "trace_id",
                  "scope", "alias", "is_tile", "records", "race_key_len", "pstrides", "version", "deferred",
-                 "poisoned", "blocks", "pool", "readers", "__weakref__")
+                 "poisoned", "blocks", "pool", "readers", "fill", "__weakref__")
 
     def __init__(self, name: str, shape: tuple[int, ...], dtype: dt.DType, buffer: Buffer, *,
                  data: np.ndarray | None = None, initialised: bool = False, poison: bool = False,
@@ -560,6 +587,7 @@ class Tensor:
         self.blocks: dict[tuple[int, ...], list] | None = None  # per-block storage (BlockPool.adopt)
         self.pool: BlockPool | None = None
         self.readers: list[Tensor] | None = None  # tensors with queued matmuls reading this one
+        self.fill: Any = None  # a blocked nl.zeros/nl.full tensor: the value every new block starts with
         # Race-check buckets: the leading block indices of on-chip tensors, the leading axes of HBM ones.
         if self.memory == Memory.HBM:
             self.race_key_len = max(0, len(self.shape) - 2)

@@ -155,6 +155,7 @@ class Simulator:
         self.trace.add_loop(LoopInfo(kind=kind, trip_count=len(bounds), line=line))
         depth = len(self.stack)
         self.stack.append((loop_id, 0))
+        home_loops = self.liveness.home_loops
         try:
             for i in bounds:
                 self.stack[depth] = (loop_id, i)
@@ -162,13 +163,18 @@ class Simulator:
                 self.scope = tuple(e for e in self.nest if self.loop_kind[e[0]] != LoopKind.STATIC)
                 self.ctx = self.trace.context_id(self.nest)
                 yield i
-                if depth == 0 and self.pool is not None:
-                    # Queued matmul groups hold views of blocks the pool may now recycle: run them.
-                    if self.pending is not None:
-                        self.flush()
-                    for deferred in list(self.deferred_set.values()):
-                        self.materialize(deferred)
-                    self.pool.end_iteration(self.liveness.loop_end.get(line))
+                if self.pool is not None:
+                    if depth == 0:
+                        # Queued matmul groups hold views of blocks the pool may now recycle: run them.
+                        if self.pending is not None:
+                            self.flush()
+                        for deferred in list(self.deferred_set.values()):
+                            self.materialize(deferred)
+                        self.pool.end_iteration(None)
+                    elif line in home_loops:
+                        if self.pending is not None:
+                            self.flush()
+                        self.pool.end_iteration(line)
         finally:
             if self.pending is not None:
                 self.flush()
@@ -189,22 +195,24 @@ class Simulator:
             raise NKICompileError(op, f"buffer must be nl.sbuf, nl.psum or an HBM buffer, got {buffer!r}")
         name = name or self.fresh_name("t")
         initialised = fill is not None
-        data = None
-        if fill is not None:
-            dims = tuple(int(s) for s in shape)
-            # calloc'd zeros stay lazy (pages appear when touched), like an untouched declaration.
-            data = np.zeros(dims, dtype=dtype.storage) if fill == 0 else np.full(dims, fill, dtype=dtype.storage)
         if buffer.memory == Memory.HBM and self.grid:
             if any(self.program):
                 t = self.shared[self.shared_next]
                 self.shared_next += 1
                 return t
-        blocked = (self.pool is not None and data is None and buffer.memory in ON_CHIP
+        # On-chip tensors with leading block axes store each block when first touched (memory.BlockPool).
+        blocked = (self.pool is not None and buffer.memory in ON_CHIP and (fill is None or isinstance(fill, _SCALARS))
                    and not any(isinstance(s, ParDim) for s in shape[:1]) and any(isinstance(s, ParDim) for s in shape))
+        data = None
+        if fill is not None and not blocked:
+            dims = tuple(int(s) for s in shape)
+            # calloc'd zeros stay lazy (pages appear when touched), like an untouched declaration.
+            data = np.zeros(dims, dtype=dtype.storage) if fill == 0 else np.full(dims, fill, dtype=dtype.storage)
         t = Tensor(name, shape, dtype, buffer, data=data, initialised=initialised, poison=poison and not initialised,
                    scope=self.scope, lazy=blocked)
         if blocked:
-            self.pool.adopt(t, self.liveness.used_until.get(self.line()))
+            t.fill = fill
+            self.pool.adopt(t, self.liveness.home.get(self.line()))
         self.check_declared(op, t)
         if buffer.memory == Memory.HBM and self.grid:
             self.shared.append(t)
