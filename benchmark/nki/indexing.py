@@ -28,12 +28,17 @@ def _is_int(x: Any) -> bool:
 
 
 class IndexExpr:
-    __slots__ = ("const", "terms", "ndim")
+    """An affine index: const + sum of coef * iterator over the tile dimensions. Immutable, so the
+    placements `e[:, None]` and `e[None, :]` that kernels write on every call are computed once."""
+
+    __slots__ = ("const", "terms", "ndim", "_column", "_row")
 
     def __init__(self, const: int, terms: tuple[Term, ...], ndim: int) -> None:
         self.const = const
         self.terms = terms
         self.ndim = ndim
+        self._column: IndexExpr | None = None
+        self._row: IndexExpr | None = None
 
     # -- shape -------------------------------------------------------------------------------
     @property
@@ -57,9 +62,13 @@ class IndexExpr:
             # The common placements of a 1-D iterator: arange(n)[:, None] and arange(n)[None, :].
             first, second = key
             if second is None and type(first) is slice and first == _ALL:
-                return IndexExpr(self.const, tuple((p - 1, c, s) for p, c, s in self.terms), 2)
+                if self._column is None:
+                    self._column = IndexExpr(self.const, tuple((p - 1, c, s) for p, c, s in self.terms), 2)
+                return self._column
             if first is None and type(second) is slice and second == _ALL:
-                return IndexExpr(self.const, self.terms, 2)
+                if self._row is None:
+                    self._row = IndexExpr(self.const, self.terms, 2)
+                return self._row
         if not isinstance(key, tuple):
             key = (key,)
         kept = [k for k in key if k is not None]
@@ -324,8 +333,18 @@ def _solve(coef: int, const: int, cmp: str, value: int, size: int) -> tuple[int,
     return lo, hi
 
 
+_ARANGES: dict[int, IndexExpr] = {}  # nl.arange(n), shared: index expressions are immutable
+
+
 def arange(*args: int) -> IndexExpr:
     """nl.arange(stop) or nl.arange(start, stop[, step]): a 1-D iterator."""
+    if len(args) == 1 and type(args[0]) is int:
+        cached = _ARANGES.get(args[0])
+        if cached is None:
+            cached = IndexExpr(0, ((-1, 1, max(0, args[0])),), 1)
+            if len(_ARANGES) < 4096:
+                _ARANGES[args[0]] = cached
+        return cached
     if len(args) == 1:
         start, stop, step = 0, args[0], 1
     elif len(args) == 2:

@@ -49,7 +49,7 @@ class ParDim(int):
 class Access:
     """A resolved region of a tensor: a numpy view plus what the trace and the rules need."""
 
-    __slots__ = ("tensor", "array", "init", "box", "shape", "full_shape", "key", "exact")
+    __slots__ = ("tensor", "array", "init", "box", "shape", "full_shape", "key", "exact", "recipe")
 
     def __init__(self, tensor: Tensor, array: np.ndarray, init: np.ndarray | None,
                  box: tuple[tuple[int, int], ...], shape: tuple[int, ...], full_shape: tuple[int, ...],
@@ -62,6 +62,7 @@ class Access:
         self.full_shape = full_shape
         self.key = key  # leading pinned indices: the race-check bucket (None: spans buckets)
         self.exact = exact  # the box is the exact footprint (affine access), not a loose bound
+        self.recipe: tuple[Any, ...] | None = None  # how the view was cut out of its block (blocked tensors)
 
     @property
     def memory(self) -> Memory:
@@ -386,8 +387,10 @@ def _resolve_cached(t: Tensor, items: Any, window: Window | None, op: str) -> Ac
             origin = tuple(slice(c, None) if c >= 0 else slice(0, None) for c in axis_consts[n:])
             recipe = (False, origin, shape.block_coefs, shape.shape)
         init = entry[1]
-        return Access(t, apply_recipe(entry[0], recipe), apply_recipe(init, recipe) if init is not None else None,
-                      tuple(box), shape.shape, shape.full_shape, race_key)
+        acc = Access(t, apply_recipe(entry[0], recipe), apply_recipe(init, recipe) if init is not None else None,
+                     tuple(box), shape.shape, shape.full_shape, race_key)
+        acc.recipe = recipe
+        return acc
     if t.data is None:
         t.allocate()
     data = t.data
@@ -405,7 +408,7 @@ def _resolve_cached(t: Tensor, items: Any, window: Window | None, op: str) -> Ac
     return Access(t, array, init, tuple(box), shape.shape, shape.full_shape, race_key)
 
 
-EVICTED: list = [None, None, False, False]  # the block entry of a recycled block
+EVICTED: list = [None, None, False, False, None]  # the block entry of a recycled block
 
 
 class BlockRecyclingMiss(Exception):
@@ -479,25 +482,35 @@ class BlockPool:
         shape = t.shape[len(key):]
         storage = np.dtype(t.dtype.storage)
         fill = t.fill
-        free = self.free.get((shape, storage, fill is None))
+        free = self.free.get((shape, storage))
         if free:
-            data, init = free.pop()
-            if fill is None:
-                init.fill(False)  # the old values stay, unreadable: every read checks the init mask
-            else:
+            data, mask = free.pop()
+            if fill is not None:
                 data.fill(fill)
         else:
-            data = self.arena.zeros(shape, storage)
-            if fill is None:
-                init = self.arena.zeros(shape, np.dtype(np.bool_))
-            else:
-                init = None
-                if fill != 0:
-                    data.fill(fill)
-        entry = [data, init, False, False]  # data, init mask (None: filled at birth), retired, revived
+            data, mask = self.arena.zeros(shape, storage), None
+            if fill is not None and fill != 0:
+                data.fill(fill)
+        # A block of an uninitialised tensor starts with nothing written: a read-only view of False, so
+        # reads fail without touching memory; the first write drops it (the whole block) or stores a
+        # mask (part of it; `Simulator.write`). The old values of a reused block stay, unreadable.
+        init = None if fill is not None else np.broadcast_to(np.False_, shape)
+        # data, init mask (None once every element is written, or for a filled tensor), retired, revived,
+        # and the mask's storage (allocated at the first partial write, kept for reuse)
+        entry = [data, init, False, False, mask]
         t.blocks[key] = entry  # type: ignore[index]
         self._touch(t, key, entry)
         return entry
+
+    def mask(self, entry: list) -> np.ndarray:
+        """A block's first partial write: its init mask, all False, as real storage."""
+        mask = entry[4]
+        if mask is None:
+            mask = entry[4] = self.arena.zeros(entry[0].shape, np.dtype(np.bool_))
+        else:
+            mask.fill(False)
+        entry[1] = mask
+        return mask
 
     def _touch(self, t: Tensor, key: tuple[int, ...], entry: list) -> None:
         home = self.home.get(id(t))
@@ -540,12 +553,11 @@ class BlockPool:
             t, key, entry = queue.pop(next(iter(queue)))
             self.retired_bytes -= _entry_bytes(entry)
             t.blocks[key] = EVICTED  # type: ignore[index]
-            data, init = entry[0], entry[1]
-            self.free.setdefault((data.shape, data.dtype, init is not None), []).append((data, init))
+            self.free.setdefault((entry[0].shape, entry[0].dtype), []).append((entry[0], entry[4]))
 
 
 def _entry_bytes(entry: list) -> int:
-    return entry[0].nbytes + (entry[1].nbytes if entry[1] is not None else 0)
+    return entry[0].nbytes + (entry[4].nbytes if entry[4] is not None else 0)
 
 
 class Tensor:

@@ -22,7 +22,19 @@ import numpy as np
 from . import dtypes as dt
 from .errors import NKICompileError, NKIError, NKIRuntimeError
 from .liveness import Liveness
-from .memory import Access, Accumulate, BlockPool, Buffer, Derived, FancyAccess, ParDim, Tensor, View, Window
+from .memory import (
+    Access,
+    Accumulate,
+    BlockPool,
+    Buffer,
+    Derived,
+    FancyAccess,
+    ParDim,
+    Tensor,
+    View,
+    Window,
+    apply_recipe,
+)
 from .trace import Engine, LoopInfo, LoopKind, Memory, TensorInfo, Trace
 
 _ACTIVE: Simulator | None = None
@@ -36,7 +48,7 @@ PRIVATE_HBM = Buffer("private_hbm", Memory.HBM)
 ON_CHIP = frozenset((Memory.SBUF, Memory.PSUM))
 _SCALARS = (int, float, bool, np.generic)
 # Retired blocks kept with their values before their storage is reused (see memory.BlockPool).
-RETIRED_BLOCK_BYTES = 512 * 2**20
+RETIRED_BLOCK_BYTES = 64 * 2**20
 
 
 def active(op: str) -> Simulator:
@@ -454,9 +466,23 @@ class Simulator:
         if t.dtype.mantissa_bits:
             dst.array[...] = t.dtype.round(dst.array)
         if dst.init is not None:
-            dst.init[...] = True
+            if t.blocks is None:
+                dst.init[...] = True
+            else:
+                self._mark_block_written(t, dst)
         t.version += 1
         self.check_race(dst, bool(accumulate) or race_accumulate, op, self.nest if nest is None else nest)
+
+    def _mark_block_written(self, t: Tensor, dst: Access) -> None:
+        entry = t.blocks[dst.key]  # type: ignore[index]
+        whole = entry[0].size == dst.array.size and dst.exact and _volume(dst.box) == entry[0].size
+        if dst.init.flags.writeable:  # type: ignore[union-attr]
+            dst.init[...] = True  # type: ignore[index]
+        elif not whole:
+            dst.init = apply_recipe(t.pool.mask(entry), dst.recipe)  # type: ignore[union-attr,arg-type]
+            dst.init[...] = True
+        if whole:
+            entry[1] = dst.init = None  # the whole block is written: later accesses skip the mask
 
     def check_race(self, dst: Access, accumulate: bool, op: str, nest: tuple) -> None:
         if not nest or not dst.exact:
@@ -677,16 +703,14 @@ class Simulator:
         tid = self.tensor_id(t)
         item = t.dtype.itemsize
         box = acc.box
-        if t.partition_axis < 0:
-            strides = _row_major(t.shape)
-            lo = sum(b[0] * s for b, s in zip(box, strides, strict=True))
-            hi = sum((b[1] - 1) * s for b, s in zip(box, strides, strict=True)) + 1
-            return (tid, is_write, 0, 1, lo * item, hi * item)
         k = t.partition_axis
-        ps = t.pstrides
-        lo = sum(b[0] * s for b, s in zip(box, ps, strict=True))
-        hi = sum((b[1] - 1) * s for b, s in zip(box, ps, strict=True)) + 1
-        return (tid, is_write, box[k][0], box[k][1], lo * item, hi * item)
+        lo = hi = 0
+        for (b_lo, b_hi), stride in zip(box, _row_major(t.shape) if k < 0 else t.pstrides, strict=True):
+            lo += b_lo * stride
+            hi += (b_hi - 1) * stride
+        if k < 0:
+            return (tid, is_write, 0, 1, lo * item, (hi + 1) * item)
+        return (tid, is_write, box[k][0], box[k][1], lo * item, (hi + 1) * item)
 
 
 @functools.lru_cache(maxsize=256)
@@ -714,6 +738,13 @@ class _LazyMatmul:
         if self.transpose_of is not None:
             return np.ascontiguousarray(self.transpose_of.T)
         return self.stationary.T @ self.moving
+
+
+def _volume(box: tuple[tuple[int, int], ...]) -> int:
+    n = 1
+    for lo, hi in box:
+        n *= hi - lo
+    return n
 
 
 def _agree(a: tuple, b: tuple) -> bool:

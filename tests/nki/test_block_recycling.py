@@ -176,3 +176,19 @@ def test_a_tensor_read_by_every_iteration_of_a_later_loop_outlives_that_loops_in
     sim = simulate(kernel, [x])
     np.testing.assert_allclose(sim.outputs[0], np.broadcast_to(x[0] + x[1], (2, 4, 128, 64)), rtol=1e-6)
     assert not sim.rerun_without_recycling
+
+
+def test_a_block_written_in_part_reads_back_that_part_and_refuses_the_rest(rng):
+    def kernel(x, read_hi):
+        out = nl.ndarray((128, 64), dtype=nl.float32, buffer=nl.shared_hbm)
+        blocks = nl.ndarray((2, nl.par_dim(128), 128), dtype=nl.float32, buffer=nl.sbuf)
+        for i in nl.affine_range(1):
+            blocks[i, nl.arange(128)[:, None], nl.arange(64)[None, :]] = nl.load(x)  # the first half only
+            lo = 64 if read_hi else 0
+            nl.store(out, value=blocks[i, nl.arange(128)[:, None], lo + nl.arange(64)[None, :]])
+        return out
+
+    x = rng.standard_normal((128, 64)).astype(np.float32)
+    np.testing.assert_array_equal(simulate(kernel, [x, False]).outputs[0], x)
+    with pytest.raises(NKIRuntimeError, match=r"uninitialised memory of tensor .*\[0:1, 0:128, 64:128\]"):
+        simulate(kernel, [x, True])
