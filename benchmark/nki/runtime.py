@@ -110,6 +110,7 @@ class Simulator:
         self.pending: Pending | None = None
         self.op = ""
         self.line_no = 0
+        self.lines: dict[tuple[Any, int], int] = {}  # (code, bytecode offset) -> kernel line
         self.instructions = 0
         self.counter = 0
         self.deferred_set: dict[int, Tensor] = {}  # tensors with queued PSUM accumulations
@@ -141,8 +142,14 @@ class Simulator:
         f = sys._getframe(2)
         target = self.kernel_file
         while f is not None:
-            if f.f_code.co_filename == target:
-                return f.f_lineno
+            code = f.f_code
+            if code.co_filename == target:
+                # f_lineno scans the code's line table from its start: cached per bytecode offset.
+                key = (code, f.f_lasti)
+                line = self.lines.get(key)
+                if line is None:
+                    line = self.lines[key] = f.f_lineno
+                return line
             f = f.f_back
         return 0
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import gc
 import inspect
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -107,7 +109,7 @@ def _run(func: Any, code: Any, inputs: list[Any], names: list[str], platform: st
          kwargs: dict[str, Any] | None, grid: tuple[int, ...], *, recycle: bool) -> tuple[Simulator, list[Any], Any]:
     sim = Simulator(get_platform(platform), record_trace=record_trace, kernel_file=code.co_filename,
                     recycle=recycle, liveness=kernel_liveness(func) if recycle else None)
-    with sim, single_threaded_blas():
+    with sim, single_threaded_blas(), _rare_garbage_collection():
         args = [_as_input(x, name, sim) for x, name in zip(inputs, names, strict=False)]
         try:
             programs = list(np.ndindex(*grid)) if grid else [()]
@@ -119,6 +121,18 @@ def _run(func: Any, code: Any, inputs: list[Any], names: list[str], platform: st
         except NKIError as err:
             raise err.with_line(_kernel_line(err, code.co_filename)) from None
     return sim, args, result
+
+
+@contextmanager
+def _rare_garbage_collection() -> Iterator[None]:
+    """A kernel allocates hundreds of thousands of small objects that live to its end (trace rows, race
+    records): with the default thresholds the collector walks them over and over."""
+    before = gc.get_threshold()
+    gc.set_threshold(100_000, 50, 100)
+    try:
+        yield
+    finally:
+        gc.set_threshold(*before)
 
 
 def simulate_kernel(kernel: Any, *args: Any, **kwargs: Any) -> Any:
