@@ -158,7 +158,7 @@ def nc_matmul(stationary: Any, moving: Any, *, is_stationary_onezero: bool = Fal
     b = _blasable(_as32(sim.read(mv)), k, n)
     lazy = None
     if is_transpose and _is_identity(mv, b):
-        out = np.ascontiguousarray(a.T)
+        out = a.T  # a view: written straight into the destination, or copied into a tile of its own
     else:
         out, lazy = None, (a, b)  # computed on use: PSUM accumulations are queued until their destination is read
     full_m = st.full_shape[-1] if len(st.full_shape) > 1 else 1

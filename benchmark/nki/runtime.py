@@ -364,9 +364,11 @@ class Simulator:
             raise NKICompileError(self.op, f"result partition dimension {full[0]} exceeds "
                                            f"{self.platform.partitions} (shape {full})")
         whole = full == tuple(data.shape) and not window
-        tile = Tensor(self.fresh_name(self.op), full, dtype, default,
-                      data=data if whole and lazy is None else None,
-                      initialised=whole, scope=self.scope, is_tile=True, lazy=lazy is not None or not whole)
+        # The tile keeps `data` only if it owns it: an op may return a view of its operand (a copy, a
+        # transpose), and a tile nobody claims gets its own copy in `flush`.
+        owns = whole and lazy is None and isinstance(data, np.ndarray) and data.flags.owndata
+        tile = Tensor(self.fresh_name(self.op), full, dtype, default, data=data if owns else None,
+                      initialised=whole, scope=self.scope, is_tile=True, lazy=not owns)
         if default.memory == Memory.SBUF and tile.bytes_per_partition > self.platform.sbuf_bytes_per_partition:
             raise NKICompileError(self.op, f"result tile {full} needs {tile.bytes_per_partition} bytes per "
                                            f"partition, over the {self.platform.sbuf_bytes_per_partition}-byte "
@@ -390,12 +392,11 @@ class Simulator:
         tile = p.tile
         if isinstance(p.data, _LazyMatmul):
             p.data = p.data.compute()
-            if tile.data is None and not p.window and tile.shape == p.data.shape:
-                tile.data, tile.init = np.ascontiguousarray(p.data, dtype=tile.dtype.storage), None
+        if tile.data is None:  # a tile is stored only if nothing claimed it
+            if not p.window and tile.shape == np.shape(p.data):
+                tile.data, tile.init = np.array(p.data, dtype=tile.dtype.storage), None
             else:
                 tile.allocate()
-        elif tile.data is None:  # a masked or partial result: its tile is stored only if nothing claimed it
-            tile.allocate()
         if tile.data.shape != p.data.shape or p.window:
             acc = tile.access((Ellipsis,), p.window, p.op)
             if isinstance(acc, Access) and acc.array.size:
@@ -432,7 +433,8 @@ class Simulator:
                 self._defer(dst, p.data, p.op, p.nest, [r.tensor for r in p.reads if isinstance(r, Access)])
                 self.emit_pending(p, dst, accumulate=True, reads=reads)
                 return
-            p.data = p.data.compute()
+            if accumulate or isinstance(dst, FancyAccess) or dst.array.shape != p.data.shape:
+                p.data = p.data.compute()
         self.write(dst, p.data, p.op, accumulate=accumulate, nest=p.nest, race_accumulate=race_accumulate)
         self.emit_pending(p, dst, accumulate=bool(accumulate), reads=reads)
 
@@ -461,15 +463,17 @@ class Simulator:
             return
         if dst.array.size == 0:
             return
-        vals = _fit(values, dst.shape, op)
-        if accumulate:
+        if type(values) is _LazyMatmul:  # a matmul overwriting its destination: computed straight into it
+            values.into(dst.array)
+        elif accumulate:
+            vals = _fit(values, dst.shape, op)
             cur = self.read(dst, op)
             if accumulate == "add":
                 np.add(cur, vals, out=dst.array, casting="unsafe")
             else:
                 dst.array[...] = _apply(accumulate, cur, vals, op)
         else:
-            dst.array[...] = vals
+            dst.array[...] = _fit(values, dst.shape, op)
         if t.dtype.mantissa_bits:
             dst.array[...] = t.dtype.round(dst.array)
         if dst.init is not None:
@@ -733,18 +737,22 @@ def _row_major(shape: tuple[int, ...]) -> tuple[int, ...]:
 class _LazyMatmul:
     """stationary.T @ moving, computed only when someone needs the values."""
 
-    __slots__ = ("stationary", "moving", "transpose_of", "shape")
+    __slots__ = ("stationary", "moving", "shape")
 
-    def __init__(self, stationary: np.ndarray, moving: np.ndarray, transpose_of: np.ndarray | None = None) -> None:
+    def __init__(self, stationary: np.ndarray, moving: np.ndarray) -> None:
         self.stationary = stationary
         self.moving = moving
-        self.transpose_of = transpose_of
         self.shape = (stationary.shape[1], moving.shape[1])
 
     def compute(self) -> np.ndarray:
-        if self.transpose_of is not None:
-            return np.ascontiguousarray(self.transpose_of.T)
         return self.stationary.T @ self.moving
+
+    def into(self, out: np.ndarray) -> None:
+        if out.dtype == np.float32 and out.flags.c_contiguous and not (
+                np.may_share_memory(out, self.stationary) or np.may_share_memory(out, self.moving)):
+            np.matmul(self.stationary.T, self.moving, out=out)
+        else:
+            out[...] = self.compute()
 
 
 def _volume(box: tuple[tuple[int, int], ...]) -> int:

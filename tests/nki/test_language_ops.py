@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from benchmark.nki import isa as nisa
 from benchmark.nki import language as nl
 from benchmark.nki import simulate
 
@@ -238,3 +239,22 @@ def test_simulation_reports_the_inputs_as_the_kernel_left_them(rng):
     sim = simulate(kernel, [a])
     np.testing.assert_array_equal(sim.outputs[0], a)
     np.testing.assert_array_equal(sim.inputs_after[0], np.zeros_like(a))
+
+
+def test_a_copy_keeps_its_values_when_the_source_tile_changes_afterwards(rng):
+    def kernel(x, identity):
+        out = nl.ndarray((128, 64), dtype=nl.float32, buffer=nl.shared_hbm)
+        out_t = nl.ndarray((64, 128), dtype=nl.float32, buffer=nl.shared_hbm)
+        a = nl.load(x)
+        ident = nl.load(identity)
+        kept = nl.copy(a)  # nothing claims it: a tile of its own
+        transposed = nisa.nc_matmul(a, ident, is_transpose=True)  # identity moving: a transpose
+        a[...] = 0.0
+        nl.store(out, value=kept)
+        nl.store(out_t, value=nl.copy(transposed))
+        return out, out_t
+
+    x = rng.standard_normal((128, 64)).astype(np.float32)
+    kept, transposed = simulate(kernel, [x, np.identity(128, dtype=np.float32)]).outputs
+    np.testing.assert_array_equal(kept, x)
+    np.testing.assert_array_equal(transposed, x.T)
