@@ -563,8 +563,8 @@ def _install_operators() -> None:
         holder = Tensor.__new__(Tensor)
         # A view of a view: alias a temporary tensor onto the resolved region and index it.
         for slot in ("name", "shape", "dtype", "memory", "buffer", "partition_axis", "data", "init", "trace_id",
-                     "scope", "is_tile", "records", "race_key_len", "pstrides", "version", "deferred", "blocks",
-                     "pool", "poisoned", "readers"):
+                     "scope", "is_tile", "records", "race_key_len", "version", "deferred", "blocks",
+                     "pool", "poisoned", "readers", "fill"):
             setattr(holder, slot, getattr(acc.tensor, slot))
         holder.alias = acc
         return View(holder, items)

@@ -564,7 +564,7 @@ class Tensor:
     """A tensor in one of the memories. On-chip tensors have a partition axis (par_dim, else axis 0)."""
 
     __slots__ = ("name", "shape", "dtype", "memory", "buffer", "partition_axis", "data", "init", "trace_id",
-                 "scope", "alias", "is_tile", "records", "race_key_len", "pstrides", "version", "deferred",
+                 "scope", "alias", "is_tile", "records", "race_key_len", "version", "deferred",
                  "poisoned", "blocks", "pool", "readers", "fill", "__weakref__")
 
     def __init__(self, name: str, shape: tuple[int, ...], dtype: dt.DType, buffer: Buffer, *,
@@ -605,15 +605,6 @@ class Tensor:
             self.race_key_len = max(0, len(self.shape) - 2)
         else:
             self.race_key_len = self.partition_axis
-        # Per-partition element strides (row-major over the non-partition axes) for trace byte ranges.
-        strides = [0] * len(self.shape)
-        acc = 1
-        for axis in range(len(self.shape) - 1, -1, -1):
-            if axis == self.partition_axis:
-                continue
-            strides[axis] = acc
-            acc *= self.shape[axis]
-        self.pstrides = tuple(strides)
 
     def allocate(self) -> None:
         """Storage for a tile whose values arrive later (a deferred matmul result)."""

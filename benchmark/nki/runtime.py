@@ -13,6 +13,7 @@ Python calls `__setitem__` (or when the next operation starts and nothing claime
 from __future__ import annotations
 
 import functools
+import math
 import sys
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -83,10 +84,30 @@ class Pending:
     __slots__ = ("op", "engine", "dtype", "data", "full_shape", "window", "reads", "line", "ctx", "nest",
                  "partitions", "free", "flops", "is_transpose", "tile", "allowed", "native_acc", "compute", "reduce", "scope")
 
-    def __init__(self, **fields: Any) -> None:
+    def __init__(self, op: str, engine: Engine, dtype: str, data: Any, full_shape: tuple[int, ...],
+                 window: Window | None, reads: list[Any], line: int, ctx: int, nest: tuple, partitions: int,
+                 scope: tuple, free: int, flops: int, is_transpose: bool, tile: Tensor, allowed: frozenset,
+                 native_acc: bool, compute: str | None) -> None:
+        self.op = op
+        self.engine = engine
+        self.dtype = dtype
+        self.data = data
+        self.full_shape = full_shape
+        self.window = window
+        self.reads = reads
+        self.line = line
+        self.ctx = ctx
+        self.nest = nest
+        self.partitions = partitions
+        self.scope = scope
+        self.free = free
+        self.flops = flops
+        self.is_transpose = is_transpose
+        self.tile = tile
+        self.allowed = allowed
+        self.native_acc = native_acc
+        self.compute = compute
         self.reduce = None  # loop_reduce: the combining operator
-        for k, v in fields.items():
-            setattr(self, k, v)
 
 
 class Simulator:
@@ -373,7 +394,7 @@ class Simulator:
             raise NKICompileError(self.op, f"result tile {full} needs {tile.bytes_per_partition} bytes per "
                                            f"partition, over the {self.platform.sbuf_bytes_per_partition}-byte "
                                            f"SBUF partition of {self.platform.name}")
-        size = int(np.prod(data.shape))
+        size = math.prod(data.shape)
         parts = partitions if partitions is not None else (data.shape[0] if len(data.shape) else 1)
         self.pending = Pending(
             op=self.op, engine=engine, dtype=compute or dtype.name, data=data, full_shape=full, window=window,
@@ -716,7 +737,8 @@ class Simulator:
         box = acc.box
         k = t.partition_axis
         lo = hi = 0
-        for (b_lo, b_hi), stride in zip(box, _row_major(t.shape) if k < 0 else t.pstrides, strict=True):
+        for (b_lo, b_hi), stride in zip(box, _row_major(t.shape) if k < 0 else _partition_strides(t.shape, k),
+                                        strict=True):
             lo += b_lo * stride
             hi += (b_hi - 1) * stride
         if k < 0:
@@ -732,6 +754,18 @@ def _row_major(shape: tuple[int, ...]) -> tuple[int, ...]:
         strides.append(acc)
         acc *= s
     return tuple(reversed(strides))
+
+
+@functools.lru_cache(maxsize=1024)
+def _partition_strides(shape: tuple[int, ...], partition_axis: int) -> tuple[int, ...]:
+    """Per-partition element strides: row-major over the axes other than the partition axis."""
+    strides = [0] * len(shape)
+    acc = 1
+    for axis in range(len(shape) - 1, -1, -1):
+        if axis != partition_axis:
+            strides[axis] = acc
+            acc *= shape[axis]
+    return tuple(strides)
 
 
 class _LazyMatmul:

@@ -14,6 +14,7 @@ from __future__ import annotations
 from array import array
 from dataclasses import dataclass, field
 from enum import IntEnum
+from typing import Any
 
 import numpy as np
 
@@ -109,6 +110,7 @@ class Trace:
         self._op_index = {name: i for i, name in enumerate(self.op_names)}
         self._dtype_index = {name: i for i, name in enumerate(self.dtype_names)}
         self._ctx_index = {ctx: i for i, ctx in enumerate(self.loop_contexts)}
+        self._appenders: tuple[Any, ...] | None = None
 
     def __len__(self) -> int:
         return len(self.columns["engine"])
@@ -162,32 +164,36 @@ class Trace:
         """Record one instruction; `accesses` rows are (tensor, is_write, part_lo, part_hi, byte_lo, byte_hi)."""
         if self.frozen:
             raise RuntimeError("trace is frozen")
-        c = self.columns
-        c["engine"].append(int(engine))
-        c["opcode"].append(self._intern(self.op_names, self._op_index, op))
-        c["dtype"].append(self._intern(self.dtype_names, self._dtype_index, dtype))
-        c["partitions"].append(partitions)
-        c["free_elems"].append(free_elems)
-        c["flops"].append(flops)
-        c["is_transpose"].append(1 if is_transpose else 0)
-        c["hbm_read"].append(hbm_read)
-        c["hbm_write"].append(hbm_write)
-        c["sbuf_read"].append(sbuf_read)
-        c["sbuf_write"].append(sbuf_write)
-        c["psum_read"].append(psum_read)
-        c["psum_write"].append(psum_write)
-        c["loop_ctx"].append(loop_ctx)
-        c["line"].append(line)
-        a = self.access
-        c["access_start"].append(len(a["tensor"]))
-        c["access_count"].append(len(accesses))
+        appenders = self._appenders
+        if appenders is None:  # the columns' bound `append`s, in INSTRUCTION_COLUMNS then ACCESS_COLUMNS order
+            appenders = self._appenders = (*(self.columns[n].append for n in INSTRUCTION_COLUMNS),
+                                           *(self.access[n].append for n in ACCESS_COLUMNS))
+        (a_engine, a_opcode, a_dtype, a_parts, a_free, a_flops, a_transpose, a_hbm_r, a_hbm_w, a_sbuf_r, a_sbuf_w,
+         a_psum_r, a_psum_w, a_ctx, a_line, a_start, a_count, t_tensor, t_write, t_plo, t_phi, t_blo, t_bhi) = appenders
+        a_engine(int(engine))
+        a_opcode(self._intern(self.op_names, self._op_index, op))
+        a_dtype(self._intern(self.dtype_names, self._dtype_index, dtype))
+        a_parts(partitions)
+        a_free(free_elems)
+        a_flops(flops)
+        a_transpose(1 if is_transpose else 0)
+        a_hbm_r(hbm_read)
+        a_hbm_w(hbm_write)
+        a_sbuf_r(sbuf_read)
+        a_sbuf_w(sbuf_write)
+        a_psum_r(psum_read)
+        a_psum_w(psum_write)
+        a_ctx(loop_ctx)
+        a_line(line)
+        a_start(len(self.access["tensor"]))
+        a_count(len(accesses))
         for tensor, is_write, part_lo, part_hi, byte_lo, byte_hi in accesses:
-            a["tensor"].append(tensor)
-            a["is_write"].append(1 if is_write else 0)
-            a["part_lo"].append(part_lo)
-            a["part_hi"].append(part_hi)
-            a["byte_lo"].append(byte_lo)
-            a["byte_hi"].append(byte_hi)
+            t_tensor(tensor)
+            t_write(1 if is_write else 0)
+            t_plo(part_lo)
+            t_phi(part_hi)
+            t_blo(byte_lo)
+            t_bhi(byte_hi)
 
     def freeze(self) -> Trace:
         """Turn the columns into numpy arrays (zero-copy views of the recorded buffers)."""
