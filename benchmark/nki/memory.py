@@ -3,7 +3,8 @@
 Storage is one numpy array per tensor, allocated with `np.zeros` so the operating system maps pages only
 when they are touched: a compiler-style kernel may declare SBUF tensors far larger than SBUF (the real
 compiler allocates by live range), and only the tiles it writes cost host memory. An optional boolean
-array of the same shape tracks which elements were written, for the uninitialised-read rule.
+array of the same shape tracks which elements were written, for the uninitialised-read rule. On-chip
+tensors with leading block axes store one array per block instead, recycled by `BlockPool`.
 
 `resolve` turns `tensor[items]` (ints, slices, `IndexExpr`s, optionally narrowed by a mask window) into
 an `Access`: a numpy view of the elements, the bounding box per tensor axis (for the trace and the race
