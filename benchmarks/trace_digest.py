@@ -1,0 +1,63 @@
+"""Digests of the simulator's instruction traces and outputs for NKIBench problems, to compare two trees.
+
+    .venv/bin/python benchmarks/trace_digest.py /path/to/AccelOpt/NKIBench [--problems gqa_full,lora]
+
+A speed change to the simulator must not change what it computes or what the performance model sees:
+run this in both trees (e.g. a `git worktree` of the older commit) and compare the lines. Each line is
+`problem trace-digest output-digest`, each a SHA-256 prefix over every trace column (instructions and
+access rows), the op names, loop contexts and tensor table, and the raw output bytes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import sys
+from pathlib import Path
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from simulate_nkibench import _cases, _load  # noqa: E402
+
+
+def digest(reference: Path, kernel: Path) -> tuple[str, str]:
+    from benchmark.nki import install, simulate
+
+    ref = _load(reference, "nkibench_reference")
+    np.random.seed(0)
+    inputs = ref.get_inputs()
+    install()
+    mod = _load(kernel, "nkibench_kernel")
+    fn = getattr(mod, "optimized_kernel", None) or mod.kernel
+    sim = simulate(fn, list(ref.transform_to_nki_inputs(inputs)))
+    trace = hashlib.sha256()
+    for table in (sim.trace.columns, sim.trace.access):
+        for name in sorted(table):
+            trace.update(name.encode())
+            trace.update(np.ascontiguousarray(table[name]).tobytes())
+    for part in (sim.trace.op_names, sim.trace.loop_contexts, sim.trace.tensors):
+        trace.update(repr(part).encode())
+    outputs = hashlib.sha256()
+    for out in sim.outputs:
+        outputs.update(np.ascontiguousarray(out).tobytes())
+    return trace.hexdigest()[:16], outputs.hexdigest()[:16]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("nkibench", type=Path, help="the NKIBench directory of an AccelOpt checkout")
+    parser.add_argument("--problems", default="", help="comma-separated problem names (default: all)")
+    args = parser.parse_args()
+    wanted = {p for p in args.problems.split(",") if p}
+    for problem, reference, kernel in _cases(args.nkibench):
+        if wanted and problem not in wanted:
+            continue
+        print(problem, *digest(reference, kernel), flush=True)
+
+
+if __name__ == "__main__":
+    main()
