@@ -42,9 +42,9 @@ def kernel_liveness(func: Any) -> Liveness:
     offset = func.__code__.co_firstlineno - 1
     declared: dict[str, list[int]] = {}
     for stmt in fn.body:
-        if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name) \
-                and isinstance(stmt.value, ast.Call):
-            declared.setdefault(stmt.targets[0].id, []).append(stmt.lineno + offset)
+        name = _declared_name(stmt)
+        if name is not None:
+            declared.setdefault(name, []).append(stmt.lineno + offset)
     # Per name: the common prefix of the enclosing loop stacks of its uses (None until the first use).
     nests: dict[str, tuple[int, ...] | None] = {}
     escaped: set[str] = set()
@@ -66,9 +66,8 @@ def kernel_liveness(func: Any) -> Liveness:
             visit(child, loops, node)
 
     for stmt in fn.body:
-        if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name) \
-                and stmt.targets[0].id in declared and isinstance(stmt.value, ast.Call):
-            visit(stmt.value, (), stmt)  # the declaration itself is not a use
+        if _declared_name(stmt) is not None:
+            visit(stmt.value, (), stmt)  # type: ignore[attr-defined]  # the declaration itself is not a use
         else:
             visit(stmt, (), None)
     home: dict[int, int] = {}
@@ -78,6 +77,14 @@ def kernel_liveness(func: Any) -> Liveness:
         for line in lines:
             home[line] = where
     return Liveness(home=home, home_loops=frozenset(h for h in home.values() if h != LIVE))
+
+
+def _declared_name(stmt: ast.stmt) -> str | None:
+    """`name = call(...)` at the kernel's top level: a declaration (nl.ndarray, nl.zeros, ...)."""
+    if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name) \
+            and isinstance(stmt.value, ast.Call):
+        return stmt.targets[0].id
+    return None
 
 
 def _consumed_in_place(node: ast.Name, parent: ast.AST | None) -> bool:

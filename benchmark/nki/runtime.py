@@ -737,8 +737,7 @@ class Simulator:
         box = acc.box
         k = t.partition_axis
         lo = hi = 0
-        for (b_lo, b_hi), stride in zip(box, _row_major(t.shape) if k < 0 else _partition_strides(t.shape, k),
-                                        strict=True):
+        for (b_lo, b_hi), stride in zip(box, _partition_strides(t.shape, k), strict=True):
             lo += b_lo * stride
             hi += (b_hi - 1) * stride
         if k < 0:
@@ -746,19 +745,10 @@ class Simulator:
         return (tid, is_write, box[k][0], box[k][1], lo * item, (hi + 1) * item)
 
 
-@functools.lru_cache(maxsize=256)
-def _row_major(shape: tuple[int, ...]) -> tuple[int, ...]:
-    strides = []
-    acc = 1
-    for s in reversed(shape):
-        strides.append(acc)
-        acc *= s
-    return tuple(reversed(strides))
-
-
 @functools.lru_cache(maxsize=1024)
 def _partition_strides(shape: tuple[int, ...], partition_axis: int) -> tuple[int, ...]:
-    """Per-partition element strides: row-major over the axes other than the partition axis."""
+    """Per-partition element strides: row-major over the axes other than the partition axis (all axes
+    for an HBM tensor, whose partition axis is -1)."""
     strides = [0] * len(shape)
     acc = 1
     for axis in range(len(shape) - 1, -1, -1):
