@@ -113,8 +113,8 @@ def shared_constant(constant: Any, dtype: Any = None, **_: Any) -> Tensor:
     sim = active("shared_constant").begin("shared_constant")
     arr = np.asarray(constant)
     d = dt.as_dtype(dtype if dtype is not None else arr.dtype)
-    return Tensor(sim.fresh_name("constant"), arr.shape, d, SHARED_HBM, data=np.array(arr, dtype=d.storage),
-                  initialised=True)
+    return sim.remember(Tensor(sim.fresh_name("constant"), arr.shape, d, SHARED_HBM,
+                               data=np.array(arr, dtype=d.storage), initialised=True))
 
 
 @instruction("shared_identity_matrix")
@@ -564,7 +564,7 @@ def _install_operators() -> None:
         # A view of a view: alias a temporary tensor onto the resolved region and index it.
         for slot in ("name", "shape", "dtype", "memory", "buffer", "partition_axis", "data", "init", "trace_id",
                      "scope", "is_tile", "records", "race_key_len", "version", "deferred", "blocks",
-                     "pool", "poisoned", "readers", "fill"):
+                     "pool", "poisoned", "readers", "fill", "serial", "home"):
             setattr(holder, slot, getattr(acc.tensor, slot))
         holder.alias = acc
         return View(holder, items)

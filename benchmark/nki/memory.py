@@ -13,6 +13,7 @@ check), and the tile shape.
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
 import numpy as np
@@ -561,12 +562,20 @@ def _entry_bytes(entry: list) -> int:
     return entry[0].nbytes + (entry[4].nbytes if entry[4] is not None else 0)
 
 
+_SERIALS = itertools.count()
+
+
+def next_serial() -> int:
+    """A serial larger than every tensor's made so far and smaller than every later one's."""
+    return next(_SERIALS)
+
+
 class Tensor:
     """A tensor in one of the memories. On-chip tensors have a partition axis (par_dim, else axis 0)."""
 
     __slots__ = ("name", "shape", "dtype", "memory", "buffer", "partition_axis", "data", "init", "trace_id",
                  "scope", "alias", "is_tile", "records", "race_key_len", "version", "deferred",
-                 "poisoned", "blocks", "pool", "readers", "fill", "__weakref__")
+                 "poisoned", "blocks", "pool", "readers", "fill", "serial", "home", "__weakref__")
 
     def __init__(self, name: str, shape: tuple[int, ...], dtype: dt.DType, buffer: Buffer, *,
                  data: np.ndarray | None = None, initialised: bool = False, poison: bool = False,
@@ -601,6 +610,8 @@ class Tensor:
         self.pool: BlockPool | None = None
         self.readers: list[Tensor] | None = None  # tensors with queued matmuls reading this one
         self.fill: Any = None  # a blocked nl.zeros/nl.full tensor: the value every new block starts with
+        self.serial = next(_SERIALS)  # creation order: tells tensors from before a split loop (parallel.py)
+        self.home: int | None = None  # a declared tensor's home loop line (liveness.py), when known
         # Race-check buckets: the leading block indices of on-chip tensors, the leading axes of HBM ones.
         if self.memory == Memory.HBM:
             self.race_key_len = max(0, len(self.shape) - 2)

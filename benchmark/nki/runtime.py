@@ -12,8 +12,11 @@ Python calls `__setitem__` (or when the next operation starts and nothing claime
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
+import os
+import pickle
 import sys
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -24,6 +27,7 @@ from . import dtypes as dt
 from .errors import NKICompileError, NKIError, NKIRuntimeError
 from .liveness import Liveness
 from .memory import (
+    EVICTED,
     Access,
     Accumulate,
     BlockPool,
@@ -35,7 +39,9 @@ from .memory import (
     View,
     Window,
     apply_recipe,
+    next_serial,
 )
+from .parallel import ParallelFallback, Split, child_exit, cut_view, overlapping, reap, share_storage, storage_cut
 from .trace import Engine, LoopInfo, LoopKind, Memory, TensorInfo, Trace
 
 _ACTIVE: Simulator | None = None
@@ -112,7 +118,7 @@ class Pending:
 
 class Simulator:
     def __init__(self, platform: Any, *, record_trace: bool, kernel_file: str, recycle: bool = False,
-                 liveness: Liveness | None = None) -> None:
+                 liveness: Liveness | None = None, parallel: dict[int, frozenset[int]] | None = None) -> None:
         self.platform = platform
         self.pool = BlockPool(RETIRED_BLOCK_BYTES) if recycle else None
         self.liveness = liveness or Liveness()
@@ -139,6 +145,18 @@ class Simulator:
         self.grid: tuple[int, ...] = ()
         self.shared: list[Tensor] = []  # HBM tensors declared by SPMD program 0, reused by the others
         self.shared_next = 0
+        # Splitting top-level affine loops across two processes (parallel.py): loop line -> the lines of
+        # the loops it holds; the split in progress; tensors made outside every loop, by serial.
+        self.parallel = parallel or {}
+        self.split: Split | None = None
+        self.top: dict[int, Tensor] = {}
+        self.merged_tid: dict[int, int] = {}  # serial -> trace id given out when a child's trace merged
+
+    def remember(self, t: Tensor) -> Tensor:
+        """Keep a tensor made outside every loop findable by serial: a split loop's child names it so."""
+        if not self.stack:
+            self.top[t.serial] = t
+        return t
 
     def start_program(self, program: tuple[int, ...], grid: tuple[int, ...]) -> None:
         if self.pending is not None:
@@ -183,7 +201,10 @@ class Simulator:
 
     def fresh_name(self, prefix: str) -> str:
         self.counter += 1
-        return f"{prefix}_{self.counter}"
+        name = f"{prefix}_{self.counter}"
+        if self.split is not None and self.split.child:
+            self.split.fresh.add(name)
+        return name
 
     # -- loops -------------------------------------------------------------------------------------
     def loop(self, kind: LoopKind, bounds: range) -> Iterator[int]:
@@ -194,6 +215,12 @@ class Simulator:
         self.loop_open.append(True)
         self.trace.add_loop(LoopInfo(kind=kind, trip_count=len(bounds), line=line))
         depth = len(self.stack)
+        split = None
+        if depth == 0 and kind == LoopKind.AFFINE and line in self.parallel and len(bounds) >= 2 and not self.grid:
+            split = self._split(line)
+            if split is not None:
+                half = (len(bounds) + 1) // 2
+                bounds = bounds[half:] if split.child else bounds[:half]
         self.stack.append((loop_id, 0))
         home_loops = self.liveness.home_loops
         try:
@@ -215,7 +242,15 @@ class Simulator:
                         if self.pending is not None:
                             self.flush()
                         self.pool.end_iteration(line)
+            if split is not None:
+                self.split = None
+                if self.pending is not None:
+                    self.flush()
+                self._join(split)  # the child's half ends here: it hands its work over and exits
         finally:
+            if split is not None and not split.child and self.split is split:
+                self.split = None  # the parent's half failed: its child's work is not wanted
+                reap(split, kill=True)
             if self.pending is not None:
                 self.flush()
             del self.stack[depth:]
@@ -223,6 +258,161 @@ class Simulator:
             self.scope = tuple(e for e in self.nest if self.loop_kind[e[0]] != LoopKind.STATIC)
             self.ctx = self.trace.context_id(self.nest)
             self.loop_open[loop_id] = False
+
+    # -- splitting a top-level affine loop across two processes (parallel.py) ---------------------------
+    def _split(self, line: int) -> Split | None:
+        """Fork: the child runs the second half of the loop's iterations, the parent the first."""
+        if self.pending is not None:
+            self.flush()
+        for t in list(self.deferred_set.values()):
+            self.materialize(t)  # queued work from before the split belongs to neither half
+        start = {"instructions": self.instructions, "counter": self.counter, "loops": len(self.loop_kind),
+                 "rows": len(self.trace), "accesses": len(self.trace.access["tensor"]),
+                 "contexts": len(self.trace.loop_contexts), "tensors": len(self.trace.tensors)}
+        serial_next = next_serial()  # every tensor made from now on belongs to one half
+        shared = {serial for serial, t in self.top.items() if t.memory == Memory.HBM and share_storage(t)}
+        try:
+            read_fd, write_fd = os.pipe()
+        except OSError:
+            return None
+        sys.stdout.flush()
+        sys.stderr.flush()
+        try:
+            pid = os.fork()
+        except OSError:
+            os.close(read_fd)
+            os.close(write_fd)
+            return None
+        if pid == 0:
+            os.close(read_fd)
+            split = Split(serial_next, self.parallel[line], True, 0, write_fd)
+        else:
+            os.close(write_fd)
+            split = Split(serial_next, self.parallel[line], False, pid, read_fd)
+        split.start = start
+        split.shared = shared
+        self.split = split
+        return split
+
+    def _join(self, split: Split) -> None:
+        if split.child:
+            self._hand_over(split)  # does not return
+        with os.fdopen(split.fd, "rb") as pipe:
+            try:
+                payload = pickle.load(pipe)
+            except Exception:  # the child died before handing over
+                payload = {"fallback": "the child process ended without its results"}
+        reap(split, kill=False)
+        if "fallback" in payload:
+            raise ParallelFallback(payload["fallback"])
+        for serial, boxes in payload["writes"].items():
+            if overlapping(boxes, split.writes.get(serial, set())):
+                raise ParallelFallback("both halves wrote one region")
+        for serial, boxes in payload["reads"].items():
+            if overlapping(boxes, split.writes.get(serial, set())):
+                raise ParallelFallback("the second half read a region the first half wrote")
+        for serial, *_ in payload["data"]:
+            if serial not in self.top:
+                raise ParallelFallback("the second half wrote a tensor the first half cannot name")
+        self._merge(split, payload)
+
+    def _hand_over(self, split: Split) -> None:
+        """The child's end: send what it did to the parent and exit (never returns)."""
+        code = 0
+        try:
+            for t in list(self.deferred_set.values()):
+                self.materialize(t)
+            payload = self._child_payload(split)
+        except BaseException as err:  # noqa: BLE001 - any failure means: run the kernel in one process
+            payload = {"fallback": f"the second half failed: {type(err).__name__}: {err}"}
+            code = 1
+        child_exit(split, payload, code)
+
+    def _child_payload(self, split: Split) -> dict[str, Any]:
+        if split.unmergeable:
+            return {"fallback": split.unmergeable}
+        data = []
+        seen = set()
+        for acc in split.views:
+            t = acc.tensor
+            cut = storage_cut(t, acc)
+            if cut is None:
+                return {"fallback": f"a write to tensor {t.name!r} outside its storage"}
+            if (t.serial, *cut) in seen:
+                continue
+            seen.add((t.serial, *cut))
+            data.append((t.serial, *cut, None if t.serial in split.shared else np.array(acc.array)))
+        start = split.start
+        trace = self.trace
+        payload: dict[str, Any] = {
+            "writes": split.writes, "reads": split.reads, "data": data,
+            "instructions": self.instructions - start["instructions"], "counter": self.counter - start["counter"],
+            "loop_kind": self.loop_kind[start["loops"]:], "loop_line": self.loop_line[start["loops"]:],
+            "fresh": split.fresh, "tid_serial": split.tid_serial}
+        if self.record_trace:
+            payload["trace"] = {"first_access": start["accesses"], "tid_serial": split.tid_serial,
+                "columns": {k: v[start["rows"]:].tobytes() for k, v in trace.columns.items()},
+                "access": {k: v[start["accesses"]:].tobytes() for k, v in trace.access.items()},
+                "op_names": trace.op_names, "dtype_names": trace.dtype_names,
+                "contexts": trace.loop_contexts[start["contexts"]:], "tensors": trace.tensors[start["tensors"]:],
+                "loops": trace.loops[start["loops"]:]}
+        return payload
+
+    def _merge(self, split: Split, payload: dict[str, Any]) -> None:
+        """Carry the child's half over, as if the parent had run those iterations after its own."""
+        start = split.start
+        for serial, key, offset, shape, strides, values in payload["data"]:
+            t = self.top[serial]
+            if t.blocks is not None:
+                entry = t.blocks.get(key)
+                if entry is None:
+                    entry = t.pool.take(t, key)  # type: ignore[union-attr]
+                elif entry is EVICTED:
+                    raise ParallelFallback(f"block {key} of tensor {t.name!r} was recycled")
+                cut_view(entry[0], offset, shape, strides)[...] = values
+                if entry[1] is not None:
+                    if math.prod(shape) == entry[0].size:
+                        entry[1] = None
+                    else:
+                        mask = entry[1] if entry[1].flags.writeable else t.pool.mask(entry)  # type: ignore[union-attr]
+                        cut_view(mask, offset, shape, strides)[...] = True
+            else:
+                if t.data is None:
+                    t.allocate()
+                if values is not None:  # None: the child wrote into storage the processes share
+                    cut_view(t.data, offset, shape, strides)[...] = values  # type: ignore[arg-type]
+                if t.init is not None:
+                    cut_view(t.init, offset, shape, strides)[...] = True
+            t.version += 1
+        self.instructions += payload["instructions"]
+        loop_base = len(self.loop_kind)
+        self.loop_kind.extend(payload["loop_kind"])
+        self.loop_line.extend(payload["loop_line"])
+        self.loop_open.extend([False] * len(payload["loop_kind"]))
+        counter_shift = self.counter - start["counter"]
+        self.counter += payload["counter"]
+        trace_part = payload.get("trace")
+        if trace_part is None:
+            return
+        own = {serial: tid for tid, serial in split.tid_serial.items()}
+        self.trace.merge(trace_part, first_loop=start["loops"], loop_shift=loop_base - start["loops"],
+                         first_context=start["contexts"], first_tensor=start["tensors"],
+                         tensor_id=lambda serial, info: self._merged_tensor_id(split, serial, info, payload,
+                                                                               counter_shift, own))
+
+    def _merged_tensor_id(self, split: Split, serial: int, info: TensorInfo, payload: dict[str, Any],
+                          counter_shift: int, own: dict[int, int]) -> int:
+        if serial < split.serial:
+            tid = own.get(serial)  # the parent's half traced it too
+            if tid is None:
+                tid = self.merged_tid.get(serial)
+            if tid is None:
+                tid = self.merged_tid[serial] = self.trace.add_tensor(info)
+            return tid
+        if info.name in payload["fresh"]:
+            prefix, _, number = info.name.rpartition("_")
+            info = dataclasses.replace(info, name=f"{prefix}_{int(number) + counter_shift}")
+        return self.trace.add_tensor(info)
 
     # -- tensors ------------------------------------------------------------------------------------
     def declare(self, op: str, shape: Any, dtype: Any, buffer: Buffer, *, name: str = "", fill: Any = None,
@@ -250,13 +440,14 @@ class Simulator:
             data = np.zeros(dims, dtype=dtype.storage) if fill == 0 else np.full(dims, fill, dtype=dtype.storage)
         t = Tensor(name, shape, dtype, buffer, data=data, initialised=initialised, poison=poison and not initialised,
                    scope=self.scope, lazy=blocked)
+        t.home = self.liveness.home.get(self.line())
         if blocked:
             t.fill = fill
-            self.pool.adopt(t, self.liveness.home.get(self.line()))
+            self.pool.adopt(t, t.home)
         self.check_declared(op, t)
         if buffer.memory == Memory.HBM and self.grid:
             self.shared.append(t)
-        return t
+        return self.remember(t)
 
     def check_declared(self, op: str, t: Tensor) -> None:
         if t.memory == Memory.HBM:
@@ -279,9 +470,14 @@ class Simulator:
 
     def tensor_id(self, t: Tensor) -> int:
         if t.trace_id < 0:
-            t.trace_id = self.trace.add_tensor(TensorInfo(
-                name=t.name, memory=t.memory, shape=t.shape, dtype=t.dtype.name, partition_axis=t.partition_axis,
-                bytes_per_partition=t.bytes_per_partition, total_bytes=int(np.prod(t.shape)) * t.dtype.itemsize))
+            tid = self.merged_tid.get(t.serial) if self.merged_tid else None
+            if tid is None:
+                tid = self.trace.add_tensor(TensorInfo(
+                    name=t.name, memory=t.memory, shape=t.shape, dtype=t.dtype.name, partition_axis=t.partition_axis,
+                    bytes_per_partition=t.bytes_per_partition, total_bytes=int(np.prod(t.shape)) * t.dtype.itemsize))
+                if self.split is not None:
+                    self.split.tid_serial[tid] = t.serial
+            t.trace_id = tid
         return t.trace_id
 
     # -- operands -----------------------------------------------------------------------------------
@@ -352,6 +548,8 @@ class Simulator:
     def read(self, acc: Any, op: str | None = None) -> Any:
         if not isinstance(acc, Access):
             return acc
+        if self.split is not None and self.split.child:
+            self.split.read(acc)
         if acc.tensor.deferred:
             self.materialize(acc.tensor)
         if isinstance(acc, FancyAccess):
@@ -390,6 +588,8 @@ class Simulator:
         owns = whole and lazy is None and isinstance(data, np.ndarray) and data.flags.owndata
         tile = Tensor(self.fresh_name(self.op), full, dtype, default, data=data if owns else None,
                       initialised=whole, scope=self.scope, is_tile=True, lazy=not owns)
+        if not self.stack:
+            self.top[tile.serial] = tile
         if default.memory == Memory.SBUF and tile.bytes_per_partition > self.platform.sbuf_bytes_per_partition:
             raise NKICompileError(self.op, f"result tile {full} needs {tile.bytes_per_partition} bytes per "
                                            f"partition, over the {self.platform.sbuf_bytes_per_partition}-byte "
@@ -467,6 +667,8 @@ class Simulator:
     def write(self, dst: Access, values: Any, op: str, *, accumulate: str | None = None,
               nest: tuple | None = None, race_accumulate: bool = False) -> None:
         t = dst.tensor
+        if self.split is not None:
+            self.split.wrote(dst)
         if t.deferred:
             self.materialize(t)
         if t.readers:
@@ -586,6 +788,8 @@ class Simulator:
     def _defer(self, dst: Access, mm: _LazyMatmul, op: str, nest: tuple, sources: list[Tensor]) -> None:
         """Queue `dst += stationary.T @ moving`; the group runs when dst is next used."""
         t = dst.tensor
+        if self.split is not None:
+            self.split.wrote(dst)
         if dst.init is not None and not dst.init.all():
             self._uninitialised(dst, op)
         self.check_race(dst, True, op, nest)

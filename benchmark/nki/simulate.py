@@ -18,6 +18,7 @@ from .blas import single_threaded_blas
 from .errors import NKICompileError, NKIError
 from .liveness import kernel_liveness
 from .memory import BlockRecyclingMiss, Tensor
+from .parallel import ParallelFallback, child_exit, parallel_loops
 from .runtime import SHARED_HBM, Simulator
 from .trace import Trace
 
@@ -29,6 +30,7 @@ class Simulation:
     instructions: int  # instructions executed (counted even without a trace)
     inputs_after: tuple[Any, ...] = ()  # the inputs as the kernel left them (arrays; other inputs as given)
     rerun_without_recycling: bool = False  # the block recycler guessed wrong and the kernel ran twice
+    parallel_fallback: str = ""  # why a split loop's halves could not be merged (the kernel ran again in one process)
 
 
 class JitKernel:
@@ -79,21 +81,35 @@ def _unwrap(kernel: Any) -> Any:
 
 
 def simulate(kernel: Any, inputs: list[Any], *, platform: str = "trn1", record_trace: bool = True,
-             kwargs: dict[str, Any] | None = None, grid: tuple[int, ...] = ()) -> Simulation:
+             kwargs: dict[str, Any] | None = None, grid: tuple[int, ...] = (), workers: int = 1) -> Simulation:
     """Run `kernel` on copies of `inputs`; return its outputs (numpy) and the instruction trace.
 
     With an SPMD `grid`, every program runs in turn (nl.program_id tells them apart) and the HBM
-    tensors they declare are shared: the n-th shared_hbm declaration of every program is one tensor."""
+    tensors they declare are shared: the n-th shared_hbm declaration of every program is one tensor.
+
+    `workers=2` runs the two halves of each top-level `affine_range` loop that only touches tensors in
+    two processes (parallel.py); the outputs and the trace are the same as with one. It forks, so use
+    it only in a process that runs no other threads (the evaluation child, the benchmark)."""
     func = _unwrap(kernel)
     code = getattr(func, "__code__", None)
     if code is None:
         raise TypeError(f"simulate needs a kernel function, got {type(kernel).__name__}")
     names = _parameter_names(func, len(inputs))
     rerun = False
+    fallback = ""
+    parallel = parallel_loops(func) if workers > 1 and not grid else {}
     try:
-        sim, args, result = _run(func, code, inputs, names, platform, record_trace, kwargs, grid, recycle=True)
+        sim, args, result = _run(func, code, inputs, names, platform, record_trace, kwargs, grid, recycle=True,
+                                 parallel=parallel)
     except BlockRecyclingMiss:
         rerun = True
+    except ParallelFallback as err:
+        fallback = str(err) or "fallback"
+        gc.collect()
+        try:
+            sim, args, result = _run(func, code, inputs, names, platform, record_trace, kwargs, grid, recycle=True)
+        except BlockRecyclingMiss:
+            rerun = True
     if rerun:
         # The kernel reused a block the recycler had judged dead: run it again with plain storage, once
         # the first attempt's tensors are gone (outside the except block, whose traceback holds them).
@@ -102,13 +118,15 @@ def simulate(kernel: Any, inputs: list[Any], *, platform: str = "trn1", record_t
     outputs = tuple(_output(t) for t in _flatten(result))
     after = tuple(a.data if isinstance(a, Tensor) else a for a in args)
     return Simulation(outputs=outputs, trace=sim.trace.freeze(), instructions=sim.instructions, inputs_after=after,
-                      rerun_without_recycling=rerun)
+                      rerun_without_recycling=rerun, parallel_fallback=fallback)
 
 
 def _run(func: Any, code: Any, inputs: list[Any], names: list[str], platform: str, record_trace: bool,
-         kwargs: dict[str, Any] | None, grid: tuple[int, ...], *, recycle: bool) -> tuple[Simulator, list[Any], Any]:
+         kwargs: dict[str, Any] | None, grid: tuple[int, ...], *, recycle: bool,
+         parallel: dict[int, frozenset[int]] | None = None) -> tuple[Simulator, list[Any], Any]:
     sim = Simulator(get_platform(platform), record_trace=record_trace, kernel_file=code.co_filename,
-                    recycle=recycle, liveness=kernel_liveness(func) if recycle else None)
+                    recycle=recycle, liveness=kernel_liveness(func) if recycle or parallel else None,
+                    parallel=parallel)
     with sim, single_threaded_blas(), _rare_garbage_collection():
         args = [_as_input(x, name, sim) for x, name in zip(inputs, names, strict=False)]
         try:
@@ -118,8 +136,14 @@ def _run(func: Any, code: Any, inputs: list[Any], names: list[str], platform: st
                 sim.start_program(program, grid)
                 result = func(*args, **(kwargs or {}))
             sim.finish()
-        except NKIError as err:
-            raise err.with_line(_kernel_line(err, code.co_filename)) from None
+        except BaseException as err:
+            if sim.split is not None and sim.split.child:
+                # A split loop's child that fails must not return into the caller: the parent falls
+                # back to one process, which reports the error as usual.
+                child_exit(sim.split, {"fallback": f"the second half failed: {type(err).__name__}: {err}"}, 1)
+            if isinstance(err, NKIError):
+                raise err.with_line(_kernel_line(err, code.co_filename)) from None
+            raise
     return sim, args, result
 
 
@@ -152,7 +176,8 @@ def _parameter_names(func: Any, n: int) -> list[str]:
 def _as_input(x: Any, name: str, sim: Simulator) -> Any:
     if isinstance(x, np.ndarray):
         d = dt.as_dtype(x.dtype)
-        return Tensor(name, x.shape, d, SHARED_HBM, data=np.array(x, dtype=d.storage, copy=True), initialised=True)
+        return sim.remember(Tensor(name, x.shape, d, SHARED_HBM, data=np.array(x, dtype=d.storage, copy=True),
+                                   initialised=True))
     return x
 
 

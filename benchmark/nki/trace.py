@@ -195,6 +195,37 @@ class Trace:
             t_blo(byte_lo)
             t_bhi(byte_hi)
 
+    def merge(self, part: dict[str, Any], *, first_loop: int, loop_shift: int, first_context: int,
+              first_tensor: int, tensor_id: Any) -> None:
+        """Append the rows another process recorded after a copy of this trace had `first_*` loops,
+        contexts and tensors (`runtime.Simulator._merge`). Its loops get ids `loop_shift` higher; its new
+        tensors get ids from `tensor_id(serial, info)`, called in the order that process gave them out."""
+        if self.frozen:
+            raise RuntimeError("trace is frozen")
+        ops = np.array([self._intern(self.op_names, self._op_index, n) for n in part["op_names"]], dtype=np.int64)
+        dtypes = np.array([self._intern(self.dtype_names, self._dtype_index, n) for n in part["dtype_names"]],
+                          dtype=np.int64)
+        contexts = list(range(first_context))
+        for nest in part["contexts"]:
+            contexts.append(self.context_id(tuple((loop + loop_shift if loop >= first_loop else loop, it)
+                                                  for loop, it in nest)))
+        serials = part["tid_serial"]
+        tensors = list(range(first_tensor))
+        for k, info in enumerate(part["tensors"]):
+            tensors.append(tensor_id(serials[first_tensor + k], info))
+        self.loops.extend(part["loops"])
+        cols = {k: np.frombuffer(v, dtype=INSTRUCTION_COLUMNS[k]) for k, v in part["columns"].items()}
+        cols["opcode"] = ops[cols["opcode"]] if len(ops) else cols["opcode"]
+        cols["dtype"] = dtypes[cols["dtype"]] if len(dtypes) else cols["dtype"]
+        cols["loop_ctx"] = np.asarray(contexts, dtype=np.int64)[cols["loop_ctx"]]
+        cols["access_start"] = cols["access_start"] - part["first_access"] + len(self.access["tensor"])
+        acc = {k: np.frombuffer(v, dtype=ACCESS_COLUMNS[k]) for k, v in part["access"].items()}
+        acc["tensor"] = np.asarray(tensors, dtype=np.int64)[acc["tensor"]]
+        for k, v in cols.items():
+            self.columns[k].frombytes(np.ascontiguousarray(v, dtype=INSTRUCTION_COLUMNS[k]).tobytes())
+        for k, v in acc.items():
+            self.access[k].frombytes(np.ascontiguousarray(v, dtype=ACCESS_COLUMNS[k]).tobytes())
+
     def freeze(self) -> Trace:
         """Turn the columns into numpy arrays (zero-copy views of the recorded buffers)."""
         if not self.frozen:

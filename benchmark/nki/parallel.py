@@ -1,0 +1,325 @@
+"""Two processes for one kernel: the halves of a top-level `affine_range` loop run side by side.
+
+The iterations of an `affine_range` loop are independent by contract, so the simulator may run the
+second half of a top-level one in a forked child while the parent runs the first half, then merge what
+the child did into the parent: its writes to tensors that outlive the loop, its instruction trace, its
+counters. The merged state is exactly what running the iterations in order would have produced (the
+same trace, the same values), or the kernel is simulated again in one process (`ParallelFallback`).
+
+Only loops whose body provably touches nothing but tensors are split (`parallel_loops`): Python state
+the child changes (a list it appends to, a counter, a variable read after the loop) would otherwise be
+lost. At run time the merge falls back whenever the halves interact: a region written by both (a race,
+or an accumulation across the loop), a region the child read that the parent wrote (a dependency
+across iterations), or any error in the child's half (the one-process run reports it with the usual
+message and line).
+"""
+
+from __future__ import annotations
+
+import ast
+import inspect
+import mmap
+import os
+import pickle
+import signal
+import sys
+import textwrap
+from typing import Any
+
+import numpy as np
+
+# Names a loop body may call through: the NKI namespaces and numpy (pure functions).
+_MODULE_ROOTS = ("neuronxcc", "nki", "numpy", "math")
+# Builtins without side effects that kernels use inside loops.
+_PURE_BUILTINS = frozenset(("range", "len", "int", "float", "min", "max", "abs", "slice", "tuple"))
+
+
+class ParallelFallback(Exception):
+    """The halves of a split loop interacted, or the child failed: simulate again in one process."""
+
+
+def parallel_loops(func: Any) -> dict[int, frozenset[int]]:
+    """The top-level `affine_range` loops of `func` that may be split: the line of each one's iterator
+    call -> the lines of the loops it holds (itself included), where the tensors it alone uses live."""
+    try:
+        source = textwrap.dedent(inspect.getsource(func))
+        tree = ast.parse(source)
+    except (OSError, TypeError, SyntaxError, IndentationError):
+        return {}
+    fn = tree.body[0] if tree.body else None
+    if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return {}
+    offset = func.__code__.co_firstlineno - 1
+    modules = _module_names(func)
+    params = {a.arg for a in (*fn.args.posonlyargs, *fn.args.args, *fn.args.kwonlyargs)}
+    # Top-level names bound once, by a call into an NKI module (a declaration or an on-chip tile).
+    bound: dict[str, int] = {}
+    for stmt in fn.body:
+        for node in ast.walk(stmt):
+            if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+                bound[node.id] = bound.get(node.id, 0) + 1
+    declared = set()
+    for stmt in fn.body:
+        if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name) \
+                and isinstance(stmt.value, ast.Call) and _module_call(stmt.value, modules) \
+                and bound.get(stmt.targets[0].id) == 1:
+            declared.add(stmt.targets[0].id)
+    tensors = declared | {p for p in params if p not in bound}
+    loops = {}
+    for stmt in fn.body:
+        if isinstance(stmt, ast.For) and _is_affine_range(stmt.iter, modules) and not stmt.orelse:
+            targets = _loop_targets(stmt)
+            if targets is not None and _body_ok(stmt, modules, tensors | targets, targets) \
+                    and not _reduces_over(stmt, stmt.target.id):
+                loops[stmt.iter.lineno + offset] = frozenset(node.iter.lineno + offset for node in ast.walk(stmt)
+                                                             if isinstance(node, ast.For))
+    return loops
+
+
+def _module_names(func: Any) -> set[str]:
+    """Names the kernel can see that are bound to the NKI modules or numpy (globals, or imports in its body)."""
+    names = set()
+    for name, value in getattr(func, "__globals__", {}).items():
+        mod = getattr(value, "__name__", None) if inspect.ismodule(value) else None
+        if mod and mod.split(".")[0] in _MODULE_ROOTS:
+            names.add(name)
+    try:
+        tree = ast.parse(textwrap.dedent(inspect.getsource(func)))
+    except (OSError, TypeError, SyntaxError, IndentationError):
+        return names
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            module = node.module if isinstance(node, ast.ImportFrom) else None
+            for alias in node.names:
+                root = (module or alias.name).split(".")[0]
+                if root in _MODULE_ROOTS:
+                    names.add(alias.asname or alias.name.split(".")[0])
+    return names
+
+
+def _root(node: ast.AST) -> ast.Name | None:
+    while isinstance(node, (ast.Attribute, ast.Call)):
+        node = node.value if isinstance(node, ast.Attribute) else node.func
+    return node if isinstance(node, ast.Name) else None
+
+
+def _module_call(call: ast.Call, modules: set[str]) -> bool:
+    root = _root(call.func)
+    if root is None:
+        return False
+    if isinstance(call.func, ast.Name):
+        return call.func.id in _PURE_BUILTINS or call.func.id in modules
+    return root.id in modules
+
+
+def _is_affine_range(node: ast.AST, modules: set[str]) -> bool:
+    return isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
+        and node.func.attr == "affine_range" and _module_call(node, modules)
+
+
+def _loop_targets(loop: ast.For) -> set[str] | None:
+    """The names the loop nest binds (its own and inner loops' targets), or None if a target is not a name."""
+    names = set()
+    for node in ast.walk(loop):
+        if isinstance(node, ast.For):
+            if not isinstance(node.target, ast.Name):
+                return None
+            names.add(node.target.id)
+    return names
+
+
+def _reduces_over(loop: ast.For, var: str) -> bool:
+    """`nl.loop_reduce(..., loop_indices=[.., var, ..])`: an accumulation across the loop's iterations, whose
+    halves could not simply be merged."""
+    for node in ast.walk(loop):
+        if isinstance(node, ast.keyword) and node.arg == "loop_indices":
+            if any(isinstance(n, ast.Name) and n.id == var for n in ast.walk(node.value)):
+                return True
+    return False
+
+
+def _body_ok(loop: ast.For, modules: set[str], allowed: set[str], targets: set[str]) -> bool:
+    """Every statement writes a tensor element range or runs an NKI call; every name is a tensor, a module,
+    a loop variable or a pure builtin; nothing else is bound."""
+    for stmt in loop.body:
+        if not _stmt_ok(stmt, modules, allowed, targets):
+            return False
+    return True
+
+
+def _stmt_ok(stmt: ast.stmt, modules: set[str], allowed: set[str], targets: set[str]) -> bool:
+    if isinstance(stmt, ast.For):
+        return not stmt.orelse and isinstance(stmt.iter, ast.Call) and _module_call(stmt.iter, modules) \
+            and _expr_ok(stmt.iter, modules, allowed) and all(_stmt_ok(s, modules, allowed, targets) for s in stmt.body)
+    if isinstance(stmt, ast.Expr):
+        if isinstance(stmt.value, ast.Constant):
+            return True
+        return isinstance(stmt.value, ast.Call) and _expr_ok(stmt.value, modules, allowed)
+    if isinstance(stmt, (ast.Assign, ast.AugAssign)):
+        dsts = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
+        for dst in dsts:
+            if not (isinstance(dst, ast.Subscript) and isinstance(dst.value, ast.Name) and dst.value.id in allowed
+                    and dst.value.id not in targets and _expr_ok(dst.slice, modules, allowed)):
+                return False
+        return _expr_ok(stmt.value, modules, allowed)
+    if isinstance(stmt, ast.Pass):
+        return True
+    return False
+
+
+def _expr_ok(node: ast.AST, modules: set[str], allowed: set[str]) -> bool:
+    for sub in ast.walk(node):
+        if isinstance(sub, ast.Call):
+            if not _module_call(sub, modules):
+                return False
+        elif isinstance(sub, ast.Name):
+            if sub.id not in allowed and sub.id not in modules and sub.id not in _PURE_BUILTINS:
+                return False
+            if isinstance(sub.ctx, ast.Store):
+                return False
+        elif isinstance(sub, (ast.Lambda, ast.NamedExpr, ast.Yield, ast.YieldFrom, ast.Await, ast.ListComp,
+                              ast.SetComp, ast.DictComp, ast.GeneratorExp)):
+            return False
+    return True
+
+
+def overlapping(a: set[tuple], b: set[tuple]) -> bool:
+    """Whether a box of `a` overlaps a box of `b` (boxes of one tensor: tuples of (lo, hi) per axis)."""
+    if not a or not b:
+        return False
+    groups_a, groups_b = _by_first_axis(a), _by_first_axis(b)
+    for (a_lo, a_hi), boxes_a in groups_a.items():
+        for (b_lo, b_hi), boxes_b in groups_b.items():
+            if a_lo >= b_hi or b_lo >= a_hi:
+                continue
+            if boxes_a.shape[1] != boxes_b.shape[1]:
+                return True  # different views of one tensor's storage: cannot tell, so assume they meet
+            lo_a, hi_a = boxes_a[:, None, :, 0], boxes_a[:, None, :, 1]
+            lo_b, hi_b = boxes_b[None, :, :, 0], boxes_b[None, :, :, 1]
+            if np.all((lo_a < hi_b) & (lo_b < hi_a), axis=2).any():
+                return True
+    return False
+
+
+def _by_first_axis(boxes: set[tuple]) -> dict[tuple[int, int], np.ndarray]:
+    """Boxes grouped by their range on the first axis, which compiler-style kernels index with a loop
+    variable: only groups whose ranges meet need comparing."""
+    groups: dict[tuple[int, int], list[tuple]] = {}
+    for box in boxes:
+        groups.setdefault(box[0] if box else (0, 1), []).append(box)
+    return {k: np.asarray(v, dtype=np.int64).reshape(len(v), -1, 2) for k, v in groups.items()}
+
+
+class Split:
+    """One top-level loop split in two: what each side records while its half runs.
+
+    Both sides record the boxes they write in tensors that existed before the split (by serial); the
+    child also records the boxes it reads, and the accesses whose values the parent needs (writes to
+    tensors that outlive the loop, per `liveness`)."""
+
+    def __init__(self, serial: int, inner: frozenset[int], child: bool, pid: int, fd: int) -> None:
+        self.serial = serial  # tensors with a smaller serial existed before the split
+        self.inner = inner  # the lines of the split loop and of the loops inside it
+        self.child = child
+        self.pid = pid
+        self.fd = fd
+        self.writes: dict[int, set[tuple]] = {}
+        self.reads: dict[int, set[tuple]] = {}
+        self.views: list[Any] = []  # child: Accesses written in tensors the parent keeps using
+        self.fresh: set[str] = set()  # child: tile names drawn from the simulator's counter
+        self.tid_serial: dict[int, int] = {}  # trace tensor id -> serial, for ids given out after the split
+        self.unmergeable = ""  # child: why its writes cannot be carried over (the parent then falls back)
+        self.start: dict[str, Any] = {}  # the simulator's counters at the split
+        self.shared: set[int] = set()  # serials of tensors whose storage both processes share
+
+    def wrote(self, acc: Any) -> None:
+        t = acc.tensor
+        if t.serial >= self.serial:
+            return
+        boxes = self.writes.get(t.serial)
+        if boxes is None:
+            self.writes[t.serial] = boxes = set()
+        boxes.add(acc.box or ((0, 1),))
+        if self.child and not (t.home is not None and t.home in self.inner):
+            if not acc.exact or not hasattr(acc, "array") or hasattr(acc, "index"):
+                self.unmergeable = f"an indirect write to tensor {t.name!r}"
+            else:
+                self.views.append(acc)
+
+    def read(self, acc: Any) -> None:
+        t = acc.tensor
+        if t.serial >= self.serial:
+            return
+        boxes = self.reads.get(t.serial)
+        if boxes is None:
+            self.reads[t.serial] = boxes = set()
+        boxes.add(acc.box or ((0, 1),))
+
+
+def share_storage(t: Any) -> bool:
+    """Move an HBM tensor nothing has written yet (an output) into memory a forked child shares, so the
+    child's writes need no copying back. False when something else holds a view of its storage."""
+    data = t.data
+    if data is None or t.blocks is not None or t.init is None or data.base is not None or data.nbytes < 2**20 \
+            or sys.getrefcount(data) > 3 or t.init.any():
+        return False
+    buf = mmap.mmap(-1, data.nbytes, flags=mmap.MAP_SHARED | mmap.MAP_ANONYMOUS)
+    t.data = np.frombuffer(buf, dtype=data.dtype).reshape(data.shape)  # zeros, like the calloc'd original
+    return True
+
+
+def storage_cut(t: Any, acc: Any) -> tuple[Any, int, tuple[int, ...], tuple[int, ...]] | None:
+    """Where an access's view sits in its tensor's storage: (block key or None, element offset, shape,
+    element strides), or None when the view is not inside that storage."""
+    view = acc.array
+    if t.blocks is not None:
+        entry = t.blocks.get(acc.key) if acc.key is not None else None
+        if not entry or entry[0] is None:  # never touched, or evicted
+            return None
+        base, key = entry[0], acc.key
+    else:
+        base, key = t.data, None
+    if base is None or not np.shares_memory(base, view) or view.dtype != base.dtype:
+        return None
+    item = view.itemsize
+    offset = view.__array_interface__["data"][0] - base.__array_interface__["data"][0]
+    if offset % item or any(s % item for s in view.strides):
+        return None
+    return key, offset // item, tuple(view.shape), tuple(s // item for s in view.strides)
+
+
+def cut_view(base: np.ndarray, offset: int, shape: tuple[int, ...], strides: tuple[int, ...]) -> np.ndarray:
+    """The view `storage_cut` described, on another array with the same layout."""
+    from numpy.lib.stride_tricks import as_strided
+
+    flat = base.reshape(-1)
+    item = base.itemsize
+    return as_strided(flat[offset:] if offset else flat, shape=shape, strides=tuple(s * item for s in strides))
+
+
+def reap(split: Split, *, kill: bool) -> None:
+    """Wait for a split's child (killing it first when its work is not wanted)."""
+    if kill:
+        try:
+            os.kill(split.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        try:
+            os.close(split.fd)
+        except OSError:
+            pass
+    try:
+        os.waitpid(split.pid, 0)
+    except ChildProcessError:
+        pass
+
+
+def child_exit(split: Split, payload: dict[str, Any], code: int = 0) -> None:
+    """Send the child's results to the parent and end the child process at once (no cleanup: the
+    kernel's caller must not go on running in it)."""
+    try:
+        with os.fdopen(split.fd, "wb") as pipe:
+            pickle.dump(payload, pipe, protocol=pickle.HIGHEST_PROTOCOL)
+    except BaseException:  # noqa: BLE001 - the parent sees a broken pipe and falls back
+        code = 2
+    os._exit(code)
