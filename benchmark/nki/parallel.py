@@ -30,6 +30,7 @@ import numpy as np
 
 # Names a loop body may call through: the NKI namespaces and numpy (pure functions).
 _MODULE_ROOTS = ("neuronxcc", "nki", "numpy", "math")
+_SIMULATOR_PACKAGE = __name__.rsplit(".", 1)[0]  # kernels in our tests import the simulator's modules directly
 # Builtins without side effects that kernels use inside loops.
 _PURE_BUILTINS = frozenset(("range", "len", "int", "float", "min", "max", "abs", "slice", "tuple"))
 
@@ -67,12 +68,24 @@ def parallel_loops(func: Any) -> dict[int, frozenset[int]]:
     tensors = declared | {p for p in params if p not in bound}
     loops = {}
     for stmt in fn.body:
-        if isinstance(stmt, ast.For) and _is_affine_range(stmt.iter, modules) and not stmt.orelse:
-            targets = _loop_targets(stmt)
-            if targets is not None and _body_ok(stmt, modules, tensors | targets, targets) \
-                    and not _reduces_over(stmt, stmt.target.id):
-                loops[stmt.iter.lineno + offset] = frozenset(node.iter.lineno + offset for node in ast.walk(stmt)
-                                                             if isinstance(node, ast.For))
+        if not (isinstance(stmt, ast.For) and _is_affine_range(stmt.iter, modules) and not stmt.orelse
+                and isinstance(stmt.target, ast.Name)):
+            continue
+        local = {node.id for node in ast.walk(stmt) if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store)}
+        # Names the rest of the kernel reads without binding them in the same statement (another loop
+        # reusing `i` as its own variable does not count).
+        outside = set()
+        for other in fn.body:
+            if other is not stmt:
+                names = [node for node in ast.walk(other) if isinstance(node, ast.Name)]
+                stored = {n.id for n in names if isinstance(n.ctx, ast.Store)}
+                outside |= {n.id for n in names if n.id not in stored}
+        if local & (outside | tensors | params):
+            continue  # the loop rebinds a name the rest of the kernel sees
+        rules = _Rules(modules, tensors | local)
+        if all(rules.statement(s) for s in stmt.body) and not _reduces_over(stmt, stmt.target.id):
+            loops[stmt.iter.lineno + offset] = frozenset(node.iter.lineno + offset for node in ast.walk(stmt)
+                                                         if isinstance(node, ast.For))
     return loops
 
 
@@ -81,7 +94,7 @@ def _module_names(func: Any) -> set[str]:
     names = set()
     for name, value in getattr(func, "__globals__", {}).items():
         mod = getattr(value, "__name__", None) if inspect.ismodule(value) else None
-        if mod and mod.split(".")[0] in _MODULE_ROOTS:
+        if mod and (mod.split(".")[0] in _MODULE_ROOTS or mod.startswith(_SIMULATOR_PACKAGE)):
             names.add(name)
     try:
         tree = ast.parse(textwrap.dedent(inspect.getsource(func)))
@@ -117,17 +130,6 @@ def _is_affine_range(node: ast.AST, modules: set[str]) -> bool:
         and node.func.attr == "affine_range" and _module_call(node, modules)
 
 
-def _loop_targets(loop: ast.For) -> set[str] | None:
-    """The names the loop nest binds (its own and inner loops' targets), or None if a target is not a name."""
-    names = set()
-    for node in ast.walk(loop):
-        if isinstance(node, ast.For):
-            if not isinstance(node.target, ast.Name):
-                return None
-            names.add(node.target.id)
-    return names
-
-
 def _reduces_over(loop: ast.For, var: str) -> bool:
     """`nl.loop_reduce(..., loop_indices=[.., var, ..])`: an accumulation across the loop's iterations, whose
     halves could not simply be merged."""
@@ -138,49 +140,53 @@ def _reduces_over(loop: ast.For, var: str) -> bool:
     return False
 
 
-def _body_ok(loop: ast.For, modules: set[str], allowed: set[str], targets: set[str]) -> bool:
-    """Every statement writes a tensor element range or runs an NKI call; every name is a tensor, a module,
-    a loop variable or a pure builtin; nothing else is bound."""
-    for stmt in loop.body:
-        if not _stmt_ok(stmt, modules, allowed, targets):
-            return False
-    return True
+class _Rules:
+    """What a splittable loop body may do: bind names of its own, write elements of tensors, call the NKI
+    modules, numpy and pure builtins, call methods of tensors and of its own names, and read anything."""
 
+    def __init__(self, modules: set[str], writable: set[str]) -> None:
+        self.modules = modules
+        self.writable = writable  # tensors the kernel declared or was given, and the loop's own names
 
-def _stmt_ok(stmt: ast.stmt, modules: set[str], allowed: set[str], targets: set[str]) -> bool:
-    if isinstance(stmt, ast.For):
-        return not stmt.orelse and isinstance(stmt.iter, ast.Call) and _module_call(stmt.iter, modules) \
-            and _expr_ok(stmt.iter, modules, allowed) and all(_stmt_ok(s, modules, allowed, targets) for s in stmt.body)
-    if isinstance(stmt, ast.Expr):
-        if isinstance(stmt.value, ast.Constant):
-            return True
-        return isinstance(stmt.value, ast.Call) and _expr_ok(stmt.value, modules, allowed)
-    if isinstance(stmt, (ast.Assign, ast.AugAssign)):
-        dsts = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
-        for dst in dsts:
-            if not (isinstance(dst, ast.Subscript) and isinstance(dst.value, ast.Name) and dst.value.id in allowed
-                    and dst.value.id not in targets and _expr_ok(dst.slice, modules, allowed)):
+    def statement(self, stmt: ast.stmt) -> bool:
+        if isinstance(stmt, ast.For):
+            return not stmt.orelse and self._target(stmt.target) and self.expression(stmt.iter) \
+                and all(self.statement(s) for s in stmt.body)
+        if isinstance(stmt, ast.If):
+            return self.expression(stmt.test) and all(self.statement(s) for s in (*stmt.body, *stmt.orelse))
+        if isinstance(stmt, ast.Expr):
+            return self.expression(stmt.value)
+        if isinstance(stmt, ast.Assert):
+            return self.expression(stmt.test) and (stmt.msg is None or self.expression(stmt.msg))
+        if isinstance(stmt, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
+            dsts = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
+            value = stmt.value
+            return all(self._target(d) for d in dsts) and (value is None or self.expression(value))
+        return isinstance(stmt, ast.Pass)
+
+    def _target(self, node: ast.expr) -> bool:
+        if isinstance(node, ast.Name):
+            return True  # one of the loop's own names (checked by the caller)
+        if isinstance(node, (ast.Tuple, ast.List)):
+            return all(self._target(e) for e in node.elts)
+        if isinstance(node, ast.Subscript):
+            return isinstance(node.value, ast.Name) and node.value.id in self.writable and self.expression(node.slice)
+        return False
+
+    def expression(self, node: ast.AST) -> bool:
+        for sub in ast.walk(node):
+            if isinstance(sub, ast.Call):
+                if isinstance(sub.func, ast.Name):
+                    if sub.func.id not in _PURE_BUILTINS and sub.func.id not in self.modules:
+                        return False
+                else:
+                    root = _root(sub.func)
+                    if root is None or (root.id not in self.modules and root.id not in self.writable):
+                        return False
+            elif isinstance(sub, (ast.Lambda, ast.NamedExpr, ast.Yield, ast.YieldFrom, ast.Await, ast.ListComp,
+                                  ast.SetComp, ast.DictComp, ast.GeneratorExp)):
                 return False
-        return _expr_ok(stmt.value, modules, allowed)
-    if isinstance(stmt, ast.Pass):
         return True
-    return False
-
-
-def _expr_ok(node: ast.AST, modules: set[str], allowed: set[str]) -> bool:
-    for sub in ast.walk(node):
-        if isinstance(sub, ast.Call):
-            if not _module_call(sub, modules):
-                return False
-        elif isinstance(sub, ast.Name):
-            if sub.id not in allowed and sub.id not in modules and sub.id not in _PURE_BUILTINS:
-                return False
-            if isinstance(sub.ctx, ast.Store):
-                return False
-        elif isinstance(sub, (ast.Lambda, ast.NamedExpr, ast.Yield, ast.YieldFrom, ast.Await, ast.ListComp,
-                              ast.SetComp, ast.DictComp, ast.GeneratorExp)):
-            return False
-    return True
 
 
 def overlapping(a: set[tuple], b: set[tuple]) -> bool:

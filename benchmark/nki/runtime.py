@@ -41,7 +41,16 @@ from .memory import (
     apply_recipe,
     next_serial,
 )
-from .parallel import ParallelFallback, Split, child_exit, cut_view, overlapping, reap, share_storage, storage_cut
+from .parallel import (
+    ParallelFallback,
+    Split,
+    child_exit,
+    cut_view,
+    overlapping,
+    reap,
+    share_storage,
+    storage_cut,
+)
 from .trace import Engine, LoopInfo, LoopKind, Memory, TensorInfo, Trace
 
 _ACTIVE: Simulator | None = None

@@ -1,0 +1,173 @@
+"""`simulate(..., workers=2)`: the halves of a top-level affine loop run in two processes, and the result
+is what one process computes, value for value and trace row for trace row, errors included."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+
+from benchmark.nki import NKIRuntimeError, simulate
+from benchmark.nki import isa as nisa
+from benchmark.nki import language as nl
+from benchmark.nki.parallel import parallel_loops
+
+
+@pytest.fixture
+def forks(monkeypatch):
+    """Counts the processes the simulator forks (in the parent)."""
+    made = []
+    real_fork = os.fork
+
+    def fork():
+        pid = real_fork()
+        if pid:
+            made.append(pid)
+        return pid
+
+    monkeypatch.setattr(os, "fork", fork)
+    return made
+
+
+def _same_trace(a, b) -> None:
+    for name in a.columns:
+        np.testing.assert_array_equal(a.columns[name], b.columns[name], err_msg=name)
+    for name in a.access:
+        np.testing.assert_array_equal(a.access[name], b.access[name], err_msg=name)
+    assert a.tensors == b.tensors
+    assert a.loops == b.loops
+    assert a.loop_contexts == b.loop_contexts
+    assert (a.op_names, a.dtype_names) == (b.op_names, b.dtype_names)
+
+
+def matmul_kernel(a_t, b):
+    """A compiler-style tiled matmul: blocked SBUF tiles, a PSUM accumulation, an HBM output."""
+    k_tiles, _, m = a_t.shape
+    n = b.shape[2]
+    out = nl.ndarray((m // 128, 128, n), dtype=nl.float32, buffer=nl.shared_hbm)
+    lhs = nl.ndarray((m // 128, k_tiles, nl.par_dim(128), 128), dtype=nl.float32, buffer=nl.sbuf)
+    rhs = nl.ndarray((k_tiles, nl.par_dim(128), n), dtype=nl.float32, buffer=nl.sbuf)
+    acc = nl.zeros((m // 128, nl.par_dim(128), n), dtype=nl.float32, buffer=nl.psum)
+    res = nl.ndarray((m // 128, nl.par_dim(128), n), dtype=nl.float32, buffer=nl.sbuf)
+    for k in nl.affine_range(k_tiles):
+        rhs[k, nl.arange(128)[:, None], nl.arange(n)[None, :]] = nl.load(b[k])
+    for i in nl.affine_range(m // 128):
+        for k in nl.affine_range(k_tiles):
+            lhs[i, k, nl.arange(128)[:, None], nl.arange(128)[None, :]] = nl.load(
+                a_t[k, nl.arange(128)[:, None], 128 * i + nl.arange(128)[None, :]])
+            acc[i, nl.arange(128)[:, None], nl.arange(n)[None, :]] += nisa.nc_matmul(
+                lhs[i, k, nl.arange(128)[:, None], nl.arange(128)[None, :]],
+                rhs[k, nl.arange(128)[:, None], nl.arange(n)[None, :]])
+        res[i, nl.arange(128)[:, None], nl.arange(n)[None, :]] = nl.copy(acc[i, nl.arange(128)[:, None],
+                                                                              nl.arange(n)[None, :]])
+        nl.store(out[i], value=res[i, nl.arange(128)[:, None], nl.arange(n)[None, :]])
+    return out
+
+
+def test_a_split_loop_computes_and_traces_exactly_what_one_process_does(rng, forks):
+    a_t = rng.standard_normal((3, 128, 640)).astype(np.float32)  # K = 384, M = 640: 5 row tiles
+    b = rng.standard_normal((3, 128, 512)).astype(np.float32)
+    one = simulate(matmul_kernel, [a_t, b])
+    assert not forks
+    two = simulate(matmul_kernel, [a_t, b], workers=2)
+    assert len(forks) == 2  # both top-level loops were split
+    assert two.parallel_fallback == ""
+    np.testing.assert_array_equal(two.outputs[0], one.outputs[0])
+    expected = (a_t.reshape(384, 640).T @ b.reshape(384, 512)).reshape(5, 128, 512)
+    np.testing.assert_allclose(two.outputs[0], expected, rtol=2e-4, atol=2e-4)
+    assert two.instructions == one.instructions
+    _same_trace(two.trace, one.trace)
+
+
+def test_an_output_the_second_half_leaves_unwritten_still_reads_back_as_nan(rng, forks):
+    def kernel(x):
+        out = nl.ndarray((8, 128, 512), dtype=nl.float32, buffer=nl.shared_hbm)  # 2 MiB: shared storage
+        for i in nl.affine_range(7):  # the last tile is never written
+            nl.store(out[i], value=nl.exp(nl.load(x[i])))
+        return out
+
+    x = rng.standard_normal((8, 128, 512)).astype(np.float32)
+    two = simulate(kernel, [x], workers=2)
+    assert len(forks) == 1
+    np.testing.assert_allclose(two.outputs[0][:7], np.exp(x[:7]), rtol=1e-6)
+    assert np.isnan(two.outputs[0][7]).all()
+    _same_trace(two.trace, simulate(kernel, [x]).trace)
+
+
+def test_a_race_between_the_halves_is_reported_as_in_one_process(rng, forks):
+    def kernel(x):
+        out = nl.ndarray((4, 128, 64), dtype=nl.float32, buffer=nl.shared_hbm)
+        for i in nl.affine_range(4):
+            nl.store(out[0], value=nl.load(x[i]))  # every iteration writes the same tile
+        return out
+
+    x = rng.standard_normal((4, 128, 64)).astype(np.float32)
+    with pytest.raises(NKIRuntimeError) as one:
+        simulate(kernel, [x])
+    with pytest.raises(NKIRuntimeError) as two:
+        simulate(kernel, [x], workers=2)
+    assert str(two.value) == str(one.value)
+    assert "both write tensor" in str(two.value)
+
+
+def test_an_error_in_the_second_half_is_the_one_process_error(rng, forks, tmp_path):
+    def kernel(x):
+        out = nl.ndarray((5, 128, 64), dtype=nl.float32, buffer=nl.shared_hbm)
+        for i in nl.affine_range(5):  # iteration 4, in the second half, reads past the end of x
+            nl.store(out[i], value=nl.load(x[i]))
+        return out
+
+    x = rng.standard_normal((4, 128, 64)).astype(np.float32)
+    marker = tmp_path / "pids"
+    with pytest.raises(Exception) as one:
+        simulate(kernel, [x])
+    with pytest.raises(Exception) as two:
+        simulate(kernel, [x], workers=2)
+    with marker.open("a") as f:  # a child that came back into pytest would get here too
+        f.write(f"{os.getpid()}\n")
+    assert len(forks) == 1
+    assert type(two.value) is type(one.value)
+    assert str(two.value) == str(one.value)
+    assert marker.read_text().split() == [str(os.getpid())]
+
+
+def test_a_dependency_across_the_halves_falls_back_to_one_process(rng, forks):
+    def kernel(x):
+        out = nl.ndarray((4, 128, 64), dtype=nl.float32, buffer=nl.shared_hbm)
+        buf = nl.ndarray((4, nl.par_dim(128), 64), dtype=nl.float32, buffer=nl.sbuf)
+        for i in nl.affine_range(4):
+            buf[i, nl.arange(128)[:, None], nl.arange(64)[None, :]] = nl.load(x[i])
+        for j in nl.affine_range(4):
+            # iteration j also writes the tile iteration 3 - j reads: a dependency across iterations
+            buf[j, nl.arange(128)[:, None], nl.arange(64)[None, :]] = nl.exp(
+                buf[3 - j, nl.arange(128)[:, None], nl.arange(64)[None, :]])
+            nl.store(out[j], value=buf[j, nl.arange(128)[:, None], nl.arange(64)[None, :]])
+        return out
+
+    x = rng.standard_normal((4, 128, 64)).astype(np.float32)
+    one = simulate(kernel, [x])
+    two = simulate(kernel, [x], workers=2)
+    assert two.parallel_fallback
+    np.testing.assert_array_equal(two.outputs[0], one.outputs[0])
+    _same_trace(two.trace, one.trace)
+
+
+def test_loops_with_python_side_effects_or_cross_iteration_reductions_are_not_split():
+    def kernel(x):
+        out = nl.ndarray((4, 128, 64), dtype=nl.float32, buffer=nl.shared_hbm)
+        total = nl.zeros((nl.par_dim(128), 64), dtype=nl.float32, buffer=nl.sbuf)
+        seen = []
+        for i in nl.affine_range(4):  # appends to a Python list
+            seen.append(i)
+        for j in nl.affine_range(4):  # a loop_reduce over its own variable
+            total[nl.arange(128)[:, None], nl.arange(64)[None, :]] = nl.loop_reduce(
+                nl.load(x[j]), op=np.add, loop_indices=[j])
+        for k in nl.affine_range(4):  # only tensors: may be split
+            nl.store(out[k], value=nl.load(x[k]))
+        return out
+
+    lines = sorted(parallel_loops(kernel))
+    assert len(lines) == 1
+    source, first = __import__("inspect").getsourcelines(kernel)
+    assert "for k in" in source[lines[0] - first]
