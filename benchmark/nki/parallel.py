@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import ast
 import inspect
+import math
 import mmap
 import os
 import pickle
@@ -40,8 +41,9 @@ class ParallelFallback(Exception):
 
 
 def parallel_loops(func: Any) -> dict[int, frozenset[int]]:
-    """The top-level `affine_range` loops of `func` that may be split: the line of each one's iterator
-    call -> the lines of the loops it holds (itself included), where the tensors it alone uses live."""
+    """The `affine_range` loops of `func` that may be split, top-level ones or, inside a top-level loop that
+    cannot be, its own loops: the line of each one's iterator call -> the lines of the loops it holds
+    (itself included), where the tensors it alone uses live."""
     try:
         source = textwrap.dedent(inspect.getsource(func))
         tree = ast.parse(source)
@@ -66,26 +68,38 @@ def parallel_loops(func: Any) -> dict[int, frozenset[int]]:
                 and bound.get(stmt.targets[0].id) == 1:
             declared.add(stmt.targets[0].id)
     tensors = declared | {p for p in params if p not in bound}
-    loops = {}
-    for stmt in fn.body:
-        if not (isinstance(stmt, ast.For) and _is_affine_range(stmt.iter, modules) and not stmt.orelse
-                and isinstance(stmt.target, ast.Name)):
-            continue
-        local = {node.id for node in ast.walk(stmt) if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store)}
+    loops: dict[int, frozenset[int]] = {}
+
+    def splittable(loop: ast.For, others: list[ast.AST]) -> bool:
+        if not (_is_affine_range(loop.iter, modules) and not loop.orelse and isinstance(loop.target, ast.Name)):
+            return False
+        local = {node.id for node in ast.walk(loop) if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store)}
         # Names the rest of the kernel reads without binding them in the same statement (another loop
         # reusing `i` as its own variable does not count).
         outside = set()
-        for other in fn.body:
-            if other is not stmt:
-                names = [node for node in ast.walk(other) if isinstance(node, ast.Name)]
-                stored = {n.id for n in names if isinstance(n.ctx, ast.Store)}
-                outside |= {n.id for n in names if n.id not in stored}
+        for other in others:
+            names = [node for node in ast.walk(other) if isinstance(node, ast.Name)]
+            stored = {n.id for n in names if isinstance(n.ctx, ast.Store)}
+            outside |= {n.id for n in names if n.id not in stored}
         if local & (outside | tensors | params):
-            continue  # the loop rebinds a name the rest of the kernel sees
+            return False  # the loop rebinds a name the rest of the kernel sees
         rules = _Rules(modules, tensors | local)
-        if all(rules.statement(s) for s in stmt.body) and not _reduces_over(stmt, stmt.target.id):
-            loops[stmt.iter.lineno + offset] = frozenset(node.iter.lineno + offset for node in ast.walk(stmt)
-                                                         if isinstance(node, ast.For))
+        return all(rules.statement(s) for s in loop.body) and not _reduces_over(loop, loop.target.id) \
+            and _writes_follow(loop, local)
+
+    def search(body: list[ast.stmt], others: list[ast.AST], depth: int) -> None:
+        """Split the outermost loops that can be; look one level inside a top-level loop that cannot."""
+        for stmt in body:
+            if not isinstance(stmt, ast.For):
+                continue
+            rest = [*others, *(s for s in body if s is not stmt)]
+            if splittable(stmt, rest):
+                loops[stmt.iter.lineno + offset] = frozenset(node.iter.lineno + offset for node in ast.walk(stmt)
+                                                             if isinstance(node, ast.For))
+            elif depth == 0:
+                search(stmt.body, [*rest, stmt.target, stmt.iter], depth + 1)
+
+    search(fn.body, [], 0)
     return loops
 
 
@@ -138,6 +152,42 @@ def _reduces_over(loop: ast.For, var: str) -> bool:
             if any(isinstance(n, ast.Name) and n.id == var for n in ast.walk(node.value)):
                 return True
     return False
+
+
+def _writes_follow(loop: ast.For, local: set[str]) -> bool:
+    """Every write to a tensor from outside the loop is indexed by the loop variable (or by a name computed
+    from it): otherwise all iterations write one region (an accumulation, or a race), and the halves
+    could not be merged."""
+    var = loop.target.id  # type: ignore[union-attr]
+    follows = {var}
+    assigns = [n for n in ast.walk(loop) if isinstance(n, (ast.Assign, ast.AugAssign))]
+    changed = True
+    while changed:
+        changed = False
+        for node in assigns:
+            value_names = {n.id for n in ast.walk(node.value) if isinstance(n, ast.Name)}
+            if value_names & follows:
+                for dst in (node.targets if isinstance(node, ast.Assign) else [node.target]):
+                    for n in ast.walk(dst):
+                        if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store) and n.id not in follows:
+                            follows.add(n.id)
+                            changed = True
+    written = []
+    for node in ast.walk(loop):
+        if isinstance(node, (ast.Assign, ast.AugAssign)):
+            written += [d for d in (node.targets if isinstance(node, ast.Assign) else [node.target])
+                        if isinstance(d, ast.Subscript)]
+        elif isinstance(node, ast.Call):
+            # nl.store(dst[...], ...), and the ISA's dst= form
+            first = node.args[:1] if isinstance(node.func, ast.Attribute) and node.func.attr == "store" else []
+            written += [a for a in (*first, *(k.value for k in node.keywords if k.arg == "dst"))
+                        if isinstance(a, ast.Subscript)]
+    for dst in written:
+        if isinstance(dst.value, ast.Name) and dst.value.id in local:
+            continue  # a tensor the iteration made itself
+        if not any(isinstance(n, ast.Name) and n.id in follows for n in ast.walk(dst.slice)):
+            return False
+    return True
 
 
 class _Rules:
@@ -193,6 +243,11 @@ def overlapping(a: set[tuple], b: set[tuple]) -> bool:
     """Whether a box of `a` overlaps a box of `b` (boxes of one tensor: tuples of (lo, hi) per axis)."""
     if not a or not b:
         return False
+    first_a = [box[0] for box in a]
+    first_b = [box[0] for box in b]
+    if max(hi for _, hi in first_a) <= min(lo for lo, _ in first_b) or \
+            max(hi for _, hi in first_b) <= min(lo for lo, _ in first_a):
+        return False  # the common case: the halves' iterations index the first axis apart
     groups_a, groups_b = _by_first_axis(a), _by_first_axis(b)
     for (a_lo, a_hi), boxes_a in groups_a.items():
         for (b_lo, b_hi), boxes_b in groups_b.items():
@@ -237,6 +292,7 @@ class Split:
         self.unmergeable = ""  # child: why its writes cannot be carried over (the parent then falls back)
         self.start: dict[str, Any] = {}  # the simulator's counters at the split
         self.shared: set[int] = set()  # serials of tensors whose storage both processes share
+        self.exchange: Exchange | None = None
 
     def wrote(self, acc: Any) -> None:
         t = acc.tensor
@@ -260,6 +316,34 @@ class Split:
         if boxes is None:
             self.reads[t.serial] = boxes = set()
         boxes.add(acc.box or ((0, 1),))
+
+
+_MAP_NORESERVE = 0x4000  # Linux; not in Python's mmap module before 3.13
+
+
+class Exchange:
+    """Memory shared with a split's child, mapped before the fork: the child copies the values it wrote
+    into it, and the parent uses them in place (a block it lacks becomes a view of this memory).
+    Address space only: pages exist once written."""
+
+    SIZE = 1 << 36
+
+    def __init__(self) -> None:
+        self.buf = mmap.mmap(-1, self.SIZE, flags=mmap.MAP_SHARED | mmap.MAP_ANONYMOUS | _MAP_NORESERVE)
+        self.used = 0
+
+    def put(self, values: np.ndarray) -> tuple[int, str, tuple[int, ...]] | None:
+        """Copy `values` in; where they are, or None when the region is full."""
+        start = -(-self.used // 64) * 64
+        if start + values.nbytes > self.SIZE:
+            return None
+        self.used = start + values.nbytes
+        self.get((start, values.dtype.str, values.shape))[...] = values
+        return start, values.dtype.str, tuple(values.shape)
+
+    def get(self, where: tuple[int, str, tuple[int, ...]]) -> np.ndarray:
+        start, dtype, shape = where
+        return np.frombuffer(self.buf, dtype=dtype, count=math.prod(shape), offset=start).reshape(shape)
 
 
 def share_storage(t: Any) -> bool:

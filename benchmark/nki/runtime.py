@@ -42,6 +42,7 @@ from .memory import (
     next_serial,
 )
 from .parallel import (
+    Exchange,
     ParallelFallback,
     Split,
     child_exit,
@@ -225,7 +226,8 @@ class Simulator:
         self.trace.add_loop(LoopInfo(kind=kind, trip_count=len(bounds), line=line))
         depth = len(self.stack)
         split = None
-        if depth == 0 and kind == LoopKind.AFFINE and line in self.parallel and len(bounds) >= 2 and not self.grid:
+        if kind == LoopKind.AFFINE and line in self.parallel and len(bounds) >= 2 and self.split is None \
+                and not self.grid and (depth == 0 or self._worth_splitting_inside()):
             split = self._split(line)
             if split is not None:
                 half = (len(bounds) + 1) // 2
@@ -269,6 +271,11 @@ class Simulator:
             self.loop_open[loop_id] = False
 
     # -- splitting a top-level affine loop across two processes (parallel.py) ---------------------------
+    def _worth_splitting_inside(self) -> bool:
+        """A loop inside an unsplittable top-level loop is split only if that loop runs a few iterations,
+        each then a large share of the work: a fork per iteration of a long loop would cost more."""
+        return self.trace.loops[self.stack[0][0]].trip_count <= 4
+
     def _split(self, line: int) -> Split | None:
         """Fork: the child runs the second half of the loop's iterations, the parent the first."""
         if self.pending is not None:
@@ -282,6 +289,7 @@ class Simulator:
         shared = {serial for serial, t in self.top.items() if t.memory == Memory.HBM and share_storage(t)}
         try:
             read_fd, write_fd = os.pipe()
+            exchange = Exchange()
         except OSError:
             return None
         sys.stdout.flush()
@@ -300,6 +308,7 @@ class Simulator:
             split = Split(serial_next, self.parallel[line], False, pid, read_fd)
         split.start = start
         split.shared = shared
+        split.exchange = exchange
         self.split = split
         return split
 
@@ -350,7 +359,12 @@ class Simulator:
             if (t.serial, *cut) in seen:
                 continue
             seen.add((t.serial, *cut))
-            data.append((t.serial, *cut, None if t.serial in split.shared else np.array(acc.array)))
+            where = None
+            if t.serial not in split.shared:  # else the child wrote into storage the processes share
+                where = split.exchange.put(acc.array)  # type: ignore[union-attr]
+                if where is None:
+                    return {"fallback": "the values the second half wrote do not fit the exchange memory"}
+            data.append((t.serial, *cut, where))
         start = split.start
         trace = self.trace
         payload: dict[str, Any] = {
@@ -370,10 +384,19 @@ class Simulator:
     def _merge(self, split: Split, payload: dict[str, Any]) -> None:
         """Carry the child's half over, as if the parent had run those iterations after its own."""
         start = split.start
-        for serial, key, offset, shape, strides, values in payload["data"]:
+        exchange = split.exchange
+        for serial, key, offset, shape, strides, where in payload["data"]:
             t = self.top[serial]
+            values = exchange.get(where) if where is not None else None  # type: ignore[union-attr]
             if t.blocks is not None:
                 entry = t.blocks.get(key)
+                if entry is None and offset == 0 and shape == t.shape[len(key):] \
+                        and strides == _c_strides(shape):
+                    # The child wrote the whole of a block the parent never had: keep its values in place.
+                    t.blocks[key] = [values, None, False, False, None]
+                    t.pool._touch(t, key, t.blocks[key])  # type: ignore[union-attr]
+                    t.version += 1
+                    continue
                 if entry is None:
                     entry = t.pool.take(t, key)  # type: ignore[union-attr]
                 elif entry is EVICTED:
@@ -990,6 +1013,16 @@ class _LazyMatmul:
             np.matmul(self.stationary.T, self.moving, out=out)
         else:
             out[...] = self.compute()
+
+
+def _c_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
+    """Element strides of a C-ordered array of `shape`."""
+    strides = []
+    n = 1
+    for size in reversed(shape):
+        strides.append(n)
+        n *= size
+    return tuple(reversed(strides))
 
 
 def _volume(box: tuple[tuple[int, int], ...]) -> int:

@@ -97,16 +97,17 @@ def test_an_output_the_second_half_leaves_unwritten_still_reads_back_as_nan(rng,
 
 def test_a_race_between_the_halves_is_reported_as_in_one_process(rng, forks):
     def kernel(x):
-        out = nl.ndarray((4, 128, 64), dtype=nl.float32, buffer=nl.shared_hbm)
-        for i in nl.affine_range(4):
-            nl.store(out[0], value=nl.load(x[i]))  # every iteration writes the same tile
+        out = nl.ndarray((2, 128, 64), dtype=nl.float32, buffer=nl.shared_hbm)
+        for i in nl.affine_range(3):
+            nl.store(out[i % 2], value=nl.load(x[i]))  # iterations 0 (first half) and 2 (second) race
         return out
 
-    x = rng.standard_normal((4, 128, 64)).astype(np.float32)
+    x = rng.standard_normal((3, 128, 64)).astype(np.float32)
     with pytest.raises(NKIRuntimeError) as one:
         simulate(kernel, [x])
     with pytest.raises(NKIRuntimeError) as two:
         simulate(kernel, [x], workers=2)
+    assert len(forks) == 1  # split, the race found at the merge, then run again in one process
     assert str(two.value) == str(one.value)
     assert "both write tensor" in str(two.value)
 
@@ -153,7 +154,7 @@ def test_a_dependency_across_the_halves_falls_back_to_one_process(rng, forks):
     _same_trace(two.trace, one.trace)
 
 
-def test_loops_with_python_side_effects_or_cross_iteration_reductions_are_not_split():
+def test_loops_with_python_side_effects_or_accumulations_across_iterations_are_not_split():
     def kernel(x):
         out = nl.ndarray((4, 128, 64), dtype=nl.float32, buffer=nl.shared_hbm)
         total = nl.zeros((nl.par_dim(128), 64), dtype=nl.float32, buffer=nl.sbuf)
@@ -163,7 +164,9 @@ def test_loops_with_python_side_effects_or_cross_iteration_reductions_are_not_sp
         for j in nl.affine_range(4):  # a loop_reduce over its own variable
             total[nl.arange(128)[:, None], nl.arange(64)[None, :]] = nl.loop_reduce(
                 nl.load(x[j]), op=np.add, loop_indices=[j])
-        for k in nl.affine_range(4):  # only tensors: may be split
+        for m in nl.affine_range(4):  # every iteration accumulates into one tile
+            total[nl.arange(128)[:, None], nl.arange(64)[None, :]] += nl.load(x[m])
+        for k in nl.affine_range(4):  # only tensors, each iteration its own tile: may be split
             nl.store(out[k], value=nl.load(x[k]))
         return out
 
