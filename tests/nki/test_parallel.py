@@ -174,3 +174,30 @@ def test_loops_with_python_side_effects_or_accumulations_across_iterations_are_n
     assert len(lines) == 1
     source, first = __import__("inspect").getsourcelines(kernel)
     assert "for k in" in source[lines[0] - first]
+
+
+def test_inside_a_top_level_loop_that_cannot_be_split_its_inner_loop_is(rng, forks):
+    def kernel(x):
+        out = nl.ndarray((2, 4, 128, 64), dtype=nl.float32, buffer=nl.shared_hbm)
+        peak = nl.ndarray((4, nl.par_dim(128), 64), dtype=nl.float32, buffer=nl.sbuf)
+        staged = nl.ndarray((2, 4, nl.par_dim(128), 64), dtype=nl.float32, buffer=nl.sbuf)
+        for h in nl.affine_range(2):  # a max across its own iterations: cannot be split
+            for j in nl.affine_range(4):  # each iteration its own tiles: split, once per h
+                staged[h, j, nl.arange(128)[:, None], nl.arange(64)[None, :]] = nl.exp(nl.load(x[h, j]))
+                peak[j, nl.arange(128)[:, None], nl.arange(64)[None, :]] = nl.loop_reduce(
+                    staged[h, j, nl.arange(128)[:, None], nl.arange(64)[None, :]], op=np.max, loop_indices=[h])
+        for h2 in nl.affine_range(2):
+            for j2 in nl.affine_range(4):
+                nl.store(out[h2, j2], value=nl.subtract(
+                    staged[h2, j2, nl.arange(128)[:, None], nl.arange(64)[None, :]],
+                    peak[j2, nl.arange(128)[:, None], nl.arange(64)[None, :]]))
+        return out
+
+    x = rng.standard_normal((2, 4, 128, 64)).astype(np.float32)
+    one = simulate(kernel, [x])
+    two = simulate(kernel, [x], workers=2)
+    assert len(forks) == 3  # the inner loop in each of the 2 outer iterations, then the last loop
+    assert two.parallel_fallback == ""
+    np.testing.assert_array_equal(two.outputs[0], one.outputs[0])
+    np.testing.assert_allclose(one.outputs[0], np.exp(x) - np.exp(x).max(axis=0), rtol=1e-5, atol=1e-6)
+    _same_trace(two.trace, one.trace)
