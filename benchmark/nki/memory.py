@@ -618,6 +618,33 @@ class Tensor:
         else:
             self.race_key_len = self.partition_axis
 
+    @classmethod
+    def tile(cls, name: str, shape: tuple[int, ...], dtype: dt.DType, buffer: Buffer, data: np.ndarray | None,
+             initialised: bool, scope: tuple) -> Tensor:
+        """An instruction's on-chip result tile: `Tensor(..., is_tile=True, lazy=data is None)` without the
+        checks a declared shape needs (one is made per instruction)."""
+        t = cls.__new__(cls)
+        t.shape = shape
+        t.name = name
+        t.dtype = dtype
+        t.buffer = buffer
+        t.memory = buffer.memory
+        hbm = t.memory == Memory.HBM
+        t.partition_axis = -1 if hbm else 0
+        t.race_key_len = max(0, len(shape) - 2) if hbm else 0
+        t.poisoned = False
+        t.data = data
+        t.init = None if initialised or data is None else np.zeros(shape, dtype=np.bool_)
+        t.trace_id = -1
+        t.scope = scope
+        t.alias = None
+        t.is_tile = True
+        t.records = {}
+        t.version = 0
+        t.deferred = t.blocks = t.pool = t.readers = t.fill = t.home = None
+        t.serial = next(_SERIALS)
+        return t
+
     def allocate(self) -> None:
         """Storage for a tile whose values arrive later (a deferred matmul result)."""
         if self.data is None:

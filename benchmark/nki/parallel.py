@@ -243,32 +243,24 @@ def overlapping(a: set[tuple], b: set[tuple]) -> bool:
     """Whether a box of `a` overlaps a box of `b` (boxes of one tensor: tuples of (lo, hi) per axis)."""
     if not a or not b:
         return False
-    first_a = [box[0] for box in a]
-    first_b = [box[0] for box in b]
-    if max(hi for _, hi in first_a) <= min(lo for lo, _ in first_b) or \
-            max(hi for _, hi in first_b) <= min(lo for lo, _ in first_a):
-        return False  # the common case: the halves' iterations index the first axis apart
-    groups_a, groups_b = _by_first_axis(a), _by_first_axis(b)
-    for (a_lo, a_hi), boxes_a in groups_a.items():
-        for (b_lo, b_hi), boxes_b in groups_b.items():
-            if a_lo >= b_hi or b_lo >= a_hi:
-                continue
-            if boxes_a.shape[1] != boxes_b.shape[1]:
-                return True  # different views of one tensor's storage: cannot tell, so assume they meet
-            lo_a, hi_a = boxes_a[:, None, :, 0], boxes_a[:, None, :, 1]
-            lo_b, hi_b = boxes_b[None, :, :, 0], boxes_b[None, :, :, 1]
-            if np.all((lo_a < hi_b) & (lo_b < hi_a), axis=2).any():
-                return True
+    try:
+        boxes_a = np.array(list(a), dtype=np.int64)
+        boxes_b = np.array(list(b), dtype=np.int64)
+    except ValueError:
+        return True  # boxes of different ranks: views of one storage in two shapes, so assume they meet
+    if boxes_a.ndim != 3 or boxes_a.shape[1:] != boxes_b.shape[1:]:
+        return True
+    # The common case: on some axis (the one the split loop's variable indexes) the halves lie apart.
+    apart = (boxes_a[:, :, 1].max(axis=0) <= boxes_b[:, :, 0].min(axis=0)) | \
+        (boxes_b[:, :, 1].max(axis=0) <= boxes_a[:, :, 0].min(axis=0))
+    if apart.any():
+        return False
+    step = max(1, 2**22 // boxes_b.size)  # compare in slices of a few MB
+    for chunk in range(0, len(boxes_a), step):
+        part = boxes_a[chunk:chunk + step, None]
+        if np.all((part[..., 0] < boxes_b[None, :, :, 1]) & (boxes_b[None, :, :, 0] < part[..., 1]), axis=2).any():
+            return True
     return False
-
-
-def _by_first_axis(boxes: set[tuple]) -> dict[tuple[int, int], np.ndarray]:
-    """Boxes grouped by their range on the first axis, which compiler-style kernels index with a loop
-    variable: only groups whose ranges meet need comparing."""
-    groups: dict[tuple[int, int], list[tuple]] = {}
-    for box in boxes:
-        groups.setdefault(box[0] if box else (0, 1), []).append(box)
-    return {k: np.asarray(v, dtype=np.int64).reshape(len(v), -1, 2) for k, v in groups.items()}
 
 
 class Split:

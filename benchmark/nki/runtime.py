@@ -234,11 +234,14 @@ class Simulator:
                 bounds = bounds[half:] if split.child else bounds[:half]
         self.stack.append((loop_id, 0))
         home_loops = self.liveness.home_loops
+        outer_nest, outer_scope = self.nest, self.scope  # inner loops restore both when they end
+        scoped = kind != LoopKind.STATIC  # an unrolled loop does not scope the tiles made in it
         try:
             for i in bounds:
-                self.stack[depth] = (loop_id, i)
-                self.nest = tuple(self.stack)
-                self.scope = tuple(e for e in self.nest if self.loop_kind[e[0]] != LoopKind.STATIC)
+                here = (loop_id, i)
+                self.stack[depth] = here
+                self.nest = (*outer_nest, here)
+                self.scope = (*outer_scope, here) if scoped else outer_scope
                 self.ctx = self.trace.context_id(self.nest)
                 yield i
                 if self.pool is not None:
@@ -618,8 +621,7 @@ class Simulator:
         # The tile keeps `data` only if it owns it: an op may return a view of its operand (a copy, a
         # transpose), and a tile nobody claims gets its own copy in `flush`.
         owns = whole and lazy is None and isinstance(data, np.ndarray) and data.flags.owndata
-        tile = Tensor(self.fresh_name(self.op), full, dtype, default, data=data if owns else None,
-                      initialised=whole, scope=self.scope, is_tile=True, lazy=not owns)
+        tile = Tensor.tile(self.fresh_name(self.op), full, dtype, default, data if owns else None, whole, self.scope)
         if not self.stack:
             self.top[tile.serial] = tile
         if default.memory == Memory.SBUF and tile.bytes_per_partition > self.platform.sbuf_bytes_per_partition:
@@ -802,6 +804,11 @@ class Simulator:
             if records is None:
                 records_of[key] = records = []
         if records:
+            if len(records) == 1:
+                last = records[0]
+                if last[0] == box and last[2] == accumulate and self.loop_open[last[1][0][0]]:
+                    records[0] = (box, nest, accumulate)  # the common case: accumulating into one tile
+                    return
             open_ = self.loop_open
             # Drop records outside every open loop (they can no longer race) and records the new write
             # covers with the same accumulate flag (the new record stands for them).
