@@ -1,7 +1,8 @@
 """NKI CPU simulator: run unmodified NKI kernels on numpy, with the hardware's rules and an instruction trace.
 
 Public API:
-- `simulate(kernel, inputs, platform="trn1", record_trace=True) -> Simulation`
+- `simulate(kernel, inputs, platform="trn1", record_trace=True, workers=1) -> Simulation` (`workers=2`: split
+  loops run in two processes, same results; see parallel.py)
 - `install()`: make `neuronxcc.nki` (SDK 2.26 API) and top-level `nki` (SDK 2.30 API) importable in this
   process. Only the sandboxed evaluation child calls it.
 - `errors`: `NKIError`, `NKICompileError`, `NKIRuntimeError`.
