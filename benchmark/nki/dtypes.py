@@ -75,12 +75,21 @@ def as_dtype(value: Any) -> DType:
         except KeyError:
             raise TypeError(f"unknown dtype {value!r}") from None
     try:
+        return _BY_NUMPY[value]  # np.float32 and friends: kernels pass them on every instruction
+    except (KeyError, TypeError):
+        pass
+    try:
         name = np.dtype(value).name
     except TypeError:
         raise TypeError(f"unknown dtype {value!r}") from None
     if name not in _BY_NAME:
         raise TypeError(f"unsupported dtype {name}")
+    if len(_BY_NUMPY) < 64:
+        _BY_NUMPY[value] = _BY_NAME[name]
     return _BY_NAME[name]
+
+
+_BY_NUMPY: dict[Any, DType] = {}  # numpy types and dtypes seen, by themselves
 
 
 def is_float(dtype: DType) -> bool:

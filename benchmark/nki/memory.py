@@ -13,6 +13,7 @@ check), and the tile shape.
 
 from __future__ import annotations
 
+import functools
 import itertools
 from typing import Any
 
@@ -496,7 +497,7 @@ class BlockPool:
         # A block of an uninitialised tensor starts with nothing written: a read-only view of False, so
         # reads fail without touching memory; the first write drops it (the whole block) or stores a
         # mask (part of it; `Simulator.write`). The old values of a reused block stay, unreadable.
-        init = None if fill is not None else np.broadcast_to(np.False_, shape)
+        init = None if fill is not None else _nothing_written(shape)
         # data, init mask (None once every element is written, or for a filled tensor), retired, revived,
         # and the mask's storage (allocated at the first partial write, kept for reuse)
         entry = [data, init, False, False, mask]
@@ -556,6 +557,12 @@ class BlockPool:
             self.retired_bytes -= _entry_bytes(entry)
             t.blocks[key] = EVICTED  # type: ignore[index]
             self.free.setdefault((entry[0].shape, entry[0].dtype), []).append((entry[0], entry[4]))
+
+
+@functools.lru_cache(maxsize=1024)
+def _nothing_written(shape: tuple[int, ...]) -> np.ndarray:
+    """A read-only all-False init mask of `shape` that owns no memory, shared by every fresh block."""
+    return np.broadcast_to(np.False_, shape)
 
 
 def _entry_bytes(entry: list) -> int:
