@@ -166,6 +166,8 @@ def test_loops_with_python_side_effects_or_accumulations_across_iterations_are_n
                 nl.load(x[j]), op=np.add, loop_indices=[j])
         for m in nl.affine_range(4):  # every iteration accumulates into one tile
             total[nl.arange(128)[:, None], nl.arange(64)[None, :]] += nl.load(x[m])
+        for r in nl.affine_range(4):  # draws from numpy's global generator
+            nl.store(out[r], value=nl.multiply(nl.load(x[r]), np.random.rand()))
         for k in nl.affine_range(4):  # only tensors, each iteration its own tile: may be split
             nl.store(out[k], value=nl.load(x[k]))
         return out
