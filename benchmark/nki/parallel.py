@@ -289,13 +289,9 @@ class Split:
         self.exchange: Exchange | None = None
 
     def wrote(self, acc: Any) -> None:
-        t = acc.tensor
-        if t.serial >= self.serial:
+        if not _note(self.writes, acc, self.serial):
             return
-        boxes = self.writes.get(t.serial)
-        if boxes is None:
-            self.writes[t.serial] = boxes = set()
-        boxes.add(acc.box or ((0, 1),))
+        t = acc.tensor
         if self.child and not (t.home is not None and t.home in self.inner):
             if not acc.exact or not hasattr(acc, "array") or hasattr(acc, "index"):
                 self.unmergeable = f"an indirect write to tensor {t.name!r}"
@@ -303,13 +299,19 @@ class Split:
                 self.views.append(acc)
 
     def read(self, acc: Any) -> None:
-        t = acc.tensor
-        if t.serial >= self.serial:
-            return
-        boxes = self.reads.get(t.serial)
-        if boxes is None:
-            self.reads[t.serial] = boxes = set()
-        boxes.add(acc.box or ((0, 1),))
+        _note(self.reads, acc, self.serial)
+
+
+def _note(table: dict[int, set[tuple]], acc: Any, serial: int) -> bool:
+    """File the access's box under its tensor, if that tensor is from before the split (`serial`)."""
+    t = acc.tensor
+    if t.serial >= serial:
+        return False
+    boxes = table.get(t.serial)
+    if boxes is None:
+        table[t.serial] = boxes = set()
+    boxes.add(acc.box or ((0, 1),))
+    return True
 
 
 _MAP_NORESERVE = 0x4000  # Linux; not in Python's mmap module before 3.13
