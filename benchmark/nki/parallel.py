@@ -32,6 +32,8 @@ import numpy as np
 # Names a loop body may call through: the NKI namespaces and numpy (pure functions).
 _MODULE_ROOTS = ("neuronxcc", "nki", "numpy", "math")
 _SIMULATOR_PACKAGE = __name__.rsplit(".", 1)[0]  # kernels in our tests import the simulator's modules directly
+# Tensor methods that only read (`reshape` is not one: it makes a writable alias of HBM storage).
+_PURE_METHODS = frozenset(("broadcast_to",))
 # Builtins without side effects that kernels use inside loops.
 _PURE_BUILTINS = frozenset(("range", "len", "int", "float", "min", "max", "abs", "slice", "tuple"))
 
@@ -41,9 +43,8 @@ class ParallelFallback(Exception):
 
 
 def parallel_loops(func: Any) -> dict[int, frozenset[int]]:
-    """The `affine_range` loops of `func` that may be split, top-level ones or, inside a top-level loop that
-    cannot be, its own loops: the line of each one's iterator call -> the lines of the loops it holds
-    (itself included), where the tensors it alone uses live."""
+    """The top-level `affine_range` loops of `func` that may be split: the line of each one's iterator call
+    -> the lines of the loops it holds (itself included), where the tensors it alone uses live."""
     try:
         source = textwrap.dedent(inspect.getsource(func))
         tree = ast.parse(source)
@@ -74,32 +75,25 @@ def parallel_loops(func: Any) -> dict[int, frozenset[int]]:
         if not (_is_affine_range(loop.iter, modules) and not loop.orelse and isinstance(loop.target, ast.Name)):
             return False
         local = {node.id for node in ast.walk(loop) if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store)}
-        # Names the rest of the kernel reads without binding them in the same statement (another loop
-        # reusing `i` as its own variable does not count).
+        # Names the rest of the kernel reads (another loop reusing `i` as its own loop variable does not
+        # count: the loop binds it before its body reads it).
         outside = set()
         for other in others:
-            names = [node for node in ast.walk(other) if isinstance(node, ast.Name)]
-            stored = {n.id for n in names if isinstance(n.ctx, ast.Store)}
-            outside |= {n.id for n in names if n.id not in stored}
+            loop_vars = {n.target.id for n in ast.walk(other) if isinstance(n, ast.For) and isinstance(n.target, ast.Name)}
+            outside |= {n.id for n in ast.walk(other) if isinstance(n, ast.Name) and n.id not in loop_vars}
         if local & (outside | tensors | params):
             return False  # the loop rebinds a name the rest of the kernel sees
-        rules = _Rules(modules, tensors | local)
+        made = {n.targets[0].id for n in ast.walk(loop) if isinstance(n, ast.Assign) and len(n.targets) == 1
+                and isinstance(n.targets[0], ast.Name) and isinstance(n.value, ast.Call) and _module_call(n.value, modules)}
+        loop_vars = {n.target.id for n in ast.walk(loop) if isinstance(n, ast.For) and isinstance(n.target, ast.Name)}
+        rules = _Rules(modules, tensors | made)
         return all(rules.statement(s) for s in loop.body) and not _reduces_over(loop, loop.target.id) \
-            and _writes_follow(loop, local)
+            and _writes_follow(loop, made) and _bound_before_read(loop.body, set(loop_vars), local - loop_vars)
 
-    def search(body: list[ast.stmt], others: list[ast.AST], depth: int) -> None:
-        """Split the outermost loops that can be; look one level inside a top-level loop that cannot."""
-        for stmt in body:
-            if not isinstance(stmt, ast.For):
-                continue
-            rest = [*others, *(s for s in body if s is not stmt)]
-            if splittable(stmt, rest):
-                loops[stmt.iter.lineno + offset] = frozenset(node.iter.lineno + offset for node in ast.walk(stmt)
-                                                             if isinstance(node, ast.For))
-            elif depth == 0:
-                search(stmt.body, [*rest, stmt.target, stmt.iter], depth + 1)
-
-    search(fn.body, [], 0)
+    for stmt in fn.body:
+        if isinstance(stmt, ast.For) and splittable(stmt, [s for s in fn.body if s is not stmt]):
+            loops[stmt.iter.lineno + offset] = frozenset(node.iter.lineno + offset for node in ast.walk(stmt)
+                                                         if isinstance(node, ast.For))
     return loops
 
 
@@ -142,6 +136,50 @@ def _module_call(call: ast.Call, modules: set[str]) -> bool:
 def _is_affine_range(node: ast.AST, modules: set[str]) -> bool:
     return isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
         and node.func.attr == "affine_range" and _module_call(node, modules)
+
+
+def _bound_before_read(body: list[ast.stmt], bound: set[str], local: set[str]) -> bool:
+    """Each of the loop's own names is assigned in an iteration before that iteration reads it: a value
+    carried from one iteration to the next would be missing in the child's first one. Names bound inside
+    an inner block count as bound only there."""
+    for stmt in body:
+        if isinstance(stmt, ast.For):
+            if not _reads_bound(stmt.iter, bound, local):
+                return False
+            if not _bound_before_read(stmt.body, {*bound, *_stored(stmt.target)}, local):
+                return False
+        elif isinstance(stmt, ast.If):
+            if not (_reads_bound(stmt.test, bound, local) and _bound_before_read(stmt.body, set(bound), local)
+                    and _bound_before_read(stmt.orelse, set(bound), local)):
+                return False
+        elif isinstance(stmt, ast.AugAssign) and isinstance(stmt.target, ast.Name):
+            # `acc += tile` on a tile this iteration made is fine; `n += 1` on a carried count is not
+            if (stmt.target.id in local and stmt.target.id not in bound) or not _reads_bound(stmt.value, bound, local):
+                return False
+        else:
+            value = getattr(stmt, "value", None)
+            targets = stmt.targets if isinstance(stmt, ast.Assign) else [getattr(stmt, "target", None)]
+            if value is not None and not _reads_bound(value, bound, local):
+                return False
+            for dst in targets:
+                if dst is None:
+                    continue
+                if isinstance(dst, ast.Subscript):
+                    if not (_reads_bound(dst.value, bound, local) and _reads_bound(dst.slice, bound, local)):
+                        return False
+                bound |= _stored(dst)
+            if isinstance(stmt, (ast.Expr, ast.Assert)) and not _reads_bound(stmt, bound, local):
+                return False
+    return True
+
+
+def _stored(node: ast.AST) -> set[str]:
+    return {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+
+
+def _reads_bound(node: ast.AST, bound: set[str], local: set[str]) -> bool:
+    return all(n.id in bound for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)
+               and n.id in local)
 
 
 def _reduces_over(loop: ast.For, var: str) -> bool:
@@ -191,12 +229,13 @@ def _writes_follow(loop: ast.For, local: set[str]) -> bool:
 
 
 class _Rules:
-    """What a splittable loop body may do: bind names of its own, write elements of tensors, call the NKI
-    modules, numpy and pure builtins, call methods of tensors and of its own names, and read anything."""
+    """What a splittable loop body may do: bind names of its own, write elements of tensors (declared by
+    the kernel, given to it, or made by an NKI call in the iteration), call the NKI modules, numpy and
+    pure builtins and the read-only tensor methods, and read anything."""
 
     def __init__(self, modules: set[str], writable: set[str]) -> None:
         self.modules = modules
-        self.writable = writable  # tensors the kernel declared or was given, and the loop's own names
+        self.writable = writable  # tensors the kernel declared or was given, and those the iteration makes
 
     def statement(self, stmt: ast.stmt) -> bool:
         if isinstance(stmt, ast.For):
@@ -231,8 +270,11 @@ class _Rules:
                         return False
                 else:
                     root = _root(sub.func)
-                    if root is None or (root.id not in self.modules and root.id not in self.writable):
+                    if root is None:
                         return False
+                    if root.id not in self.modules and not (isinstance(sub.func, ast.Attribute)
+                                                            and sub.func.attr in _PURE_METHODS):
+                        return False  # a method of a Python object (`lst.append`), or a tensor alias (`reshape`)
                     if any(isinstance(n, ast.Attribute) and n.attr == "random" for n in ast.walk(sub.func)):
                         return False  # numpy's random generator: state the child would advance alone
             elif isinstance(sub, (ast.Lambda, ast.NamedExpr, ast.Yield, ast.YieldFrom, ast.Await, ast.ListComp,

@@ -161,6 +161,7 @@ class Simulator:
         self.split: Split | None = None
         self.top: dict[int, Tensor] = {}
         self.merged_tid: dict[int, int] = {}  # serial -> trace id given out when a child's trace merged
+        self.shared_storage: set[int] = set()  # serials of HBM tensors moved to memory later children share
 
     def remember(self, t: Tensor) -> Tensor:
         """Keep a tensor made outside every loop findable by serial: a split loop's child names it so."""
@@ -226,8 +227,10 @@ class Simulator:
         self.trace.add_loop(LoopInfo(kind=kind, trip_count=len(bounds), line=line))
         depth = len(self.stack)
         split = None
-        if kind == LoopKind.AFFINE and line in self.parallel and len(bounds) >= 2 and self.split is None \
-                and not self.grid and (depth == 0 or self._worth_splitting_inside()):
+        # A result still waiting for its destination belongs to the first iteration that claims it: with a
+        # split, both halves would claim it. Such a loop runs whole.
+        if depth == 0 and kind == LoopKind.AFFINE and line in self.parallel and len(bounds) >= 2 \
+                and self.pending is None and not self.grid:
             split = self._split(line)
             if split is not None:
                 half = (len(bounds) + 1) // 2
@@ -257,9 +260,9 @@ class Simulator:
                             self.flush()
                         self.pool.end_iteration(line)
             if split is not None:
-                self.split = None
                 if self.pending is not None:
-                    self.flush()
+                    self.flush()  # while the split is on: the tile it makes is the child's to report
+                self.split = None
                 self._join(split)  # the child's half ends here: it hands its work over and exits
         finally:
             if split is not None and not split.child and self.split is split:
@@ -274,25 +277,21 @@ class Simulator:
             self.loop_open[loop_id] = False
 
     # -- splitting a top-level affine loop across two processes (parallel.py) ---------------------------
-    def _worth_splitting_inside(self) -> bool:
-        """A loop inside an unsplittable top-level loop is split only if that loop runs a few iterations,
-        each then a large share of the work: a fork per iteration of a long loop would cost more."""
-        return self.trace.loops[self.stack[0][0]].trip_count <= 4
-
     def _split(self, line: int) -> Split | None:
         """Fork: the child runs the second half of the loop's iterations, the parent the first."""
-        if self.pending is not None:
-            self.flush()
         for t in list(self.deferred_set.values()):
             self.materialize(t)  # queued work from before the split belongs to neither half
         start = {"instructions": self.instructions, "counter": self.counter, "loops": len(self.loop_kind),
                  "rows": len(self.trace), "accesses": len(self.trace.access["tensor"]),
                  "contexts": len(self.trace.loop_contexts), "tensors": len(self.trace.tensors)}
         serial_next = next_serial()  # every tensor made from now on belongs to one half
-        shared = {serial for serial, t in self.top.items() if t.memory == Memory.HBM and share_storage(t)}
+        self.shared_storage |= {serial for serial, t in self.top.items() if t.memory == Memory.HBM and share_storage(t)}
+        try:
+            exchange = Exchange()
+        except (OSError, ValueError):  # no room for the address space (the evaluation sandbox's limit)
+            return None
         try:
             read_fd, write_fd = os.pipe()
-            exchange = Exchange()
         except OSError:
             return None
         sys.stdout.flush()
@@ -310,7 +309,7 @@ class Simulator:
             os.close(write_fd)
             split = Split(serial_next, self.parallel[line], False, pid, read_fd)
         split.start = start
-        split.shared = shared
+        split.shared = set(self.shared_storage)
         split.exchange = exchange
         self.split = split
         return split
@@ -318,11 +317,14 @@ class Simulator:
     def _join(self, split: Split) -> None:
         if split.child:
             self._hand_over(split)  # does not return
-        with os.fdopen(split.fd, "rb") as pipe:
-            try:
+        try:
+            with os.fdopen(split.fd, "rb") as pipe:
                 payload = pickle.load(pipe)
-            except Exception:  # the child died before handing over
-                payload = {"fallback": "the child process ended without its results"}
+        except Exception:  # the child died before handing over
+            payload = {"fallback": "the child process ended without its results"}
+        except BaseException:  # interrupted while waiting: the child's work is not wanted
+            reap(split, kill=True)
+            raise
         reap(split, kill=False)
         if "fallback" in payload:
             raise ParallelFallback(payload["fallback"])
@@ -332,10 +334,18 @@ class Simulator:
         for serial, boxes in payload["reads"].items():
             if overlapping(boxes, split.writes.get(serial, set())):
                 raise ParallelFallback("the second half read a region the first half wrote")
+        for serial in self.shared_storage:  # memory both processes see: the first half may have read the second's writes
+            if overlapping(split.reads.get(serial, set()), payload["writes"].get(serial, set())):
+                raise ParallelFallback("the first half read shared memory the second half wrote")
         for serial, *_ in payload["data"]:
             if serial not in self.top:
                 raise ParallelFallback("the second half wrote a tensor the first half cannot name")
-        self._merge(split, payload)
+        try:
+            self._merge(split, payload)
+        except ParallelFallback:
+            raise
+        except Exception as err:  # a case the merge does not handle: one process will
+            raise ParallelFallback(f"the merge failed: {type(err).__name__}: {err}") from err
 
     def _hand_over(self, split: Split) -> None:
         """The child's end: send what it did to the parent and exit (never returns)."""
@@ -374,19 +384,21 @@ class Simulator:
             "writes": split.writes, "reads": split.reads, "data": data,
             "instructions": self.instructions - start["instructions"], "counter": self.counter - start["counter"],
             "loop_kind": self.loop_kind[start["loops"]:], "loop_line": self.loop_line[start["loops"]:],
+            "loops": self.trace.loops[start["loops"]:],
             "fresh": split.fresh, "tid_serial": split.tid_serial}
         if self.record_trace:
             payload["trace"] = {"first_access": start["accesses"], "tid_serial": split.tid_serial,
                 "columns": {k: v[start["rows"]:].tobytes() for k, v in trace.columns.items()},
                 "access": {k: v[start["accesses"]:].tobytes() for k, v in trace.access.items()},
                 "op_names": trace.op_names, "dtype_names": trace.dtype_names,
-                "contexts": trace.loop_contexts[start["contexts"]:], "tensors": trace.tensors[start["tensors"]:],
-                "loops": trace.loops[start["loops"]:]}
+                "contexts": trace.loop_contexts[start["contexts"]:], "tensors": trace.tensors[start["tensors"]:]}
         return payload
 
     def _merge(self, split: Split, payload: dict[str, Any]) -> None:
         """Carry the child's half over, as if the parent had run those iterations after its own."""
         start = split.start
+        for t in list(self.deferred_set.values()):
+            self.materialize(t)  # queued products may read what the child's values overwrite
         exchange = split.exchange
         for serial, key, offset, shape, strides, where in payload["data"]:
             t = self.top[serial]
@@ -426,6 +438,7 @@ class Simulator:
         self.loop_open.extend([False] * len(payload["loop_kind"]))
         counter_shift = self.counter - start["counter"]
         self.counter += payload["counter"]
+        self.trace.loops.extend(payload["loops"])  # kept in step with loop_kind even without a trace
         trace_part = payload.get("trace")
         if trace_part is None:
             return
@@ -583,7 +596,7 @@ class Simulator:
     def read(self, acc: Any, op: str | None = None) -> Any:
         if not isinstance(acc, Access):
             return acc
-        if self.split is not None and self.split.child:
+        if self.split is not None:
             self.split.read(acc)
         if acc.tensor.deferred:
             self.materialize(acc.tensor)

@@ -198,8 +198,9 @@ class Trace:
     def merge(self, part: dict[str, Any], *, first_loop: int, loop_shift: int, first_context: int,
               first_tensor: int, tensor_id: Any) -> None:
         """Append the rows another process recorded after a copy of this trace had `first_*` loops,
-        contexts and tensors (`runtime.Simulator._merge`). Its loops get ids `loop_shift` higher; its new
-        tensors get ids from `tensor_id(serial, info)`, called in the order that process gave them out."""
+        contexts and tensors (`runtime.Simulator._merge`, which appends its loops first). Its loops get ids
+        `loop_shift` higher; its new tensors get ids from `tensor_id(serial, info)`, called in the order
+        that process gave them out."""
         if self.frozen:
             raise RuntimeError("trace is frozen")
         ops = np.array([self._intern(self.op_names, self._op_index, n) for n in part["op_names"]], dtype=np.int64)
@@ -213,7 +214,6 @@ class Trace:
         tensors = list(range(first_tensor))
         for k, info in enumerate(part["tensors"]):
             tensors.append(tensor_id(serials[first_tensor + k], info))
-        self.loops.extend(part["loops"])
         cols = {k: np.frombuffer(v, dtype=INSTRUCTION_COLUMNS[k]) for k, v in part["columns"].items()}
         cols["opcode"] = ops[cols["opcode"]] if len(ops) else cols["opcode"]
         cols["dtype"] = dtypes[cols["dtype"]] if len(dtypes) else cols["dtype"]

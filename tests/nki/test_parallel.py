@@ -178,13 +178,13 @@ def test_loops_with_python_side_effects_or_accumulations_across_iterations_are_n
     assert "for k in" in source[lines[0] - first]
 
 
-def test_inside_a_top_level_loop_that_cannot_be_split_its_inner_loop_is(rng, forks):
+def test_a_loop_reducing_across_its_iterations_runs_whole_and_the_next_one_is_split(rng, forks):
     def kernel(x):
         out = nl.ndarray((2, 4, 128, 64), dtype=nl.float32, buffer=nl.shared_hbm)
         peak = nl.ndarray((4, nl.par_dim(128), 64), dtype=nl.float32, buffer=nl.sbuf)
         staged = nl.ndarray((2, 4, nl.par_dim(128), 64), dtype=nl.float32, buffer=nl.sbuf)
-        for h in nl.affine_range(2):  # a max across its own iterations: cannot be split
-            for j in nl.affine_range(4):  # each iteration its own tiles: split, once per h
+        for h in nl.affine_range(2):  # a max across its own iterations: runs whole
+            for j in nl.affine_range(4):
                 staged[h, j, nl.arange(128)[:, None], nl.arange(64)[None, :]] = nl.exp(nl.load(x[h, j]))
                 peak[j, nl.arange(128)[:, None], nl.arange(64)[None, :]] = nl.loop_reduce(
                     staged[h, j, nl.arange(128)[:, None], nl.arange(64)[None, :]], op=np.max, loop_indices=[h])
@@ -198,8 +198,68 @@ def test_inside_a_top_level_loop_that_cannot_be_split_its_inner_loop_is(rng, for
     x = rng.standard_normal((2, 4, 128, 64)).astype(np.float32)
     one = simulate(kernel, [x])
     two = simulate(kernel, [x], workers=2)
-    assert len(forks) == 3  # the inner loop in each of the 2 outer iterations, then the last loop
+    assert len(forks) == 1
     assert two.parallel_fallback == ""
     np.testing.assert_array_equal(two.outputs[0], one.outputs[0])
     np.testing.assert_allclose(one.outputs[0], np.exp(x) - np.exp(x).max(axis=0), rtol=1e-5, atol=1e-6)
     _same_trace(two.trace, one.trace)
+
+
+def test_a_python_value_carried_from_one_iteration_to_the_next_keeps_the_loop_whole(rng):
+    def kernel(x):
+        out = nl.ndarray((4, 128, 64), dtype=nl.float32, buffer=nl.shared_hbm)
+        off = 0.0
+        for i in nl.affine_range(4):  # reads `off` before this iteration assigns it
+            nl.store(out[i], value=nl.add(nl.load(x[i]), off))
+            off = off + 1.0
+        return out
+
+    x = rng.standard_normal((4, 128, 64)).astype(np.float32)
+    assert parallel_loops(kernel) == {}
+    two = simulate(kernel, [x], workers=2)
+    np.testing.assert_allclose(two.outputs[0], x + np.arange(4, dtype=np.float32)[:, None, None], rtol=1e-6)
+
+
+def test_a_later_split_reading_what_its_second_half_writes_in_shared_output_falls_back(rng, forks):
+    def kernel(x):
+        out = nl.ndarray((8, 128, 512), dtype=nl.float32, buffer=nl.shared_hbm)  # shared after the first split
+        out2 = nl.ndarray((8, 128, 512), dtype=nl.float32, buffer=nl.shared_hbm)
+        for i in nl.affine_range(8):
+            nl.store(out[i], value=nl.load(x[i]))
+        for j in nl.affine_range(8):  # iterations 0-3 read what 4-7 then overwrite
+            nl.store(out2[j], value=nl.exp(nl.load(out[7 - j])))
+            if j >= 4:
+                nl.store(out[j], value=nl.multiply(nl.load(x[j]), 2.0))
+        return out, out2
+
+    x = rng.standard_normal((8, 128, 512)).astype(np.float32)
+    one = simulate(kernel, [x])
+    two = simulate(kernel, [x], workers=2)
+    assert two.parallel_fallback  # caught at the merge, then run in one process
+    for a, b in zip(two.outputs, one.outputs, strict=True):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_results_left_pending_at_a_loop_boundary_trace_as_in_one_process(rng, forks):
+    def kernel(x, w):
+        out = nl.ndarray((4, 128, 64), dtype=nl.float32, buffer=nl.shared_hbm)
+        held = nl.ndarray((4, nl.par_dim(128), 64), dtype=nl.float32, buffer=nl.sbuf)
+        w_tile = nl.load(w)  # claimed inside the loop below, by its first iteration
+        for i in nl.affine_range(4):
+            held[i, nl.arange(128)[:, None], nl.arange(64)[None, :]] = w_tile
+        for k in nl.affine_range(4):
+            nl.store(out[k], value=nl.add(nl.load(x[k]),
+                                          held[k, nl.arange(128)[:, None], nl.arange(64)[None, :]]))
+            nl.exp(nl.load(x[k]))  # a result nothing claims, at the end of the body
+        return out
+
+    x = rng.standard_normal((4, 128, 64)).astype(np.float32)
+    w = rng.standard_normal((128, 64)).astype(np.float32)
+    one = simulate(kernel, [x, w])
+    two = simulate(kernel, [x, w], workers=2)
+    assert len(forks) == 1  # the first loop runs whole: a result is waiting for it
+    np.testing.assert_array_equal(two.outputs[0], one.outputs[0])
+    _same_trace(two.trace, one.trace)
+    without = simulate(kernel, [x, w], workers=2, record_trace=False)
+    assert without.instructions == one.instructions
+    np.testing.assert_array_equal(without.outputs[0], one.outputs[0])
