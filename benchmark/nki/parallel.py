@@ -87,7 +87,11 @@ def parallel_loops(func: Any) -> dict[int, frozenset[int]]:
                 and isinstance(n.targets[0], ast.Name) and isinstance(n.value, ast.Call) and _module_call(n.value, modules)}
         loop_vars = {n.target.id for n in ast.walk(loop) if isinstance(n, ast.For) and isinstance(n.target, ast.Name)}
         rules = _Rules(modules, tensors | made)
-        return all(rules.statement(s) for s in loop.body) and not _reduces_over(loop, loop.target.id) \
+        # `dst[...] = w_tile` with a tile made before the loop: the first iteration may take over that
+        # result while it still waits for a destination, which a split would have committed already.
+        claims = any(isinstance(n, (ast.Assign, ast.AugAssign)) and isinstance(n.value, ast.Name)
+                     and n.value.id not in local for n in ast.walk(loop))
+        return not claims and all(rules.statement(s) for s in loop.body) and not _reduces_over(loop, loop.target.id) \
             and _writes_follow(loop, made) and _bound_before_read(loop.body, set(loop_vars), local - loop_vars)
 
     for stmt in fn.body:

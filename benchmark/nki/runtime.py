@@ -227,10 +227,7 @@ class Simulator:
         self.trace.add_loop(LoopInfo(kind=kind, trip_count=len(bounds), line=line))
         depth = len(self.stack)
         split = None
-        # A result still waiting for its destination belongs to the first iteration that claims it: with a
-        # split, both halves would claim it. Such a loop runs whole.
-        if depth == 0 and kind == LoopKind.AFFINE and line in self.parallel and len(bounds) >= 2 \
-                and self.pending is None and not self.grid:
+        if depth == 0 and kind == LoopKind.AFFINE and line in self.parallel and len(bounds) >= 2 and not self.grid:
             split = self._split(line)
             if split is not None:
                 half = (len(bounds) + 1) // 2
@@ -279,6 +276,10 @@ class Simulator:
     # -- splitting a top-level affine loop across two processes (parallel.py) ---------------------------
     def _split(self, line: int) -> Split | None:
         """Fork: the child runs the second half of the loop's iterations, the parent the first."""
+        if self.pending is not None:
+            # A result waiting for a destination: committed now, as the loop's first instruction would
+            # (`parallel_loops` keeps loops that could claim it instead whole).
+            self.flush()
         for t in list(self.deferred_set.values()):
             self.materialize(t)  # queued work from before the split belongs to neither half
         start = {"instructions": self.instructions, "counter": self.counter, "loops": len(self.loop_kind),
