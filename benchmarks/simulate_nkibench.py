@@ -1,11 +1,12 @@
 """Run NKIBench kernels through the NKI CPU simulator and compare with their numpy references.
 
-    .venv/bin/python benchmarks/simulate_nkibench.py /path/to/AccelOpt/NKIBench [--problems silu,matmul]
+    .venv/bin/python benchmarks/simulate_nkibench.py /path/to/AccelOpt/NKIBench [--problems silu,matmul] [--workers 1]
 
 NKIBench's layout: `summary.json` maps each problem to a reference file (get_inputs, forward,
 transform_to_nki_inputs, transform_nki_outputs) and a kernel file. Each problem runs in two child
-processes (simulation, reference) so their wall time and peak RSS are measured separately. Prints one
-JSON line per problem and a Markdown table at the end.
+processes (simulation, reference) so their wall time and peak RSS are measured separately; the
+simulation splits top-level affine loops across two processes unless `--workers 1` (its CPU time then
+includes the forked children). Prints one JSON line per problem and a Markdown table at the end.
 """
 
 from __future__ import annotations
