@@ -54,7 +54,7 @@ def parallel_loops(func: Any) -> dict[int, frozenset[int]]:
     if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
         return {}
     offset = func.__code__.co_firstlineno - 1
-    modules = _module_names(func)
+    modules = _module_names(func, tree)
     params = {a.arg for a in (*fn.args.posonlyargs, *fn.args.args, *fn.args.kwonlyargs)}
     # Top-level names bound once, by a call into an NKI module (a declaration or an on-chip tile).
     bound: dict[str, int] = {}
@@ -74,18 +74,18 @@ def parallel_loops(func: Any) -> dict[int, frozenset[int]]:
     def splittable(loop: ast.For, others: list[ast.AST]) -> bool:
         if not (_is_affine_range(loop.iter, modules) and not loop.orelse and isinstance(loop.target, ast.Name)):
             return False
-        local = {node.id for node in ast.walk(loop) if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store)}
+        local = _stored(loop)
         # Names the rest of the kernel reads (another loop reusing `i` as its own loop variable does not
         # count: the loop binds it before its body reads it).
         outside = set()
         for other in others:
-            loop_vars = {n.target.id for n in ast.walk(other) if isinstance(n, ast.For) and isinstance(n.target, ast.Name)}
-            outside |= {n.id for n in ast.walk(other) if isinstance(n, ast.Name) and n.id not in loop_vars}
+            their_vars = _for_targets(other)
+            outside |= {n.id for n in ast.walk(other) if isinstance(n, ast.Name) and n.id not in their_vars}
         if local & (outside | tensors | params):
             return False  # the loop rebinds a name the rest of the kernel sees
         made = {n.targets[0].id for n in ast.walk(loop) if isinstance(n, ast.Assign) and len(n.targets) == 1
                 and isinstance(n.targets[0], ast.Name) and isinstance(n.value, ast.Call) and _module_call(n.value, modules)}
-        loop_vars = {n.target.id for n in ast.walk(loop) if isinstance(n, ast.For) and isinstance(n.target, ast.Name)}
+        loop_vars = _for_targets(loop)
         rules = _Rules(modules, tensors | made)
         # `dst[...] = w_tile` with a tile made before the loop: the first iteration may take over that
         # result while it still waits for a destination, which a split would have committed already.
@@ -101,17 +101,13 @@ def parallel_loops(func: Any) -> dict[int, frozenset[int]]:
     return loops
 
 
-def _module_names(func: Any) -> set[str]:
+def _module_names(func: Any, tree: ast.AST) -> set[str]:
     """Names the kernel can see that are bound to the NKI modules or numpy (globals, or imports in its body)."""
     names = set()
     for name, value in getattr(func, "__globals__", {}).items():
         mod = getattr(value, "__name__", None) if inspect.ismodule(value) else None
         if mod and (mod.split(".")[0] in _MODULE_ROOTS or mod.startswith(_SIMULATOR_PACKAGE)):
             names.add(name)
-    try:
-        tree = ast.parse(textwrap.dedent(inspect.getsource(func)))
-    except (OSError, TypeError, SyntaxError, IndentationError):
-        return names
     for node in ast.walk(tree):
         if isinstance(node, (ast.Import, ast.ImportFrom)):
             module = node.module if isinstance(node, ast.ImportFrom) else None
@@ -179,6 +175,10 @@ def _bound_before_read(body: list[ast.stmt], bound: set[str], local: set[str]) -
 
 def _stored(node: ast.AST) -> set[str]:
     return {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+
+
+def _for_targets(node: ast.AST) -> set[str]:
+    return {n.target.id for n in ast.walk(node) if isinstance(n, ast.For) and isinstance(n.target, ast.Name)}
 
 
 def _reads_bound(node: ast.AST, bound: set[str], local: set[str]) -> bool:
@@ -345,7 +345,10 @@ class Split:
                 self.views.append(acc)
 
     def read(self, acc: Any) -> None:
-        _note(self.reads, acc, self.serial)
+        # The child's reads are checked against the parent's writes; the parent's only matter where the
+        # child's writes reach them, in shared storage.
+        if self.child or acc.tensor.serial in self.shared:
+            _note(self.reads, acc, self.serial)
 
 
 def _note(table: dict[int, set[tuple]], acc: Any, serial: int) -> bool:

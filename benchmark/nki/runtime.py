@@ -249,8 +249,7 @@ class Simulator:
                         # Queued matmul groups hold views of blocks the pool may now recycle: run them.
                         if self.pending is not None:
                             self.flush()
-                        for deferred in list(self.deferred_set.values()):
-                            self.materialize(deferred)
+                        self.materialize_all()
                         self.pool.end_iteration(None)
                     elif line in home_loops:
                         if self.pending is not None:
@@ -280,8 +279,7 @@ class Simulator:
             # A result waiting for a destination: committed now, as the loop's first instruction would
             # (`parallel_loops` keeps loops that could claim it instead whole).
             self.flush()
-        for t in list(self.deferred_set.values()):
-            self.materialize(t)  # queued work from before the split belongs to neither half
+        self.materialize_all()  # queued work from before the split belongs to neither half
         start = {"instructions": self.instructions, "counter": self.counter, "loops": len(self.loop_kind),
                  "rows": len(self.trace), "accesses": len(self.trace.access["tensor"]),
                  "contexts": len(self.trace.loop_contexts), "tensors": len(self.trace.tensors)}
@@ -352,8 +350,7 @@ class Simulator:
         """The child's end: send what it did to the parent and exit (never returns)."""
         code = 0
         try:
-            for t in list(self.deferred_set.values()):
-                self.materialize(t)
+            self.materialize_all()
             payload = self._child_payload(split)
         except BaseException as err:  # noqa: BLE001 - any failure means: run the kernel in one process
             payload = {"fallback": f"the second half failed: {type(err).__name__}: {err}"}
@@ -386,7 +383,7 @@ class Simulator:
             "instructions": self.instructions - start["instructions"], "counter": self.counter - start["counter"],
             "loop_kind": self.loop_kind[start["loops"]:], "loop_line": self.loop_line[start["loops"]:],
             "loops": self.trace.loops[start["loops"]:],
-            "fresh": split.fresh, "tid_serial": split.tid_serial}
+            "fresh": split.fresh}
         if self.record_trace:
             payload["trace"] = {"first_access": start["accesses"], "tid_serial": split.tid_serial,
                 "columns": {k: v[start["rows"]:].tobytes() for k, v in trace.columns.items()},
@@ -398,8 +395,7 @@ class Simulator:
     def _merge(self, split: Split, payload: dict[str, Any]) -> None:
         """Carry the child's half over, as if the parent had run those iterations after its own."""
         start = split.start
-        for t in list(self.deferred_set.values()):
-            self.materialize(t)  # queued products may read what the child's values overwrite
+        self.materialize_all()  # queued products may read what the child's values overwrite
         exchange = split.exchange
         for serial, key, offset, shape, strides, where in payload["data"]:
             t = self.top[serial]
@@ -635,9 +631,8 @@ class Simulator:
         # The tile keeps `data` only if it owns it: an op may return a view of its operand (a copy, a
         # transpose), and a tile nobody claims gets its own copy in `flush`.
         owns = whole and lazy is None and isinstance(data, np.ndarray) and data.flags.owndata
-        tile = Tensor.tile(self.fresh_name(self.op), full, dtype, default, data if owns else None, whole, self.scope)
-        if not self.stack:
-            self.top[tile.serial] = tile
+        tile = self.remember(Tensor.tile(self.fresh_name(self.op), full, dtype, default, data if owns else None,
+                                         whole, self.scope))
         if default.memory == Memory.SBUF and tile.bytes_per_partition > self.platform.sbuf_bytes_per_partition:
             raise NKICompileError(self.op, f"result tile {full} needs {tile.bytes_per_partition} bytes per "
                                            f"partition, over the {self.platform.sbuf_bytes_per_partition}-byte "
@@ -894,12 +889,16 @@ class Simulator:
             for stationary, moving in zip(stationaries, movings, strict=True):
                 acc += stationary.T @ moving
 
+    def materialize_all(self) -> None:
+        """Run every queued matmul group."""
+        for t in list(self.deferred_set.values()):
+            self.materialize(t)
+
     def finish(self) -> None:
         """End of the kernel: run what is still pending or deferred."""
         if self.pending is not None:
             self.flush()
-        for t in list(self.deferred_set.values()):
-            self.materialize(t)
+        self.materialize_all()
 
     # -- assignment: dst[items] = value -------------------------------------------------------------
     def assign(self, tensor: Tensor, items: Any, value: Any) -> None:
