@@ -91,8 +91,9 @@ def parallel_loops(func: Any) -> dict[int, frozenset[int]]:
         # result while it still waits for a destination, which a split would have committed already.
         claims = any(isinstance(n, (ast.Assign, ast.AugAssign)) and isinstance(n.value, ast.Name)
                      and n.value.id not in local for n in ast.walk(loop))
-        return not claims and all(rules.statement(s) for s in loop.body) and not _reduces_over(loop, loop.target.id) \
-            and _writes_follow(loop, made) and _bound_before_read(loop.body, set(loop_vars), local - loop_vars)
+        reductions, combinable = _reductions_over(loop, loop.target.id)
+        return not claims and all(rules.statement(s) for s in loop.body) and combinable \
+            and _writes_follow(loop, made, reductions) and _bound_before_read(loop.body, set(loop_vars), local - loop_vars)
 
     for stmt in fn.body:
         if isinstance(stmt, ast.For) and splittable(stmt, [s for s in fn.body if s is not stmt]):
@@ -186,20 +187,33 @@ def _reads_bound(node: ast.AST, bound: set[str], local: set[str]) -> bool:
                and n.id in local)
 
 
-def _reduces_over(loop: ast.For, var: str) -> bool:
-    """`nl.loop_reduce(..., loop_indices=[.., var, ..])`: an accumulation across the loop's iterations, whose
-    halves could not simply be merged."""
+# Operator names (as written: `np.max`, `nl.maximum`) of reductions the halves can combine (`IDEMPOTENT`).
+_IDEMPOTENT_NAMES = frozenset(("max", "min", "maximum", "minimum", "amax", "amin"))
+
+
+def _reductions_over(loop: ast.For, var: str) -> tuple[list[ast.Call], bool]:
+    """The `nl.loop_reduce(..., loop_indices=[.., var, ..])` calls in the loop, accumulations across its
+    iterations, and whether each combines with max or min, which the halves can do apart (any other
+    operator would make them one long chain)."""
+    calls = []
     for node in ast.walk(loop):
-        if isinstance(node, ast.keyword) and node.arg == "loop_indices":
-            if any(isinstance(n, ast.Name) and n.id == var for n in ast.walk(node.value)):
-                return True
-    return False
+        if isinstance(node, ast.Call) and any(
+                k.arg == "loop_indices" and any(isinstance(n, ast.Name) and n.id == var for n in ast.walk(k.value))
+                for k in node.keywords):
+            calls.append(node)
+    combinable = True
+    for call in calls:
+        op = next((k.value for k in call.keywords if k.arg == "op"), call.args[1] if len(call.args) > 1 else None)
+        if not (isinstance(op, ast.Attribute) and op.attr in _IDEMPOTENT_NAMES):
+            combinable = False
+    return calls, combinable
 
 
-def _writes_follow(loop: ast.For, local: set[str]) -> bool:
+def _writes_follow(loop: ast.For, local: set[str], reductions: list[ast.Call]) -> bool:
     """Every write to a tensor from outside the loop is indexed by the loop variable (or by a name computed
     from it): otherwise all iterations write one region (an accumulation, or a race), and the halves
-    could not be merged."""
+    could not be merged. The destinations of `reductions` (max/min across the loop) are exempt: the
+    merge combines them."""
     var = loop.target.id  # type: ignore[union-attr]
     follows = {var}
     assigns = [n for n in ast.walk(loop) if isinstance(n, (ast.Assign, ast.AugAssign))]
@@ -216,6 +230,8 @@ def _writes_follow(loop: ast.For, local: set[str]) -> bool:
                             changed = True
     written = []
     for node in ast.walk(loop):
+        if isinstance(node, ast.Assign) and any(node.value is call for call in reductions):
+            continue
         if isinstance(node, (ast.Assign, ast.AugAssign)):
             written += [d for d in (node.targets if isinstance(node, ast.Assign) else [node.target])
                         if isinstance(d, ast.Subscript)]
@@ -326,6 +342,13 @@ class Split:
         self.fd = fd
         self.writes: dict[int, set[tuple]] = {}
         self.reads: dict[int, set[tuple]] = {}
+        # `loop_reduce` contributions with an idempotent operator (max, min), box -> operator: the halves
+        # may both reduce into one region, and the merge combines their values with the operator.
+        self.reduced: dict[int, dict[tuple, str]] = {}
+        # child: reduced boxes it found uninitialised and treated as the first half's, as one process
+        # would have found them (the merge checks the first half did reduce into each).
+        self.presumed: dict[int, set[tuple]] = {}
+        self.filing = True  # False while a reduction above is committed: its accesses are filed by `reduce`
         self.views: list[Any] = []  # child: Accesses written in tensors the parent keeps using
         self.fresh: set[str] = set()  # child: tile names drawn from the simulator's counter
         self.tid_serial: dict[int, int] = {}  # trace tensor id -> serial, for ids given out after the split
@@ -335,7 +358,7 @@ class Split:
         self.exchange: Exchange | None = None
 
     def wrote(self, acc: Any) -> None:
-        if not _note(self.writes, acc, self.serial):
+        if not self.filing or not _note(self.writes, acc, self.serial):
             return
         t = acc.tensor
         if self.child and not (t.home is not None and t.home in self.inner):
@@ -344,11 +367,37 @@ class Split:
             else:
                 self.views.append(acc)
 
+    def reduce(self, acc: Any, op: str, presumed: bool) -> bool:
+        """File a `loop_reduce` into `acc` with an idempotent `op` (see `IDEMPOTENT`); False if the
+        tensor is from after the split (an ordinary write then)."""
+        t = acc.tensor
+        if t.serial >= self.serial:
+            return False
+        box = acc.box or ((0, 1),)
+        ops = self.reduced.get(t.serial)
+        if ops is None:
+            self.reduced[t.serial] = ops = {}
+        if ops.setdefault(box, op) != op:
+            self.unmergeable = f"two operators reduce into one region of tensor {t.name!r}"
+        if presumed:
+            self.presumed.setdefault(t.serial, set()).add(box)
+        if self.child and not (t.home is not None and t.home in self.inner):
+            if not acc.exact or not hasattr(acc, "array") or hasattr(acc, "index"):
+                self.unmergeable = f"an indirect write to tensor {t.name!r}"
+            else:
+                self.views.append(acc)
+        return True
+
     def read(self, acc: Any) -> None:
         # The child's reads are checked against the parent's writes; the parent's only matter where the
         # child's writes reach them, in shared storage.
-        if self.child or acc.tensor.serial in self.shared:
+        if self.filing and (self.child or acc.tensor.serial in self.shared):
             _note(self.reads, acc, self.serial)
+
+
+# `loop_reduce` operators whose partial results combine exactly in any grouping: op(op(x, a), op(x, b))
+# equals op(op(x, a), b), so each half may start from the value before the split.
+IDEMPOTENT = frozenset(("maximum", "minimum"))
 
 
 def _note(table: dict[int, set[tuple]], acc: Any, serial: int) -> bool:

@@ -18,6 +18,7 @@ import math
 import os
 import pickle
 import sys
+import weakref
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -42,6 +43,7 @@ from .memory import (
     next_serial,
 )
 from .parallel import (
+    IDEMPOTENT,
     Exchange,
     ParallelFallback,
     Split,
@@ -159,7 +161,9 @@ class Simulator:
         # the loops it holds; the split in progress; tensors made outside every loop, by serial.
         self.parallel = parallel or {}
         self.split: Split | None = None
-        self.top: dict[int, Tensor] = {}
+        # Weak: a kernel's Python `range` loop makes its tiles outside every NKI loop, and holding them
+        # all kept rope's 512 iterations of tiles alive (1.1 GB, every page of it faulted in fresh).
+        self.top: weakref.WeakValueDictionary[int, Tensor] = weakref.WeakValueDictionary()
         self.merged_tid: dict[int, int] = {}  # serial -> trace id given out when a child's trace merged
         self.shared_storage: set[int] = set()  # serials of HBM tensors moved to memory later children share
 
@@ -327,15 +331,7 @@ class Simulator:
         reap(split, kill=False)
         if "fallback" in payload:
             raise ParallelFallback(payload["fallback"])
-        for serial, boxes in payload["writes"].items():
-            if overlapping(boxes, split.writes.get(serial, set())):
-                raise ParallelFallback("both halves wrote one region")
-        for serial, boxes in payload["reads"].items():
-            if overlapping(boxes, split.writes.get(serial, set())):
-                raise ParallelFallback("the second half read a region the first half wrote")
-        for serial in self.shared_storage:  # memory both processes see: the first half may have read the second's writes
-            if overlapping(split.reads.get(serial, set()), payload["writes"].get(serial, set())):
-                raise ParallelFallback("the first half read shared memory the second half wrote")
+        self._check_halves(split, payload)
         for serial, *_ in payload["data"]:
             if serial not in self.top:
                 raise ParallelFallback("the second half wrote a tensor the first half cannot name")
@@ -345,6 +341,32 @@ class Simulator:
             raise
         except Exception as err:  # a case the merge does not handle: one process will
             raise ParallelFallback(f"the merge failed: {type(err).__name__}: {err}") from err
+
+    def _check_halves(self, split: Split, payload: dict[str, Any]) -> None:
+        """Raise ParallelFallback if the halves interacted in a way the merge cannot carry over."""
+        reduced = payload["reduced"]  # the child's max/min reductions, box -> operator
+        for serial, boxes in payload["writes"].items():
+            if overlapping(boxes, split.writes.get(serial, set())):
+                raise ParallelFallback("both halves wrote one region")
+            if overlapping(boxes, {*split.reduced.get(serial, ()), *reduced.get(serial, ())}):
+                raise ParallelFallback("the second half wrote a region reduced across the loop")
+        for serial, boxes in payload["reads"].items():
+            if overlapping(boxes, {*split.writes.get(serial, ()), *split.reduced.get(serial, ()),
+                                   *reduced.get(serial, ())}):
+                raise ParallelFallback("the second half read a region the first half wrote")
+        for serial, ops in reduced.items():
+            if serial in split.shared:
+                raise ParallelFallback("the second half reduced into shared memory")
+            ours = split.reduced.get(serial, {})
+            if overlapping(set(ops), split.writes.get(serial, set())):
+                raise ParallelFallback("the first half wrote a region the second half reduced into")
+            if len({*ops.values(), *ours.values()}) > 1 and overlapping(set(ops), set(ours)):
+                raise ParallelFallback("the halves reduced into one region with different operators")
+            if not payload["presumed"].get(serial, set()) <= ours.keys():
+                raise ParallelFallback("the second half assumed a reduction the first half did not make")
+        for serial in self.shared_storage:  # memory both processes see: the first half may have read the second's writes
+            if overlapping(split.reads.get(serial, set()), {*payload["writes"].get(serial, ()), *reduced.get(serial, ())}):
+                raise ParallelFallback("the first half read shared memory the second half wrote")
 
     def _hand_over(self, split: Split) -> None:
         """The child's end: send what it did to the parent and exit (never returns)."""
@@ -375,11 +397,12 @@ class Simulator:
                 where = split.exchange.put(acc.array)  # type: ignore[union-attr]
                 if where is None:
                     return {"fallback": "the values the second half wrote do not fit the exchange memory"}
-            data.append((t.serial, *cut, where))
+            data.append((t.serial, *cut, where, split.reduced.get(t.serial, {}).get(acc.box or ((0, 1),))))
         start = split.start
         trace = self.trace
         payload: dict[str, Any] = {
-            "writes": split.writes, "reads": split.reads, "data": data,
+            "writes": split.writes, "reads": split.reads, "reduced": split.reduced, "presumed": split.presumed,
+            "data": data,
             "instructions": self.instructions - start["instructions"], "counter": self.counter - start["counter"],
             "loop_kind": self.loop_kind[start["loops"]:], "loop_line": self.loop_line[start["loops"]:],
             "loops": self.trace.loops[start["loops"]:],
@@ -397,9 +420,12 @@ class Simulator:
         start = split.start
         self.materialize_all()  # queued products may read what the child's values overwrite
         exchange = split.exchange
-        for serial, key, offset, shape, strides, where in payload["data"]:
+        for serial, key, offset, shape, strides, where, reduce in payload["data"]:
             t = self.top[serial]
             values = exchange.get(where) if where is not None else None  # type: ignore[union-attr]
+            if reduce is not None:
+                self._combine_reduced(t, key, offset, shape, strides, values, reduce)
+                continue
             if t.blocks is not None:
                 entry = t.blocks.get(key)
                 if entry is None and offset == 0 and shape == t.shape[len(key):] \
@@ -444,6 +470,24 @@ class Simulator:
                          first_context=start["contexts"], first_tensor=start["tensors"],
                          tensor_id=lambda serial, info: self._merged_tensor_id(split, serial, info, payload,
                                                                                counter_shift, own))
+
+    def _combine_reduced(self, t: Tensor, key: tuple, offset: int, shape: tuple, strides: tuple,
+                         values: np.ndarray | None, op: str) -> None:
+        """The parent's value op the child's, as the child's contributions would have combined into it."""
+        if values is None:
+            raise ParallelFallback(f"tensor {t.name!r} was reduced into in shared storage")
+        if t.blocks is not None:
+            entry = t.blocks.get(key)
+            if entry is None or entry is EVICTED:
+                raise ParallelFallback(f"block {key} of tensor {t.name!r} is not the first half's to combine")
+            storage, mask = entry[0], entry[1]
+        else:
+            storage, mask = t.data, t.init
+        if storage is None or (mask is not None and not cut_view(mask, offset, shape, strides).all()):
+            raise ParallelFallback(f"a reduced region of tensor {t.name!r} is uninitialised in the first half")
+        cut = cut_view(storage, offset, shape, strides)
+        cut[...] = _apply(op, cut, values, "loop_reduce")
+        t.version += 1
 
     def _merged_tensor_id(self, split: Split, serial: int, info: TensorInfo, payload: dict[str, Any],
                           counter_shift: int, own: dict[int, int]) -> int:
@@ -674,7 +718,8 @@ class Simulator:
                 acc = tile.whole(None, p.op)
         self.emit_pending(p, acc, accumulate=False)
 
-    def commit(self, p: Pending, dst: Access, accumulate: str | None, race_accumulate: bool = False) -> None:
+    def commit(self, p: Pending, dst: Access, accumulate: str | None, race_accumulate: bool = False,
+               traced_as_combine: bool = False) -> None:
         t = dst.tensor
         if t.memory not in p.allowed:
             where = " or ".join(sorted(m.name for m in p.allowed))
@@ -690,7 +735,7 @@ class Simulator:
                 raise NKICompileError(p.op, f"PSUM tile of {dst.free} elements per partition ({per_part} bytes) "
                                             f"exceeds the {bank}-byte PSUM tile")
         reads = p.reads
-        if accumulate:
+        if accumulate or traced_as_combine:
             reads = [*reads, dst]
         if isinstance(p.data, _LazyMatmul):
             if accumulate == "add" and not isinstance(dst, FancyAccess) and dst.array.shape == p.data.shape:
@@ -917,7 +962,10 @@ class Simulator:
                 # loop_reduce: combine with what the destination holds; the first contribution initialises it.
                 initialised = isinstance(dst, FancyAccess) or dst.init is None or bool(dst.init.all())
                 try:
-                    self.commit(p, dst, p.reduce if initialised else None, race_accumulate=True)
+                    if self.split is not None and p.reduce in IDEMPOTENT and not isinstance(dst, FancyAccess):
+                        self._split_reduce(p, dst, initialised)
+                    else:
+                        self.commit(p, dst, p.reduce if initialised else None, race_accumulate=True)
                 except NKIError as e:
                     raise e.with_line(p.line) from None
                 p.tile.alias = dst if not isinstance(dst, FancyAccess) else None
@@ -958,6 +1006,22 @@ class Simulator:
         self.write(dst, vals, "tensor_copy")
         self.emit("tensor_copy", Engine.VECTOR, tensor.dtype.name, dst.partitions, dst.free, dst.size,
                   [src] if isinstance(src, Access) else [], [dst], self.line_no, self.ctx)
+
+    def _split_reduce(self, p: Pending, dst: Access, initialised: bool) -> None:
+        """A max/min `loop_reduce` inside a split loop: both halves may reduce into one region, and the
+        merge combines their values. The child's first contribution to a region it finds uninitialised
+        is traced as one process would have traced it, after the first half's contributions (reading the
+        destination), but stores only its own value (`Split.presumed`; `_join` checks the assumption)."""
+        split = self.split
+        presumed = split.child and not initialised  # type: ignore[union-attr]
+        if not split.reduce(dst, p.reduce, presumed):  # type: ignore[union-attr]
+            self.commit(p, dst, p.reduce if initialised else None, race_accumulate=True)
+            return
+        split.filing = False  # the reduction's own read and write are filed above, not as plain ones
+        try:
+            self.commit(p, dst, p.reduce if initialised else None, race_accumulate=True, traced_as_combine=presumed)
+        finally:
+            split.filing = True
 
     def _combine_into(self, tensor: Tensor, items: Any, value: Any, op: str) -> None:
         dst = tensor.access(items, None, "tensor_tensor")

@@ -161,7 +161,7 @@ def test_loops_with_python_side_effects_or_accumulations_across_iterations_are_n
         seen = []
         for i in nl.affine_range(4):  # appends to a Python list
             seen.append(i)
-        for j in nl.affine_range(4):  # a loop_reduce over its own variable
+        for j in nl.affine_range(4):  # a loop_reduce adding across its own iterations
             total[nl.arange(128)[:, None], nl.arange(64)[None, :]] = nl.loop_reduce(
                 nl.load(x[j]), op=np.add, loop_indices=[j])
         for m in nl.affine_range(4):  # every iteration accumulates into one tile
@@ -178,31 +178,74 @@ def test_loops_with_python_side_effects_or_accumulations_across_iterations_are_n
     assert "for k in" in source[lines[0] - first]
 
 
-def test_a_loop_reducing_across_its_iterations_runs_whole_and_the_next_one_is_split(rng, forks):
-    def kernel(x):
-        out = nl.ndarray((2, 4, 128, 64), dtype=nl.float32, buffer=nl.shared_hbm)
-        peak = nl.ndarray((4, nl.par_dim(128), 64), dtype=nl.float32, buffer=nl.sbuf)
-        staged = nl.ndarray((2, 4, nl.par_dim(128), 64), dtype=nl.float32, buffer=nl.sbuf)
-        for h in nl.affine_range(2):  # a max across its own iterations: runs whole
-            for j in nl.affine_range(4):
-                staged[h, j, nl.arange(128)[:, None], nl.arange(64)[None, :]] = nl.exp(nl.load(x[h, j]))
-                peak[j, nl.arange(128)[:, None], nl.arange(64)[None, :]] = nl.loop_reduce(
-                    staged[h, j, nl.arange(128)[:, None], nl.arange(64)[None, :]], op=np.max, loop_indices=[h])
-        for h2 in nl.affine_range(2):
-            for j2 in nl.affine_range(4):
-                nl.store(out[h2, j2], value=nl.subtract(
-                    staged[h2, j2, nl.arange(128)[:, None], nl.arange(64)[None, :]],
-                    peak[j2, nl.arange(128)[:, None], nl.arange(64)[None, :]]))
-        return out
+def max_across_heads_kernel(x):
+    """A max across a top-level loop's iterations (a softmax's running max), then a loop that uses it."""
+    out = nl.ndarray((2, 4, 128, 64), dtype=nl.float32, buffer=nl.shared_hbm)
+    peak = nl.ndarray((4, nl.par_dim(128), 64), dtype=nl.float32, buffer=nl.sbuf)
+    staged = nl.ndarray((2, 4, nl.par_dim(128), 64), dtype=nl.float32, buffer=nl.sbuf)
+    for h in nl.affine_range(2):
+        for j in nl.affine_range(4):
+            staged[h, j, nl.arange(128)[:, None], nl.arange(64)[None, :]] = nl.exp(nl.load(x[h, j]))
+            peak[j, nl.arange(128)[:, None], nl.arange(64)[None, :]] = nl.loop_reduce(
+                staged[h, j, nl.arange(128)[:, None], nl.arange(64)[None, :]], op=np.max, loop_indices=[h])
+    for h2 in nl.affine_range(2):
+        for j2 in nl.affine_range(4):
+            nl.store(out[h2, j2], value=nl.subtract(
+                staged[h2, j2, nl.arange(128)[:, None], nl.arange(64)[None, :]],
+                peak[j2, nl.arange(128)[:, None], nl.arange(64)[None, :]]))
+    return out
 
+
+def test_a_max_reduced_across_a_split_loop_combines_the_halves_exactly(rng, forks):
     x = rng.standard_normal((2, 4, 128, 64)).astype(np.float32)
-    one = simulate(kernel, [x])
-    two = simulate(kernel, [x], workers=2)
-    assert len(forks) == 1
+    one = simulate(max_across_heads_kernel, [x])
+    two = simulate(max_across_heads_kernel, [x], workers=2)
+    assert len(forks) == 2  # the reducing loop is split too
     assert two.parallel_fallback == ""
     np.testing.assert_array_equal(two.outputs[0], one.outputs[0])
     np.testing.assert_allclose(one.outputs[0], np.exp(x) - np.exp(x).max(axis=0), rtol=1e-5, atol=1e-6)
+    # The second half's first contribution reads the destination, as it does after the first half's.
     _same_trace(two.trace, one.trace)
+
+
+def test_a_sum_across_the_loop_or_a_half_reading_its_partial_max_runs_in_one_process(rng, forks):
+    def summing(x):
+        total = nl.ndarray((nl.par_dim(128), 64), dtype=nl.float32, buffer=nl.sbuf)
+        for h in nl.affine_range(4):
+            total[nl.arange(128)[:, None], nl.arange(64)[None, :]] = nl.loop_reduce(
+                nl.load(x[h]), op=np.add, loop_indices=[h])
+        out = nl.ndarray((128, 64), dtype=nl.float32, buffer=nl.shared_hbm)
+        nl.store(out, value=total[nl.arange(128)[:, None], nl.arange(64)[None, :]])
+        return out
+
+    def peeking(x):  # each iteration stores the max so far: the second half would see only its own
+        out = nl.ndarray((4, 128, 64), dtype=nl.float32, buffer=nl.shared_hbm)
+        peak = nl.ndarray((nl.par_dim(128), 64), dtype=nl.float32, buffer=nl.sbuf)
+        for h in nl.affine_range(4):
+            peak[nl.arange(128)[:, None], nl.arange(64)[None, :]] = nl.loop_reduce(
+                nl.load(x[h]), op=np.max, loop_indices=[h])
+            nl.store(out[h], value=peak[nl.arange(128)[:, None], nl.arange(64)[None, :]])
+        return out
+
+    def uneven(x):  # the second half reduces into a region the first half never touches
+        out = nl.ndarray((2, 128, 64), dtype=nl.float32, buffer=nl.shared_hbm)
+        peak = nl.ndarray((2, nl.par_dim(128), 64), dtype=nl.float32, buffer=nl.sbuf)
+        for h in nl.affine_range(4):
+            peak[h // 2, nl.arange(128)[:, None], nl.arange(64)[None, :]] = nl.loop_reduce(
+                nl.load(x[h]), op=np.max, loop_indices=[h])
+        for k in nl.affine_range(2):
+            nl.store(out[k], value=peak[k, nl.arange(128)[:, None], nl.arange(64)[None, :]])
+        return out
+
+    x = rng.standard_normal((4, 128, 64)).astype(np.float32)
+    assert parallel_loops(summing) == {}
+    for kernel, why in ((peeking, "read a region"), (uneven, "assumed a reduction")):
+        one = simulate(kernel, [x])
+        two = simulate(kernel, [x], workers=2)
+        assert why in two.parallel_fallback
+        np.testing.assert_array_equal(two.outputs[0], one.outputs[0])
+        _same_trace(two.trace, one.trace)
+    np.testing.assert_array_equal(one.outputs[0], np.stack([x[:2].max(axis=0), x[2:].max(axis=0)]))
 
 
 def test_a_python_value_carried_from_one_iteration_to_the_next_keeps_the_loop_whole(rng):
