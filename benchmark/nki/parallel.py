@@ -25,7 +25,7 @@ import pickle
 import signal
 import sys
 import textwrap
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -42,9 +42,16 @@ class ParallelFallback(Exception):
     """The halves of a split loop interacted, or the child failed: simulate again in one process."""
 
 
-def parallel_loops(func: Any) -> dict[int, frozenset[int]]:
-    """The top-level `affine_range` loops of `func` that may be split: the line of each one's iterator call
-    -> the lines of the loops it holds (itself included), where the tensors it alone uses live."""
+class SplitLoop(NamedTuple):
+    """What the simulator needs to know of a loop it may split."""
+
+    inner: frozenset[int]  # the lines of the loops it holds (itself included): where its own tensors live
+    reductions: frozenset[int]  # the lines of its max/min `loop_reduce` statements across its iterations
+
+
+def parallel_loops(func: Any) -> dict[int, SplitLoop]:
+    """The top-level `affine_range` loops of `func` that may be split, by the line of each one's iterator
+    call."""
     try:
         source = textwrap.dedent(inspect.getsource(func))
         tree = ast.parse(source)
@@ -69,7 +76,7 @@ def parallel_loops(func: Any) -> dict[int, frozenset[int]]:
                 and bound.get(stmt.targets[0].id) == 1:
             declared.add(stmt.targets[0].id)
     tensors = declared | {p for p in params if p not in bound}
-    loops: dict[int, frozenset[int]] = {}
+    loops: dict[int, SplitLoop] = {}
 
     def splittable(loop: ast.For, others: list[ast.AST]) -> bool:
         if not (_is_affine_range(loop.iter, modules) and not loop.orelse and isinstance(loop.target, ast.Name)):
@@ -97,8 +104,11 @@ def parallel_loops(func: Any) -> dict[int, frozenset[int]]:
 
     for stmt in fn.body:
         if isinstance(stmt, ast.For) and splittable(stmt, [s for s in fn.body if s is not stmt]):
-            loops[stmt.iter.lineno + offset] = frozenset(node.iter.lineno + offset for node in ast.walk(stmt)
-                                                         if isinstance(node, ast.For))
+            inner = frozenset(node.iter.lineno + offset for node in ast.walk(stmt) if isinstance(node, ast.For))
+            reductions = frozenset(line + offset for node in ast.walk(stmt) if isinstance(node, ast.Assign)
+                                   and any(node.value is call for call in _reductions_over(stmt, stmt.target.id)[0])
+                                   for line in range(node.lineno, (node.end_lineno or node.lineno) + 1))
+            loops[stmt.iter.lineno + offset] = SplitLoop(inner, reductions)
     return loops
 
 
@@ -334,9 +344,10 @@ class Split:
     child also records the boxes it reads, and the accesses whose values the parent needs (writes to
     tensors that outlive the loop, per `liveness`)."""
 
-    def __init__(self, serial: int, inner: frozenset[int], child: bool, pid: int, fd: int) -> None:
+    def __init__(self, serial: int, loop: SplitLoop, child: bool, pid: int, fd: int) -> None:
         self.serial = serial  # tensors with a smaller serial existed before the split
-        self.inner = inner  # the lines of the split loop and of the loops inside it
+        self.inner = loop.inner  # the lines of the split loop and of the loops inside it
+        self.reductions = loop.reductions  # lines of the max/min reductions across it
         self.child = child
         self.pid = pid
         self.fd = fd

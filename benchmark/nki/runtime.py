@@ -47,6 +47,7 @@ from .parallel import (
     Exchange,
     ParallelFallback,
     Split,
+    SplitLoop,
     child_exit,
     cut_view,
     overlapping,
@@ -130,7 +131,7 @@ class Pending:
 
 class Simulator:
     def __init__(self, platform: Any, *, record_trace: bool, kernel_file: str, recycle: bool = False,
-                 liveness: Liveness | None = None, parallel: dict[int, frozenset[int]] | None = None) -> None:
+                 liveness: Liveness | None = None, parallel: dict[int, SplitLoop] | None = None) -> None:
         self.platform = platform
         self.pool = BlockPool(RETIRED_BLOCK_BYTES) if recycle else None
         self.liveness = liveness or Liveness()
@@ -157,8 +158,8 @@ class Simulator:
         self.grid: tuple[int, ...] = ()
         self.shared: list[Tensor] = []  # HBM tensors declared by SPMD program 0, reused by the others
         self.shared_next = 0
-        # Splitting top-level affine loops across two processes (parallel.py): loop line -> the lines of
-        # the loops it holds; the split in progress; tensors made outside every loop, by serial.
+        # Splitting top-level affine loops across two processes (parallel.py): the loops that may be split,
+        # by line; the split in progress; tensors made outside every loop, by serial.
         self.parallel = parallel or {}
         self.split: Split | None = None
         # Weak: a kernel's Python `range` loop makes its tiles outside every NKI loop, and holding them
@@ -962,7 +963,8 @@ class Simulator:
                 # loop_reduce: combine with what the destination holds; the first contribution initialises it.
                 initialised = isinstance(dst, FancyAccess) or dst.init is None or bool(dst.init.all())
                 try:
-                    if self.split is not None and p.reduce in IDEMPOTENT and not isinstance(dst, FancyAccess):
+                    if self.split is not None and p.line in self.split.reductions and p.reduce in IDEMPOTENT \
+                            and not isinstance(dst, FancyAccess):
                         self._split_reduce(p, dst, initialised)
                     else:
                         self.commit(p, dst, p.reduce if initialised else None, race_accumulate=True)

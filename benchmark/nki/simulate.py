@@ -18,7 +18,7 @@ from .blas import single_threaded_blas
 from .errors import NKICompileError, NKIError
 from .liveness import kernel_liveness
 from .memory import BlockRecyclingMiss, Tensor
-from .parallel import ParallelFallback, child_exit, parallel_loops
+from .parallel import ParallelFallback, SplitLoop, child_exit, parallel_loops
 from .runtime import SHARED_HBM, Simulator
 from .trace import Trace
 
@@ -123,7 +123,7 @@ def simulate(kernel: Any, inputs: list[Any], *, platform: str = "trn1", record_t
 
 def _run(func: Any, code: Any, inputs: list[Any], names: list[str], platform: str, record_trace: bool,
          kwargs: dict[str, Any] | None, grid: tuple[int, ...], *, recycle: bool,
-         parallel: dict[int, frozenset[int]] | None = None) -> tuple[Simulator, list[Any], Any]:
+         parallel: dict[int, SplitLoop] | None = None) -> tuple[Simulator, list[Any], Any]:
     sim = Simulator(get_platform(platform), record_trace=record_trace, kernel_file=code.co_filename,
                     recycle=recycle, liveness=kernel_liveness(func) if recycle or parallel else None,
                     parallel=parallel)

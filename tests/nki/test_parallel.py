@@ -208,6 +208,26 @@ def test_a_max_reduced_across_a_split_loop_combines_the_halves_exactly(rng, fork
     _same_trace(two.trace, one.trace)
 
 
+def test_a_max_reduced_within_each_iteration_of_a_split_loop_stays_each_halfs_own(rng, forks):
+    def kernel(x):  # a row max per head, used in the same iteration (bmm_softmax's shape)
+        out = nl.ndarray((4, 128, 64), dtype=nl.float32, buffer=nl.shared_hbm)
+        peak = nl.ndarray((4, nl.par_dim(128), 64), dtype=nl.float32, buffer=nl.sbuf)
+        for h in nl.affine_range(4):
+            for j in nl.affine_range(2):
+                peak[h, nl.arange(128)[:, None], nl.arange(64)[None, :]] = nl.loop_reduce(
+                    nl.load(x[h, j]), op=np.max, loop_indices=[j])
+            nl.store(out[h], value=peak[h, nl.arange(128)[:, None], nl.arange(64)[None, :]])
+        return out
+
+    x = rng.standard_normal((4, 2, 128, 64)).astype(np.float32)
+    one = simulate(kernel, [x])
+    two = simulate(kernel, [x], workers=2)
+    assert len(forks) == 1
+    assert two.parallel_fallback == ""
+    np.testing.assert_array_equal(two.outputs[0], x.max(axis=1))
+    _same_trace(two.trace, one.trace)
+
+
 def test_a_sum_across_the_loop_or_a_half_reading_its_partial_max_runs_in_one_process(rng, forks):
     def summing(x):
         total = nl.ndarray((nl.par_dim(128), 64), dtype=nl.float32, buffer=nl.sbuf)
