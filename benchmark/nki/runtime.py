@@ -48,6 +48,7 @@ from .parallel import (
     ParallelFallback,
     Split,
     SplitLoop,
+    box_array,
     child_exit,
     cut_view,
     overlapping,
@@ -321,6 +322,7 @@ class Simulator:
     def _join(self, split: Split) -> None:
         if split.child:
             self._hand_over(split)  # does not return
+        ours = {serial: box_array(boxes) for serial, boxes in split.writes.items()}  # while the child runs
         try:
             with os.fdopen(split.fd, "rb") as pipe:
                 payload = pickle.load(pipe)
@@ -332,7 +334,7 @@ class Simulator:
         reap(split, kill=False)
         if "fallback" in payload:
             raise ParallelFallback(payload["fallback"])
-        self._check_halves(split, payload)
+        self._check_halves(split, payload, ours)
         for serial, *_ in payload["data"]:
             if serial not in self.top:
                 raise ParallelFallback("the second half wrote a tensor the first half cannot name")
@@ -343,30 +345,34 @@ class Simulator:
         except Exception as err:  # a case the merge does not handle: one process will
             raise ParallelFallback(f"the merge failed: {type(err).__name__}: {err}") from err
 
-    def _check_halves(self, split: Split, payload: dict[str, Any]) -> None:
-        """Raise ParallelFallback if the halves interacted in a way the merge cannot carry over."""
+    def _check_halves(self, split: Split, payload: dict[str, Any], ours: dict[int, Any]) -> None:
+        """Raise ParallelFallback if the halves interacted in a way the merge cannot carry over. `ours`:
+        the first half's written boxes as arrays, made while the second half was still running."""
         reduced = payload["reduced"]  # the child's max/min reductions, box -> operator
-        for serial, boxes in payload["writes"].items():
-            if overlapping(boxes, split.writes.get(serial, set())):
+        child = {serial: box_array(boxes) for serial, boxes in payload["writes"].items()}
+        for serial, boxes in child.items():
+            if overlapping(boxes, ours.get(serial)):
                 raise ParallelFallback("both halves wrote one region")
-            if overlapping(boxes, {*split.reduced.get(serial, ()), *reduced.get(serial, ())}):
+            if overlapping(boxes, split.reduced.get(serial)) or overlapping(boxes, reduced.get(serial)):
                 raise ParallelFallback("the second half wrote a region reduced across the loop")
         for serial, boxes in payload["reads"].items():
-            if overlapping(boxes, {*split.writes.get(serial, ()), *split.reduced.get(serial, ()),
-                                   *reduced.get(serial, ())}):
+            boxes = box_array(boxes)
+            if overlapping(boxes, ours.get(serial)) or overlapping(boxes, split.reduced.get(serial)) \
+                    or overlapping(boxes, reduced.get(serial)):
                 raise ParallelFallback("the second half read a region the first half wrote")
         for serial, ops in reduced.items():
             if serial in split.shared:
                 raise ParallelFallback("the second half reduced into shared memory")
-            ours = split.reduced.get(serial, {})
-            if overlapping(set(ops), split.writes.get(serial, set())):
+            theirs = split.reduced.get(serial, {})
+            if overlapping(ops, ours.get(serial)):
                 raise ParallelFallback("the first half wrote a region the second half reduced into")
-            if len({*ops.values(), *ours.values()}) > 1 and overlapping(set(ops), set(ours)):
+            if len({*ops.values(), *theirs.values()}) > 1 and overlapping(ops, theirs):
                 raise ParallelFallback("the halves reduced into one region with different operators")
-            if not payload["presumed"].get(serial, set()) <= ours.keys():
+            if not payload["presumed"].get(serial, set()) <= theirs.keys():
                 raise ParallelFallback("the second half assumed a reduction the first half did not make")
         for serial in self.shared_storage:  # memory both processes see: the first half may have read the second's writes
-            if overlapping(split.reads.get(serial, set()), {*payload["writes"].get(serial, ()), *reduced.get(serial, ())}):
+            read = split.reads.get(serial)
+            if overlapping(read, child.get(serial)) or overlapping(read, reduced.get(serial)):
                 raise ParallelFallback("the first half read shared memory the second half wrote")
 
     def _hand_over(self, split: Split) -> None:

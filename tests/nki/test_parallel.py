@@ -326,3 +326,16 @@ def test_results_left_pending_at_a_loop_boundary_trace_as_in_one_process(rng, fo
     without = simulate(kernel, [x, w], workers=2, record_trace=False)
     assert without.instructions == one.instructions
     np.testing.assert_array_equal(without.outputs[0], one.outputs[0])
+
+
+def test_the_merge_compares_boxes_exactly_and_assumes_views_of_two_shapes_meet():
+    from benchmark.nki.parallel import box_array, overlapping
+
+    first = {((0, 1), (0, 128), (0, 64)), ((1, 2), (0, 128), (0, 64))}
+    assert not overlapping(first, {((2, 3), (0, 128), (0, 64))})  # apart on the split axis
+    assert not overlapping(first, {((0, 2), (0, 128), (64, 128))})  # apart on the last axis only
+    assert overlapping(first, {((1, 2), (127, 128), (63, 64))})  # one shared element
+    assert overlapping(box_array(first), {((1, 2), (100, 101), (0, 1))})  # arrays made ahead of time
+    assert not overlapping(first, None) and not overlapping(set(), first)
+    assert overlapping(first, {((0, 1), (0, 128))})  # a two-axis view of the same storage
+    assert overlapping({((0, 1), (0, 2)), ((0, 1),)}, first)
