@@ -1049,30 +1049,29 @@ class Simulator:
             return
         moved = [0, 0, 0, 0, 0, 0]  # hbm r/w, sbuf r/w, psum r/w
         rows = []
-        for is_write, accs in ((False, reads), (True, writes)):
+        # One pass per access: bytes moved, and the region (tensor, partitions, bytes within a partition).
+        for is_write, accs in ((0, reads), (1, writes)):
             for acc in accs:
                 if not isinstance(acc, Access):
                     continue
-                moved[2 * int(acc.tensor.memory) + is_write] += acc.nbytes
-                rows.append(self.region(acc, is_write))
-        self.trace.append(engine=engine, op=op, dtype=dtype, partitions=partitions, free_elems=free, flops=flops,
-                          is_transpose=is_transpose, hbm_read=moved[0], hbm_write=moved[1], sbuf_read=moved[2],
-                          sbuf_write=moved[3], psum_read=moved[4], psum_write=moved[5], loop_ctx=ctx, line=line,
-                          accesses=tuple(rows))
-
-    def region(self, acc: Access, is_write: bool) -> tuple[int, bool, int, int, int, int]:
-        t = acc.tensor
-        tid = self.tensor_id(t)
-        item = t.dtype.itemsize
-        box = acc.box
-        k = t.partition_axis
-        lo = hi = 0
-        for (b_lo, b_hi), stride in zip(box, _partition_strides(t.shape, k), strict=True):
-            lo += b_lo * stride
-            hi += (b_hi - 1) * stride
-        if k < 0:
-            return (tid, is_write, 0, 1, lo * item, (hi + 1) * item)
-        return (tid, is_write, box[k][0], box[k][1], lo * item, (hi + 1) * item)
+                t = acc.tensor
+                item = t.dtype.itemsize
+                n = item
+                for size in acc.shape:
+                    n *= size
+                moved[2 * int(t.memory) + is_write] += n
+                tid = t.trace_id if t.trace_id >= 0 else self.tensor_id(t)
+                box = acc.box
+                k = t.partition_axis
+                lo = hi = 0
+                for (b_lo, b_hi), stride in zip(box, _partition_strides(t.shape, k), strict=True):
+                    lo += b_lo * stride
+                    hi += (b_hi - 1) * stride
+                if k < 0:
+                    rows.append((tid, is_write, 0, 1, lo * item, (hi + 1) * item))
+                else:
+                    rows.append((tid, is_write, box[k][0], box[k][1], lo * item, (hi + 1) * item))
+        self.trace.record(engine, op, dtype, partitions, free, flops, is_transpose, moved, ctx, line, rows)
 
 
 @functools.lru_cache(maxsize=1024)

@@ -162,6 +162,13 @@ class Trace:
         accesses: tuple[tuple[int, bool, int, int, int, int], ...] = (),
     ) -> None:
         """Record one instruction; `accesses` rows are (tensor, is_write, part_lo, part_hi, byte_lo, byte_hi)."""
+        self.record(engine, op, dtype, partitions, free_elems, flops, is_transpose,
+                    (hbm_read, hbm_write, sbuf_read, sbuf_write, psum_read, psum_write), loop_ctx, line, accesses)
+
+    def record(self, engine: Engine, op: str, dtype: str, partitions: int, free_elems: int, flops: int,
+               is_transpose: bool, moved: Any, loop_ctx: int, line: int, accesses: Any) -> None:
+        """`append` without keywords (the simulator's per-instruction path): `moved` is the bytes read and
+        written in HBM, SBUF and PSUM, in that order."""
         if self.frozen:
             raise RuntimeError("trace is frozen")
         appenders = self._appenders
@@ -170,19 +177,26 @@ class Trace:
                                            *(self.access[n].append for n in ACCESS_COLUMNS))
         (a_engine, a_opcode, a_dtype, a_parts, a_free, a_flops, a_transpose, a_hbm_r, a_hbm_w, a_sbuf_r, a_sbuf_w,
          a_psum_r, a_psum_w, a_ctx, a_line, a_start, a_count, t_tensor, t_write, t_plo, t_phi, t_blo, t_bhi) = appenders
-        a_engine(int(engine))
-        a_opcode(self._intern(self.op_names, self._op_index, op))
-        a_dtype(self._intern(self.dtype_names, self._dtype_index, dtype))
+        opcode = self._op_index.get(op)
+        if opcode is None:
+            opcode = self._intern(self.op_names, self._op_index, op)
+        dtype_code = self._dtype_index.get(dtype)
+        if dtype_code is None:
+            dtype_code = self._intern(self.dtype_names, self._dtype_index, dtype)
+        a_engine(engine)
+        a_opcode(opcode)
+        a_dtype(dtype_code)
         a_parts(partitions)
         a_free(free_elems)
         a_flops(flops)
         a_transpose(1 if is_transpose else 0)
-        a_hbm_r(hbm_read)
-        a_hbm_w(hbm_write)
-        a_sbuf_r(sbuf_read)
-        a_sbuf_w(sbuf_write)
-        a_psum_r(psum_read)
-        a_psum_w(psum_write)
+        hbm_r, hbm_w, sbuf_r, sbuf_w, psum_r, psum_w = moved
+        a_hbm_r(hbm_r)
+        a_hbm_w(hbm_w)
+        a_sbuf_r(sbuf_r)
+        a_sbuf_w(sbuf_w)
+        a_psum_r(psum_r)
+        a_psum_w(psum_w)
         a_ctx(loop_ctx)
         a_line(line)
         a_start(len(self.access["tensor"]))
