@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import functools
 import itertools
+import mmap
 from typing import Any
 
 import numpy as np
@@ -471,6 +472,10 @@ class BlockPool:
         self.touched: dict[int | None, list[tuple[Tensor, tuple[int, ...], list]]] = {}
         self.arena = Arena()
         self.home: dict[int, int | None] = {}  # id(tensor) -> its home loop's line (liveness.py)
+        # A split loop's child: new blocks of the tensors whose values go to the parent are made in the
+        # memory the two share (`outgoing(t)`, `outgoing_arena.zeros`), so handing them over copies nothing.
+        self.outgoing: Any = None
+        self.outgoing_arena: Any = None
 
     def adopt(self, t: Tensor, home: int | None = None) -> None:
         """Give an on-chip tensor with leading block axes per-block storage. `home`: the line of the loop
@@ -491,7 +496,8 @@ class BlockPool:
             if fill is not None:
                 data.fill(fill)
         else:
-            data, mask = self.arena.zeros(shape, storage), None
+            arena = self.outgoing_arena if self.outgoing is not None and self.outgoing(t) else self.arena
+            data, mask = arena.zeros(shape, storage), None
             if fill is not None and fill != 0:
                 data.fill(fill)
         # A block of an uninitialised tensor starts with nothing written: a read-only view of False, so
@@ -556,7 +562,17 @@ class BlockPool:
             t, key, entry = queue.pop(next(iter(queue)))
             self.retired_bytes -= _entry_bytes(entry)
             t.blocks[key] = EVICTED  # type: ignore[index]
-            self.free.setdefault((entry[0].shape, entry[0].dtype), []).append((entry[0], entry[4]))
+            if not _in_shared_memory(entry[0]):  # a block adopted from a split's child stays its tensor's
+                self.free.setdefault((entry[0].shape, entry[0].dtype), []).append((entry[0], entry[4]))
+
+
+def _in_shared_memory(a: np.ndarray) -> bool:
+    """Whether `a` views a shared mapping (parallel.Exchange): memory a later split's child would write
+    in place, so it is never handed to another tensor."""
+    base = a
+    while isinstance(base, np.ndarray):
+        base = base.base
+    return isinstance(base, mmap.mmap)
 
 
 @functools.lru_cache(maxsize=1024)

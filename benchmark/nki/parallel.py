@@ -451,10 +451,25 @@ class Exchange:
 
     def __init__(self) -> None:
         self.buf = mmap.mmap(-1, self.SIZE, flags=mmap.MAP_SHARED | mmap.MAP_ANONYMOUS | _MAP_NORESERVE)
+        self.address = np.frombuffer(self.buf, dtype=np.uint8, count=1).ctypes.data
         self.used = 0
 
+    def zeros(self, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
+        """Fresh zeroed storage in the shared memory (a child's new block, `memory.BlockPool.take`)."""
+        nbytes = math.prod(shape) * dtype.itemsize
+        start = -(-self.used // 64) * 64
+        if start + nbytes > self.SIZE:
+            raise MemoryError("the exchange memory is full")
+        self.used = start + nbytes
+        return self.get((start, dtype.str, tuple(shape)))
+
     def put(self, values: np.ndarray) -> tuple[int, str, tuple[int, ...]] | None:
-        """Copy `values` in; where they are, or None when the region is full."""
+        """Where `values` are in the shared memory: in place if they already are (a block made by
+        `zeros`), else copied in; None when the region is full."""
+        if values.flags.c_contiguous:
+            offset = values.ctypes.data - self.address
+            if 0 <= offset and offset + values.nbytes <= self.SIZE:
+                return offset, values.dtype.str, tuple(values.shape)
         start = -(-self.used // 64) * 64
         if start + values.nbytes > self.SIZE:
             return None

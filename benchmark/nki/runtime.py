@@ -167,7 +167,7 @@ class Simulator:
         # all kept rope's 512 iterations of tiles alive (1.1 GB, every page of it faulted in fresh).
         self.top: weakref.WeakValueDictionary[int, Tensor] = weakref.WeakValueDictionary()
         self.merged_tid: dict[int, int] = {}  # serial -> trace id given out when a child's trace merged
-        self.shared_storage: set[int] = set()  # serials of HBM tensors moved to memory later children share
+        self.shared_storage: set[int] = set()  # serials of tensors with storage later children share (outputs, adopted blocks)
 
     def remember(self, t: Tensor) -> Tensor:
         """Keep a tensor made outside every loop findable by serial: a split loop's child names it so."""
@@ -310,6 +310,10 @@ class Simulator:
         if pid == 0:
             os.close(read_fd)
             split = Split(serial_next, self.parallel[line], True, 0, write_fd)
+            if self.pool is not None:
+                inner = split.inner
+                self.pool.outgoing = lambda t: t.serial < serial_next and not (t.home is not None and t.home in inner)
+                self.pool.outgoing_arena = exchange
         else:
             os.close(write_fd)
             split = Split(serial_next, self.parallel[line], False, pid, read_fd)
@@ -399,7 +403,7 @@ class Simulator:
                 continue
             seen.add((t.serial, *cut))
             where = None
-            if t.serial not in split.shared:  # else the child wrote into storage the processes share
+            if t.blocks is not None or t.serial not in split.shared:  # else it wrote into the shared output
                 where = split.exchange.put(acc.array)  # type: ignore[union-attr]
                 if where is None:
                     return {"fallback": "the values the second half wrote do not fit the exchange memory"}
@@ -440,7 +444,10 @@ class Simulator:
                 if entry is None and offset == 0 and shape == t.shape[len(key):] \
                         and strides == _c_strides(shape):
                     # The child wrote the whole of a block the parent never had: keep its values in place.
+                    # That memory is shared: later splits record the parent's reads of this tensor, which
+                    # a later child's writes there would otherwise change under it.
                     t.blocks[key] = [values, None, False, False, None]
+                    self.shared_storage.add(serial)
                     t.pool._touch(t, key, t.blocks[key])  # type: ignore[union-attr]
                     t.version += 1
                     continue

@@ -339,3 +339,25 @@ def test_the_merge_compares_boxes_exactly_and_assumes_views_of_two_shapes_meet()
     assert not overlapping(first, None) and not overlapping(set(), first)
     assert overlapping(first, {((0, 1), (0, 128))})  # a two-axis view of the same storage
     assert overlapping({((0, 1), (0, 2)), ((0, 1),)}, first)
+
+
+def test_a_block_the_first_split_handed_over_is_watched_in_the_next(rng, forks):
+    # The first loop's child hands blocks 4-6 over in memory the processes share; in the second loop the
+    # first half reads block 4 before (in iteration order) the second half overwrites it.
+    def kernel(x):
+        out = nl.ndarray((4, 128, 64), dtype=nl.float32, buffer=nl.shared_hbm)
+        buf = nl.ndarray((8, nl.par_dim(128), 64), dtype=nl.float32, buffer=nl.sbuf)
+        for i in nl.affine_range(7):
+            buf[i, nl.arange(128)[:, None], nl.arange(64)[None, :]] = nl.load(x[i])
+        for j in nl.affine_range(4):
+            nl.store(out[j], value=buf[j + 3, nl.arange(128)[:, None], nl.arange(64)[None, :]])
+            buf[j + 2, nl.arange(128)[:, None], nl.arange(64)[None, :]] = nl.multiply(
+                buf[j + 3, nl.arange(128)[:, None], nl.arange(64)[None, :]], 2.0)
+        return out
+
+    x = rng.standard_normal((7, 128, 64)).astype(np.float32)
+    one = simulate(kernel, [x])
+    two = simulate(kernel, [x], workers=2)
+    assert "read shared memory" in two.parallel_fallback
+    np.testing.assert_array_equal(two.outputs[0], one.outputs[0])
+    np.testing.assert_array_equal(one.outputs[0], x[3:7])
