@@ -562,16 +562,18 @@ class BlockPool:
             t, key, entry = queue.pop(next(iter(queue)))
             self.retired_bytes -= _entry_bytes(entry)
             t.blocks[key] = EVICTED  # type: ignore[index]
-            if not _in_shared_memory(entry[0]):  # a block adopted from a split's child stays its tensor's
+            if not in_shared_memory(entry[0]):  # a block adopted from a split's child stays its tensor's
                 self.free.setdefault((entry[0].shape, entry[0].dtype), []).append((entry[0], entry[4]))
 
 
-def _in_shared_memory(a: np.ndarray) -> bool:
+def in_shared_memory(a: np.ndarray) -> bool:
     """Whether `a` views a shared mapping (parallel.Exchange): memory a later split's child would write
     in place, so it is never handed to another tensor."""
     base = a
     while isinstance(base, np.ndarray):
         base = base.base
+    if isinstance(base, memoryview):  # np.frombuffer's arrays end in a view of the mapping
+        base = base.obj
     return isinstance(base, mmap.mmap)
 
 

@@ -30,6 +30,8 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from .memory import in_shared_memory
+
 # Names a loop body may call through: the NKI namespaces and numpy (pure functions).
 _MODULE_ROOTS = ("neuronxcc", "nki", "numpy", "math")
 _SIMULATOR_PACKAGE = __name__.rsplit(".", 1)[0]  # kernels in our tests import the simulator's modules directly
@@ -345,7 +347,7 @@ def overlapping(a: Boxes, b: Boxes) -> bool:
         (boxes_b[:, :, 1].max(axis=0) <= boxes_a[:, :, 0].min(axis=0))
     if apart.any():
         return False
-    step = max(1, 2**22 // boxes_b.size)  # compare in slices of a few MB
+    step = max(1, 2**22 // max(1, boxes_b.size))  # compare in slices of a few MB
     for chunk in range(0, len(boxes_a), step):
         part = boxes_a[chunk:chunk + step, None]
         if np.all((part[..., 0] < boxes_b[None, :, :, 1]) & (boxes_b[None, :, :, 0] < part[..., 1]), axis=2).any():
@@ -376,6 +378,7 @@ class Split:
         # would have found them (the merge checks the first half did reduce into each).
         self.presumed: dict[int, set[tuple]] = {}
         self.filing = True  # False while a reduction above is committed: its accesses are filed by `reduce`
+        self.alias_read = False  # read shared memory through a tensor made over it later (`out.reshape`)
         self.views: list[Any] = []  # child: Accesses written in tensors the parent keeps using
         self.fresh: set[str] = set()  # child: tile names drawn from the simulator's counter
         self.tid_serial: dict[int, int] = {}  # trace tensor id -> serial, for ids given out after the split
@@ -418,8 +421,15 @@ class Split:
     def read(self, acc: Any) -> None:
         # The child's reads are checked against the parent's writes; the parent's only matter where the
         # child's writes reach them, in shared storage.
-        if self.filing and (self.child or acc.tensor.serial in self.shared):
+        if not self.filing:
+            return
+        t = acc.tensor
+        if self.child or t.serial in self.shared:
             _note(self.reads, acc, self.serial)
+        data = t.data
+        if not self.alias_read and t.serial not in self.shared and data is not None and data.base is not None \
+                and in_shared_memory(data):
+            self.alias_read = True
 
 
 # `loop_reduce` operators whose partial results combine exactly in any grouping: op(op(x, a), op(x, b))

@@ -338,15 +338,15 @@ class Simulator:
         reap(split, kill=False)
         if "fallback" in payload:
             raise ParallelFallback(payload["fallback"])
-        self._check_halves(split, payload, ours)
-        for serial, *_ in payload["data"]:
-            if serial not in self.top:
-                raise ParallelFallback("the second half wrote a tensor the first half cannot name")
         try:
+            self._check_halves(split, payload, ours)
+            for serial, *_ in payload["data"]:
+                if serial not in self.top:
+                    raise ParallelFallback("the second half wrote a tensor the first half cannot name")
             self._merge(split, payload)
         except ParallelFallback:
             raise
-        except Exception as err:  # a case the merge does not handle: one process will
+        except Exception as err:  # a case the checks or the merge do not handle: one process will
             raise ParallelFallback(f"the merge failed: {type(err).__name__}: {err}") from err
 
     def _check_halves(self, split: Split, payload: dict[str, Any], ours: dict[int, Any]) -> None:
@@ -373,6 +373,11 @@ class Simulator:
                 raise ParallelFallback("the halves reduced into one region with different operators")
             if not payload["presumed"].get(serial, set()) <= theirs.keys():
                 raise ParallelFallback("the second half assumed a reduction the first half did not make")
+        wrote_shared = any(serial in self.shared_storage for serial in (*payload["writes"], *reduced))
+        if wrote_shared and (split.alias_read or payload["alias_read"]):
+            raise ParallelFallback("a half read shared memory through an alias while the second half wrote it")
+        if payload["alias_read"] and any(serial in self.shared_storage for serial in split.writes):
+            raise ParallelFallback("the second half read shared memory through an alias the first half wrote")
         for serial in self.shared_storage:  # memory both processes see: the first half may have read the second's writes
             read = split.reads.get(serial)
             if overlapping(read, child.get(serial)) or overlapping(read, reduced.get(serial)):
@@ -414,12 +419,12 @@ class Simulator:
             # Boxes as arrays: they pickle and load several times faster than the tuples.
             "writes": {serial: box_array(boxes) for serial, boxes in split.writes.items()},
             "reads": {serial: box_array(boxes) for serial, boxes in split.reads.items()},
-            "reduced": split.reduced, "presumed": split.presumed,
+            "reduced": split.reduced, "presumed": split.presumed, "alias_read": split.alias_read,
             "data": data,
             "instructions": self.instructions - start["instructions"], "counter": self.counter - start["counter"],
             "loop_kind": self.loop_kind[start["loops"]:], "loop_line": self.loop_line[start["loops"]:],
             "loops": self.trace.loops[start["loops"]:],
-            "fresh": split.fresh}
+            "fresh": split.fresh, "contexts": trace.loop_contexts[start["contexts"]:]}
         if self.record_trace:
             payload["trace"] = {"first_access": start["accesses"], "tid_serial": split.tid_serial,
                 "columns": {k: v[start["rows"]:].tobytes() for k, v in trace.columns.items()},
@@ -479,7 +484,9 @@ class Simulator:
         self.counter += payload["counter"]
         self.trace.loops.extend(payload["loops"])  # kept in step with loop_kind even without a trace
         trace_part = payload.get("trace")
-        if trace_part is None:
+        if trace_part is None:  # no rows, but the loop contexts are kept in step all the same
+            self.trace.merge_contexts(payload["contexts"], first_loop=start["loops"],
+                                      loop_shift=loop_base - start["loops"])
             return
         own = {serial: tid for tid, serial in split.tid_serial.items()}
         self.trace.merge(trace_part, first_loop=start["loops"], loop_shift=loop_base - start["loops"],
@@ -502,6 +509,13 @@ class Simulator:
         if storage is None or (mask is not None and not cut_view(mask, offset, shape, strides).all()):
             raise ParallelFallback(f"a reduced region of tensor {t.name!r} is uninitialised in the first half")
         cut = cut_view(storage, offset, shape, strides)
+        if cut.dtype.kind == "f":
+            # Equal values with different bits (+0.0 and -0.0, two NaNs): which one one process keeps
+            # depends on the order of the contributions, which the halves no longer have.
+            bits = np.dtype(f"u{cut.dtype.itemsize}")
+            differ = cut.view(bits) != np.asarray(values, dtype=cut.dtype).view(bits)
+            if np.any(differ & ((cut == values) | (np.isnan(cut) & np.isnan(values)))):
+                raise ParallelFallback(f"the halves' reductions into {t.name!r} tie with different bits")
         cut[...] = _apply(op, cut, values, "loop_reduce")
         t.version += 1
 
@@ -1031,6 +1045,10 @@ class Simulator:
         destination), but stores only its own value (`Split.presumed`; `_join` checks the assumption)."""
         split = self.split
         presumed = split.child and not initialised  # type: ignore[union-attr]
+        if presumed and dst.init is not None and dst.init.any():
+            # Partly written by this half already (an overlapping reduction): one process would find it
+            # whole, from the first half, and combine; a plain store here would lose what is written.
+            split.unmergeable = f"a reduction across the loop into a partly written region of {dst.tensor.name!r}"  # type: ignore[union-attr]
         if not split.reduce(dst, p.reduce, presumed):  # type: ignore[union-attr]
             self.commit(p, dst, p.reduce if initialised else None, race_accumulate=True)
             return

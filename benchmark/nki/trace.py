@@ -221,9 +221,7 @@ class Trace:
         dtypes = np.array([self._intern(self.dtype_names, self._dtype_index, n) for n in part["dtype_names"]],
                           dtype=np.int64)
         contexts = list(range(first_context))
-        for nest in part["contexts"]:
-            contexts.append(self.context_id(tuple((loop + loop_shift if loop >= first_loop else loop, it)
-                                                  for loop, it in nest)))
+        contexts += self.merge_contexts(part["contexts"], first_loop=first_loop, loop_shift=loop_shift)
         serials = part["tid_serial"]
         tensors = list(range(first_tensor))
         for k, info in enumerate(part["tensors"]):
@@ -239,6 +237,13 @@ class Trace:
             self.columns[k].frombytes(np.ascontiguousarray(v, dtype=INSTRUCTION_COLUMNS[k]).tobytes())
         for k, v in acc.items():
             self.access[k].frombytes(np.ascontiguousarray(v, dtype=ACCESS_COLUMNS[k]).tobytes())
+
+    def merge_contexts(self, nests: list[tuple[tuple[int, int], ...]], *, first_loop: int,
+                       loop_shift: int) -> list[int]:
+        """Another process's loop contexts, its loops from `first_loop` on renumbered `loop_shift` higher:
+        their ids here."""
+        return [self.context_id(tuple((loop + loop_shift if loop >= first_loop else loop, it) for loop, it in nest))
+                for nest in nests]
 
     def freeze(self) -> Trace:
         """Turn the columns into numpy arrays (zero-copy views of the recorded buffers)."""

@@ -361,3 +361,65 @@ def test_a_block_the_first_split_handed_over_is_watched_in_the_next(rng, forks):
     assert "read shared memory" in two.parallel_fallback
     np.testing.assert_array_equal(two.outputs[0], one.outputs[0])
     np.testing.assert_array_equal(one.outputs[0], x[3:7])
+
+
+def test_memory_a_child_hands_over_in_place_is_known_as_shared():
+    from benchmark.nki.memory import in_shared_memory
+    from benchmark.nki.parallel import Exchange
+
+    exchange = Exchange()
+    block = exchange.zeros((128, 64), np.dtype(np.float32))
+    assert in_shared_memory(block) and in_shared_memory(block[1:, :8].T)
+    assert exchange.put(block) == (0, "<f4", (128, 64))  # already there: not copied again
+    assert not in_shared_memory(np.zeros((128, 64), np.float32)[:, 1:])
+
+
+@pytest.mark.filterwarnings("ignore:divide by zero")  # 1 / 0.0 is the point
+def test_max_reductions_the_merge_could_not_combine_exactly_run_in_one_process(rng):
+    def overlapping_regions(xa, xb):  # rows 0:64, then all 128 rows, of one tile
+        out = nl.ndarray((128, 64), dtype=nl.float32, buffer=nl.shared_hbm)
+        peak = nl.ndarray((nl.par_dim(128), 64), dtype=nl.float32, buffer=nl.sbuf)
+        for h in nl.affine_range(4):
+            peak[nl.arange(64)[:, None], nl.arange(64)[None, :]] = nl.loop_reduce(
+                nl.load(xa[h]), op=np.max, loop_indices=[h])
+            peak[nl.arange(128)[:, None], nl.arange(64)[None, :]] = nl.loop_reduce(
+                nl.load(xb[h]), op=np.max, loop_indices=[h])
+        nl.store(out, value=peak[nl.arange(128)[:, None], nl.arange(64)[None, :]])
+        return out
+
+    def signed_zeros(x):  # +0.0 before the loop, -0.0 from the first half: which zero wins is order
+        out = nl.ndarray((128, 64), dtype=nl.float32, buffer=nl.shared_hbm)
+        peak = nl.zeros((nl.par_dim(128), 64), dtype=nl.float32, buffer=nl.sbuf)
+        for h in nl.affine_range(4):
+            peak[nl.arange(128)[:, None], nl.arange(64)[None, :]] = nl.loop_reduce(
+                nl.load(x[h]), op=np.max, loop_indices=[h])
+        nl.store(out, value=nl.divide(1.0, peak[nl.arange(128)[:, None], nl.arange(64)[None, :]]))
+        return out
+
+    xa = rng.standard_normal((4, 64, 64)).astype(np.float32)
+    xa[2] = 100.0  # the second half's first iteration holds the maximum of rows 0:64
+    xb = rng.standard_normal((4, 128, 64)).astype(np.float32)
+    zeros = np.full((4, 128, 64), -1.0, dtype=np.float32)
+    zeros[1] = -0.0
+    for kernel, inputs, why in ((overlapping_regions, [xa, xb], "partly written"),
+                                (signed_zeros, [zeros], "tie with different bits")):
+        one = simulate(kernel, inputs)
+        two = simulate(kernel, inputs, workers=2)
+        assert why in two.parallel_fallback
+        np.testing.assert_array_equal(two.outputs[0], one.outputs[0])
+        _same_trace(two.trace, one.trace)
+    np.testing.assert_array_equal(one.outputs[0], -np.inf)  # 1 / -0.0
+
+
+def test_a_split_run_without_a_trace_keeps_every_loop_context(rng):
+    def kernel(x):
+        out = nl.ndarray((4, 128, 64), dtype=nl.float32, buffer=nl.shared_hbm)
+        for i in nl.affine_range(4):
+            nl.store(out[i], value=nl.exp(nl.load(x[i])))
+        return out
+
+    x = rng.standard_normal((4, 128, 64)).astype(np.float32)
+    one = simulate(kernel, [x], record_trace=False)
+    two = simulate(kernel, [x], record_trace=False, workers=2)
+    assert two.trace.loop_contexts == one.trace.loop_contexts and len(one.trace.loop_contexts) == 5
+    assert two.instructions == one.instructions
