@@ -81,8 +81,8 @@ def parallel_loops(func: Any) -> dict[int, SplitLoop]:
     tensors = declared | {p for p in params if p not in bound}
     loops: dict[int, SplitLoop] = {}
 
-    def splittable(loop: ast.For, others: list[ast.AST]) -> bool:
-        if not (_is_affine_range(loop.iter, modules) and not loop.orelse and isinstance(loop.target, ast.Name)):
+    def splittable(loop: ast.For, others: list[ast.AST], reductions: list[ast.Call], combinable: bool) -> bool:
+        if not (_is_affine_range(loop.iter, modules) and not loop.orelse):
             return False
         local = _stored(loop)
         # Names the rest of the kernel reads (another loop reusing `i` as its own loop variable does not
@@ -101,17 +101,19 @@ def parallel_loops(func: Any) -> dict[int, SplitLoop]:
         # result while it still waits for a destination, which a split would have committed already.
         claims = any(isinstance(n, (ast.Assign, ast.AugAssign)) and isinstance(n.value, ast.Name)
                      and n.value.id not in local for n in ast.walk(loop))
-        reductions, combinable = _reductions_over(loop, loop.target.id)
         return not claims and all(rules.statement(s) for s in loop.body) and combinable \
             and _writes_follow(loop, made, reductions) and _bound_before_read(loop.body, set(loop_vars), local - loop_vars)
 
     for stmt in fn.body:
-        if isinstance(stmt, ast.For) and splittable(stmt, [s for s in fn.body if s is not stmt]):
+        if not isinstance(stmt, ast.For) or not isinstance(stmt.target, ast.Name):
+            continue
+        reductions, combinable = _reductions_over(stmt, stmt.target.id)
+        if splittable(stmt, [s for s in fn.body if s is not stmt], reductions, combinable):
             inner = frozenset(node.iter.lineno + offset for node in ast.walk(stmt) if isinstance(node, ast.For))
-            reductions = frozenset(line + offset for node in ast.walk(stmt) if isinstance(node, ast.Assign)
-                                   and any(node.value is call for call in _reductions_over(stmt, stmt.target.id)[0])
-                                   for line in range(node.lineno, (node.end_lineno or node.lineno) + 1))
-            loops[stmt.iter.lineno + offset] = SplitLoop(inner, reductions)
+            reduction_lines = frozenset(line + offset for node in ast.walk(stmt) if isinstance(node, ast.Assign)
+                                        and any(node.value is call for call in reductions)
+                                        for line in range(node.lineno, (node.end_lineno or node.lineno) + 1))
+            loops[stmt.iter.lineno + offset] = SplitLoop(inner, reduction_lines)
     return loops
 
 
@@ -388,8 +390,11 @@ class Split:
         self.exchange: Exchange | None = None
 
     def wrote(self, acc: Any) -> None:
-        if not self.filing or not _note(self.writes, acc, self.serial):
-            return
+        if self.filing and _note(self.writes, acc, self.serial):
+            self._hand_over(acc)
+
+    def _hand_over(self, acc: Any) -> None:
+        """child: keep a write whose values the parent needs (a tensor that outlives the loop)."""
         t = acc.tensor
         if self.child and not (t.home is not None and t.home in self.inner):
             if not acc.exact or not hasattr(acc, "array") or hasattr(acc, "index"):
@@ -397,12 +402,10 @@ class Split:
             else:
                 self.views.append(acc)
 
-    def reduce(self, acc: Any, op: str, presumed: bool) -> bool:
-        """File a `loop_reduce` into `acc` with an idempotent `op` (see `IDEMPOTENT`); False if the
-        tensor is from after the split (an ordinary write then)."""
+    def reduce(self, acc: Any, op: str, presumed: bool) -> None:
+        """File a `loop_reduce` with an idempotent `op` (see `IDEMPOTENT`) into `acc`, of a tensor from
+        before the split."""
         t = acc.tensor
-        if t.serial >= self.serial:
-            return False
         box = acc.box or ((0, 1),)
         ops = self.reduced.get(t.serial)
         if ops is None:
@@ -411,12 +414,7 @@ class Split:
             self.unmergeable = f"two operators reduce into one region of tensor {t.name!r}"
         if presumed:
             self.presumed.setdefault(t.serial, set()).add(box)
-        if self.child and not (t.home is not None and t.home in self.inner):
-            if not acc.exact or not hasattr(acc, "array") or hasattr(acc, "index"):
-                self.unmergeable = f"an indirect write to tensor {t.name!r}"
-            else:
-                self.views.append(acc)
-        return True
+        self._hand_over(acc)
 
     def read(self, acc: Any) -> None:
         # The child's reads are checked against the parent's writes; the parent's only matter where the

@@ -430,7 +430,7 @@ class Simulator:
                 "columns": {k: v[start["rows"]:].tobytes() for k, v in trace.columns.items()},
                 "access": {k: v[start["accesses"]:].tobytes() for k, v in trace.access.items()},
                 "op_names": trace.op_names, "dtype_names": trace.dtype_names,
-                "contexts": trace.loop_contexts[start["contexts"]:], "tensors": trace.tensors[start["tensors"]:]}
+                "tensors": trace.tensors[start["tensors"]:]}
         return payload
 
     def _merge(self, split: Split, payload: dict[str, Any]) -> None:
@@ -483,14 +483,14 @@ class Simulator:
         counter_shift = self.counter - start["counter"]
         self.counter += payload["counter"]
         self.trace.loops.extend(payload["loops"])  # kept in step with loop_kind even without a trace
+        # Loop contexts are kept in step even without a trace.
+        contexts = self.trace.merge_contexts(payload["contexts"], first_loop=start["loops"],
+                                             loop_shift=loop_base - start["loops"])
         trace_part = payload.get("trace")
-        if trace_part is None:  # no rows, but the loop contexts are kept in step all the same
-            self.trace.merge_contexts(payload["contexts"], first_loop=start["loops"],
-                                      loop_shift=loop_base - start["loops"])
+        if trace_part is None:
             return
         own = {serial: tid for tid, serial in split.tid_serial.items()}
-        self.trace.merge(trace_part, first_loop=start["loops"], loop_shift=loop_base - start["loops"],
-                         first_context=start["contexts"], first_tensor=start["tensors"],
+        self.trace.merge(trace_part, contexts=contexts, first_context=start["contexts"], first_tensor=start["tensors"],
                          tensor_id=lambda serial, info: self._merged_tensor_id(split, serial, info, payload,
                                                                                counter_shift, own))
 
@@ -1044,14 +1044,16 @@ class Simulator:
         is traced as one process would have traced it, after the first half's contributions (reading the
         destination), but stores only its own value (`Split.presumed`; `_join` checks the assumption)."""
         split = self.split
-        presumed = split.child and not initialised  # type: ignore[union-attr]
+        assert split is not None
+        if dst.tensor.serial >= split.serial:  # made during the split: an ordinary reduction of this half
+            self.commit(p, dst, p.reduce if initialised else None, race_accumulate=True)
+            return
+        presumed = split.child and not initialised
         if presumed and dst.init is not None and dst.init.any():
             # Partly written by this half already (an overlapping reduction): one process would find it
             # whole, from the first half, and combine; a plain store here would lose what is written.
-            split.unmergeable = f"a reduction across the loop into a partly written region of {dst.tensor.name!r}"  # type: ignore[union-attr]
-        if not split.reduce(dst, p.reduce, presumed):  # type: ignore[union-attr]
-            self.commit(p, dst, p.reduce if initialised else None, race_accumulate=True)
-            return
+            split.unmergeable = f"a reduction across the loop into a partly written region of {dst.tensor.name!r}"
+        split.reduce(dst, p.reduce, presumed)
         split.filing = False  # the reduction's own read and write are filed above, not as plain ones
         try:
             self.commit(p, dst, p.reduce if initialised else None, race_accumulate=True, traced_as_combine=presumed)

@@ -209,19 +209,18 @@ class Trace:
             t_blo(byte_lo)
             t_bhi(byte_hi)
 
-    def merge(self, part: dict[str, Any], *, first_loop: int, loop_shift: int, first_context: int,
-              first_tensor: int, tensor_id: Any) -> None:
-        """Append the rows another process recorded after a copy of this trace had `first_*` loops,
-        contexts and tensors (`runtime.Simulator._merge`, which appends its loops first). Its loops get ids
-        `loop_shift` higher; its new tensors get ids from `tensor_id(serial, info)`, called in the order
-        that process gave them out."""
+    def merge(self, part: dict[str, Any], *, contexts: list[int], first_context: int, first_tensor: int,
+              tensor_id: Any) -> None:
+        """Append the rows another process recorded after a copy of this trace had `first_*` contexts and
+        tensors (`runtime.Simulator._merge`, which merges its loops and contexts first): `contexts` are the
+        ids here of its new contexts (`merge_contexts`); its new tensors get ids from
+        `tensor_id(serial, info)`, called in the order that process gave them out."""
         if self.frozen:
             raise RuntimeError("trace is frozen")
         ops = np.array([self._intern(self.op_names, self._op_index, n) for n in part["op_names"]], dtype=np.int64)
         dtypes = np.array([self._intern(self.dtype_names, self._dtype_index, n) for n in part["dtype_names"]],
                           dtype=np.int64)
-        contexts = list(range(first_context))
-        contexts += self.merge_contexts(part["contexts"], first_loop=first_loop, loop_shift=loop_shift)
+        contexts = [*range(first_context), *contexts]
         serials = part["tid_serial"]
         tensors = list(range(first_tensor))
         for k, info in enumerate(part["tensors"]):
