@@ -13,7 +13,7 @@ constant here and nowhere else. Sources, abbreviated in the comments:
              both inputs in SBUF; reciprocal max(MIN_II, 8N); nc_matmul 4*max(min(64, N_st), N_mov) for
              fp32; GpSimd startup ~150 cycles; activation_reduce/tensor_scalar_reduce + MIN_II).
 - [DESIGN]   ../shared/DESIGN.md section 11: the trn1 peak figures NKIBench uses.
-- [FIT]      fitted to ../shared/calibration/trn1_nkibench_baselines.csv by benchmarks/fit_perf_model.py; the
+- [FIT]      fitted to ../shared/calibration/trn1_nkibench_baselines.csv by measurements/fit_perf_model.py; the
              fitted values are written below by hand, with the fit's date in docs/benchmarks.md.
 """
 

@@ -24,7 +24,7 @@ from benchmark.hardware import Platform, get_platform
 from benchmark.nki.trace import Trace
 from benchmark.perf import PERF_MODEL_VERSION, PreparedTrace, estimate, prepare
 
-DEFAULT_CSV = Path(__file__).resolve().parents[2] / "benchmarks" / "data" / "trn1_nkibench_baselines.csv"
+DEFAULT_CSV = Path(__file__).resolve().parents[2] / "measurements" / "data" / "trn1_nkibench_baselines.csv"
 DEFAULT_CACHE = Path(__file__).resolve().parents[2] / "var" / "perf_calibration"
 COMPARED_COUNTERS = (
     "hbm_read_bytes", "hbm_write_bytes", "psum_read_bytes", "psum_write_bytes", "sbuf_read_bytes",

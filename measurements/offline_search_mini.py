@@ -1,6 +1,6 @@
 """The offline agent (search over known rewrites) on the NKIBench mini cases, through the real pipeline.
 
-    .venv/bin/python benchmarks/offline_search_mini.py [--problems silu,adamw] [--iterations 3] [--beam 2]
+    .venv/bin/python measurements/offline_search_mini.py [--problems silu,adamw] [--iterations 3] [--beam 2]
         [--plans 8] [--workers 2]
 
 Per problem: one beam search from the baseline with the simulator backend (trn1, fixed seeds), no

@@ -1,8 +1,8 @@
 """Time the full evaluation pipeline (static check, sandboxed reference and kernel, 3 seeds, profile) on the
 14 NKIBench baselines, the way `load_suite` and the upload page run it: through the local executor.
 
-    .venv/bin/python benchmarks/evaluate_nkibench.py                 # mini cases, 2 workers
-    .venv/bin/python benchmarks/evaluate_nkibench.py --case full --workers 1 --only silu,matmul
+    .venv/bin/python measurements/evaluate_nkibench.py                 # mini cases, 2 workers
+    .venv/bin/python measurements/evaluate_nkibench.py --case full --workers 1 --only silu,matmul
 
 Prints one row per problem (outcome, predicted latency, peak fraction, wall time of that evaluation) and
 the wall time of the whole batch. No database: the problems come straight from the suite files. The

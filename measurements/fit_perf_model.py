@@ -1,11 +1,11 @@
 """Fit the performance model's free constants to the measured trn1 NKIBench baselines.
 
 Inputs: the cached simulator traces of the 14 baselines (made by `python manage.py calibrate --nkibench DIR`,
-kept under var/perf_calibration/) and benchmarks/data/trn1_nkibench_baselines.csv. Output: the best values of
+kept under var/perf_calibration/) and measurements/data/trn1_nkibench_baselines.csv. Output: the best values of
 the [FIT] constants of benchmark/hardware.py, and the calibration table they give. Copy the values into
 hardware.py by hand (and bump PERF_MODEL_VERSION): the table stays the one place constants live.
 
-    .venv/bin/python benchmarks/fit_perf_model.py --nkibench /work/ext/AccelOpt/NKIBench [--rounds 3]
+    .venv/bin/python measurements/fit_perf_model.py --nkibench /work/ext/AccelOpt/NKIBench [--rounds 3]
 
 The search is a coordinate descent over a small grid per constant, minimising the median |log error| with a
 penalty when the Spearman rank correlation falls under 0.9. Fourteen points and six constants: treat the

@@ -1,6 +1,6 @@
 """Run NKIBench kernels through the NKI CPU simulator and compare with their numpy references.
 
-    .venv/bin/python benchmarks/simulate_nkibench.py /path/to/AccelOpt/NKIBench [--problems silu,matmul] [--workers 1]
+    .venv/bin/python measurements/simulate_nkibench.py /path/to/AccelOpt/NKIBench [--problems silu,matmul] [--workers 1]
 
 NKIBench's layout: `summary.json` maps each problem to a reference file (get_inputs, forward,
 transform_to_nki_inputs, transform_nki_outputs) and a kernel file. Each problem runs in two child

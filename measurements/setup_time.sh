@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Time from `make run` until /, /healthz and /api/docs all answer 200: first on a fresh clone with no
 # .venv (cold), then once more in the same clone (warm restart: everything reused).
-#   benchmarks/setup_time.sh [CLONE_DIR] [PORT]
+#   measurements/setup_time.sh [CLONE_DIR] [PORT]
 # Clones this repository's HEAD into CLONE_DIR (default /tmp/accelopt-fresh, replaced), runs `make run`
 # in its own process group, polls once a second, prints the elapsed seconds, then stops the server.
 set -euo pipefail

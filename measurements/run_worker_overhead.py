@@ -1,6 +1,6 @@
 """What the Django layer of a run costs: the run worker with instant fake agents and evaluations.
 
-    .venv/bin/python benchmarks/run_worker_overhead.py [--iterations 3] [--beam 4] [--plans 6] [--samples 2]
+    .venv/bin/python measurements/run_worker_overhead.py [--iterations 3] [--beam 4] [--plans 6] [--samples 2]
 
 Everything real except the work itself: a fresh SQLite database in a temporary directory, the
 RunRecorder's one-transaction-per-step saves (checkpoint, Iteration/Candidate/AgentCall/Kernel rows,

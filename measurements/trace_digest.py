@@ -1,6 +1,6 @@
 """Digests of the simulator's instruction traces and outputs for NKIBench problems, to compare two trees.
 
-    .venv/bin/python benchmarks/trace_digest.py /path/to/AccelOpt/NKIBench [--problems gqa_full,lora] [--workers 2]
+    .venv/bin/python measurements/trace_digest.py /path/to/AccelOpt/NKIBench [--problems gqa_full,lora] [--workers 2]
 
 A speed change to the simulator must not change what it computes or what the performance model sees:
 run this in both trees (e.g. a `git worktree` of the older commit) and compare the lines. Each line is

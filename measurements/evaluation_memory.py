@@ -1,7 +1,7 @@
 """Peak memory of one evaluation: the calling (parent) process and its largest child.
 
-    .venv/bin/python benchmarks/evaluation_memory.py                          # silu, full shape (112 MiB arrays)
-    .venv/bin/python benchmarks/evaluation_memory.py --problem bmm --shape B=2,M=1024,K=64,N=1024
+    .venv/bin/python measurements/evaluation_memory.py                          # silu, full shape (112 MiB arrays)
+    .venv/bin/python measurements/evaluation_memory.py --problem bmm --shape B=2,M=1024,K=64,N=1024
 
 Runs `evaluate()` once, the way the web app's LocalExecutor does (in a thread of the calling process), and
 prints the parent's peak RSS before and after, the largest child's peak RSS, the output size and the wall

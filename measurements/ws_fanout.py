@@ -8,7 +8,7 @@ event-to-client latency (client receive time minus RunEvent.created, same machin
 created after all clients connected. Events recorded outside the server process (the resume itself)
 reach clients through the consumer's gap filling and are left out of the latency figures.
 
-    .venv/bin/python benchmarks/ws_fanout.py [--clients 50] [--iterations 3]
+    .venv/bin/python measurements/ws_fanout.py [--clients 50] [--iterations 3]
 
 The websocket client is a minimal RFC 6455 reader written here (no client library is a dependency).
 """
