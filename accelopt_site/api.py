@@ -1,8 +1,22 @@
-"""The one NinjaAPI, mounted at /api/. Each app contributes a Router from its own api.py."""
+"""The one NinjaAPI, mounted at /api/. Each app contributes a Router from its own api.py.
+
+Endpoints call services and let their exceptions through; the handlers below turn them into the API's
+error answers, one JSON body for all of them: {"detail": "<what went wrong>"}.
+
+    Http404             404  (no such object, or one the caller may not see)
+    PermissionDenied    403  (the caller may see it but not change it)
+    ValidationError     400  (Django's: bad input a service refused; its messages joined by spaces)
+    ValueError          400  (bad input a service or a parser refused, e.g. a malformed problem address)
+
+ninja's own answers stay as they are: 401/403 from the auth classes, 422 for a request body or query that
+does not fit its schema, and HttpError(status, message) for anything an endpoint raises itself.
+"""
 
 from __future__ import annotations
 
-from django.http import HttpRequest
+import pydantic
+from django.core.exceptions import PermissionDenied, ValidationError
+from django.http import Http404, HttpRequest, HttpResponse
 from ninja import NinjaAPI, Schema
 
 from accounts.auth import api_auth
@@ -24,6 +38,35 @@ api = NinjaAPI(
 api.add_router("", benchmark_router, tags=["benchmark"])
 api.add_router("", memory_router, tags=["memory"])
 api.add_router("", optimizer_router, tags=["optimizer"])
+
+
+def _error(request: HttpRequest, status: int, detail: str) -> HttpResponse:
+    return api.create_response(request, {"detail": detail}, status=status)
+
+
+@api.exception_handler(Http404)
+def not_found(request: HttpRequest, error: Http404) -> HttpResponse:
+    # The services' messages name what is missing ("no run with id 7"); ninja's default says only "Not Found".
+    return _error(request, 404, str(error) or "Not Found")
+
+
+@api.exception_handler(PermissionDenied)
+def forbidden(request: HttpRequest, error: PermissionDenied) -> HttpResponse:
+    return _error(request, 403, str(error) or "Forbidden")
+
+
+@api.exception_handler(ValidationError)
+def invalid(request: HttpRequest, error: ValidationError) -> HttpResponse:
+    return _error(request, 400, " ".join(error.messages))
+
+
+@api.exception_handler(ValueError)
+def bad_value(request: HttpRequest, error: ValueError) -> HttpResponse:
+    # pydantic's ValidationError is a ValueError too; one escaping here is a response that does not fit its
+    # schema (ninja turns bad *input* into a 422 before the endpoint runs): our bug, so a 500, not a 400.
+    if isinstance(error, pydantic.ValidationError):
+        raise error
+    return _error(request, 400, str(error))
 
 
 class MeOut(Schema):

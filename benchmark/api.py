@@ -2,7 +2,8 @@
 
 Anyone may read public problems, kernels and evaluations; creating kernels and requesting evaluations
 needs the engineer role, and the review queue (listing, accepting and rejecting held results) the curator
-role. Each endpoint parses, authorizes, calls one service and serializes.
+role. Each endpoint parses, authorizes, calls one service and serializes; the service's exceptions
+(Http404, PermissionDenied, ValidationError, ValueError) become error answers in accelopt_site/api.py.
 """
 
 from __future__ import annotations
@@ -10,8 +11,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from django.core.exceptions import PermissionDenied, ValidationError
-from django.http import Http404, HttpRequest
+from django.http import HttpRequest
 from ninja import Router, Schema, Status
 from ninja.errors import HttpError
 
@@ -242,18 +242,9 @@ def _kernel_out(request: HttpRequest, kernel: Kernel) -> dict[str, Any]:
 
 def _problem_for(request: HttpRequest, reference: str) -> Problem:
     """A problem by id ("12") or address ("silu", "silu:full", "imported/silu:1")."""
-    try:
-        if reference.isdigit():
-            return services.get_problem_for_user(request.auth, int(reference))
-        return services.get_problem_by_address(reference, request.auth)
-    except ValueError as error:
-        raise HttpError(400, str(error)) from None
-    except Http404 as error:
-        raise HttpError(404, str(error)) from None
-
-
-def _bad_request(error: ValidationError) -> HttpError:
-    return HttpError(400, " ".join(error.messages))
+    if reference.isdigit():
+        return services.get_problem_for_user(request.auth, int(reference))
+    return services.get_problem_by_address(reference, request.auth)
 
 
 @router.get("/problems", auth=api_optional_auth, response=list[ProblemOut], summary="List problems")
@@ -288,19 +279,12 @@ def create_kernel(request: HttpRequest, payload: KernelIn) -> Status:
             400, "give either 'problem' (an id or address such as silu:mini) or 'reference_source'"
         )
     problem = _problem_for(request, payload.problem) if payload.problem is not None else None
-    try:
-        if problem is None:
-            problem = services.create_custom_problem(request.auth, payload.reference_source or "")
-        kernel, created = services.create_kernel(
-            problem, payload.source, author=request.auth, name=payload.name
-        )
-        evaluation = None
-        if payload.evaluate:
-            evaluation = services.request_evaluation(
-                kernel, payload.platform, user=request.auth, wait=payload.wait
-            )
-    except ValidationError as error:
-        raise _bad_request(error) from None
+    if problem is None:
+        problem = services.create_custom_problem(request.auth, payload.reference_source or "")
+    kernel, created = services.create_kernel(problem, payload.source, author=request.auth, name=payload.name)
+    evaluation = None
+    if payload.evaluate:
+        evaluation = services.request_evaluation(kernel, payload.platform, user=request.auth, wait=payload.wait)
     body = {
         "created": created,
         "kernel": _kernel_out(request, kernel),
@@ -316,11 +300,7 @@ def create_kernel(request: HttpRequest, payload: KernelIn) -> Status:
     summary="Read a kernel with its evaluations",
 )
 def read_kernel(request: HttpRequest, kernel_id: int) -> dict[str, Any]:
-    try:
-        kernel = services.get_kernel_for_user(request.auth, kernel_id)
-    except Http404 as error:
-        raise HttpError(404, str(error)) from None
-    return _kernel_out(request, kernel)
+    return _kernel_out(request, services.get_kernel_for_user(request.auth, kernel_id))
 
 
 @router.post(
@@ -330,17 +310,10 @@ def read_kernel(request: HttpRequest, kernel_id: int) -> dict[str, Any]:
     summary="Request an evaluation (the cached one when it exists)",
 )
 def request_evaluation(request: HttpRequest, kernel_id: int, payload: EvaluationIn) -> dict[str, Any]:
-    try:
-        kernel = services.get_kernel_for_user(request.auth, kernel_id, write=True)
-        evaluation = services.request_evaluation(
-            kernel, payload.platform, payload.backend, user=request.auth, wait=payload.wait
-        )
-    except Http404 as error:
-        raise HttpError(404, str(error)) from None
-    except PermissionDenied as error:
-        raise HttpError(403, str(error)) from None
-    except ValidationError as error:
-        raise _bad_request(error) from None
+    kernel = services.get_kernel_for_user(request.auth, kernel_id, write=True)
+    evaluation = services.request_evaluation(
+        kernel, payload.platform, payload.backend, user=request.auth, wait=payload.wait
+    )
     return _evaluation_out(request, evaluation)
 
 
@@ -351,11 +324,7 @@ def request_evaluation(request: HttpRequest, kernel_id: int, payload: Evaluation
     summary="Read an evaluation",
 )
 def read_evaluation(request: HttpRequest, evaluation_id: int) -> dict[str, Any]:
-    try:
-        evaluation = services.get_evaluation_for_user(request.auth, evaluation_id)
-    except Http404 as error:
-        raise HttpError(404, str(error)) from None
-    return _evaluation_out(request, evaluation)
+    return _evaluation_out(request, services.get_evaluation_for_user(request.auth, evaluation_id))
 
 
 @router.get(
@@ -371,14 +340,7 @@ def list_reviews(request: HttpRequest) -> list[dict[str, Any]]:
 
 
 def _decide(request: HttpRequest, evaluation_id: int, decision: str, note: str) -> dict[str, Any]:
-    try:
-        evaluation = review.decide(request.auth, evaluation_id, decision, note)
-    except Http404 as error:
-        raise HttpError(404, str(error)) from None
-    except PermissionDenied as error:
-        raise HttpError(403, str(error)) from None
-    except ValidationError as error:
-        raise _bad_request(error) from None
+    evaluation = review.decide(request.auth, evaluation_id, decision, note)
     return _evaluation_out(request, services.get_evaluation_for_user(request.auth, evaluation.pk))
 
 

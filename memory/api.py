@@ -11,8 +11,7 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
-from django.core.exceptions import PermissionDenied
-from django.http import Http404, HttpRequest
+from django.http import HttpRequest
 from ninja import Body, Field, Router, Schema, Status
 from ninja.errors import HttpError
 
@@ -135,12 +134,7 @@ def _entry_out(entry: MemoryEntry, *, detail: bool = False) -> dict[str, Any]:
 
 
 def _entry_for(request: HttpRequest, entry_id: int, *, write: bool = False) -> MemoryEntry:
-    try:
-        return services.get_entry_for_user(request.auth, entry_id, write=write)
-    except Http404 as error:
-        raise HttpError(404, str(error)) from None
-    except PermissionDenied as error:
-        raise HttpError(403, str(error)) from None
+    return services.get_entry_for_user(request.auth, entry_id, write=write)
 
 
 @router.get("/memory", auth=api_role(ENGINEER), response=list[EntryOut], summary="Search the optimization memory")
@@ -178,10 +172,7 @@ def export_entries(request: HttpRequest) -> list[dict[str, Any]]:
 @router.post("/memory/import", auth=api_role(CURATOR), response={200: ImportOut, 400: ErrorOut},
              summary="Import an AccelOpt experience list (all or nothing; duplicates skipped)")
 def import_entries(request: HttpRequest, payload: list[dict[str, Any]] = Body(...)) -> dict[str, Any]:  # noqa: B008
-    try:
-        report = services.import_entries(payload, request.auth)
-    except services.MemoryImportError as error:
-        raise HttpError(400, str(error)) from None
+    report = services.import_entries(payload, request.auth)  # a MemoryImportError is a ValueError: 400
     return {
         "created": len(report.created),
         "duplicates": report.duplicates,
@@ -193,14 +184,11 @@ def import_entries(request: HttpRequest, payload: list[dict[str, Any]] = Body(..
 @router.post("/memory", auth=api_role(CURATOR), response={201: EntryDetailOut, 400: ErrorOut},
              summary="Add an entry written by a person")
 def create_entry(request: HttpRequest, payload: EntryIn) -> Status:
-    try:
-        entry = services.add_entry(
-            title=payload.title, summary=payload.summary, slow_kernel=payload.slow_kernel,
-            fast_kernel=payload.fast_kernel, speedup=payload.speedup, polarity=payload.polarity,
-            family=payload.family, user=request.auth,
-        )
-    except ValueError as error:
-        raise HttpError(400, str(error)) from None
+    entry = services.add_entry(
+        title=payload.title, summary=payload.summary, slow_kernel=payload.slow_kernel,
+        fast_kernel=payload.fast_kernel, speedup=payload.speedup, polarity=payload.polarity,
+        family=payload.family, user=request.auth,
+    )
     return Status(201, _entry_out(entry, detail=True))
 
 
@@ -215,10 +203,7 @@ def read_entry(request: HttpRequest, entry_id: int) -> dict[str, Any]:
               summary="Edit an entry's title and/or summary")
 def edit_entry(request: HttpRequest, entry_id: int, payload: EntryEdit) -> dict[str, Any]:
     entry = _entry_for(request, entry_id, write=True)
-    try:
-        entry = services.edit_entry(entry, request.auth, title=payload.title, summary=payload.summary)
-    except ValueError as error:
-        raise HttpError(400, str(error)) from None
+    entry = services.edit_entry(entry, request.auth, title=payload.title, summary=payload.summary)
     return _entry_out(entry, detail=True)
 
 

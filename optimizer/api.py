@@ -2,7 +2,8 @@
 
 Runs: create (engineer), list and read (public ones for anyone, private ones for their owner), cancel,
 pause and resume (owner), and page through their events by seq (the same log the websocket streams).
-Each endpoint parses, authorizes, calls one service and serializes.
+Each endpoint parses, authorizes, calls one service and serializes; the services' exceptions become error
+answers in accelopt_site/api.py.
 """
 
 from __future__ import annotations
@@ -11,8 +12,7 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
-from django.core.exceptions import PermissionDenied, ValidationError
-from django.http import Http404, HttpRequest
+from django.http import HttpRequest
 from ninja import Field, Router, Schema, Status
 from ninja.errors import HttpError
 
@@ -130,12 +130,7 @@ def _event_out(event: RunEvent) -> dict[str, Any]:
 
 
 def _run_for(request: HttpRequest, run_id: int, *, write: bool = False) -> Run:
-    try:
-        return services.get_run_for_user(request.auth, run_id, write=write)
-    except Http404 as error:
-        raise HttpError(404, str(error)) from None
-    except PermissionDenied as error:
-        raise HttpError(403, str(error)) from None
+    return services.get_run_for_user(request.auth, run_id, write=write)
 
 
 @router.post(
@@ -145,33 +140,24 @@ def _run_for(request: HttpRequest, run_id: int, *, write: bool = False) -> Run:
     summary="Queue an optimization run",
 )
 def create_run(request: HttpRequest, payload: RunIn) -> Status:
-    try:
-        if payload.problem.isdigit():
-            problem = benchmark_services.get_problem_for_user(request.auth, int(payload.problem))
-        else:
-            problem = benchmark_services.get_problem_by_address(payload.problem, request.auth)
-        start_kernel = None
-        if payload.start_kernel_id is not None:
-            start_kernel = benchmark_services.get_kernel_for_user(request.auth, payload.start_kernel_id)
-        run = services.create_run(
-            request.auth,
-            problem,
-            start_kernel=start_kernel,
-            agent=payload.agent,
-            platform=payload.platform,
-            backend=payload.backend,
-            search=payload.search,
-            models=payload.models,
-            is_public=payload.is_public,
-        )
-    except ValueError as error:
-        raise HttpError(400, str(error)) from None
-    except ValidationError as error:
-        raise HttpError(400, " ".join(error.messages)) from None
-    except Http404 as error:
-        raise HttpError(404, str(error)) from None
-    except PermissionDenied as error:
-        raise HttpError(403, str(error)) from None
+    if payload.problem.isdigit():
+        problem = benchmark_services.get_problem_for_user(request.auth, int(payload.problem))
+    else:
+        problem = benchmark_services.get_problem_by_address(payload.problem, request.auth)
+    start_kernel = None
+    if payload.start_kernel_id is not None:
+        start_kernel = benchmark_services.get_kernel_for_user(request.auth, payload.start_kernel_id)
+    run = services.create_run(
+        request.auth,
+        problem,
+        start_kernel=start_kernel,
+        agent=payload.agent,
+        platform=payload.platform,
+        backend=payload.backend,
+        search=payload.search,
+        models=payload.models,
+        is_public=payload.is_public,
+    )
     return Status(201, _run_out(request, Run.objects.select_related("problem", "owner").get(pk=run.pk)))
 
 
