@@ -1,15 +1,21 @@
-"""How evaluation results are shown: the per-engine timeline as a Plotly figure, counters and errors as rows.
+"""How the benchmark app's results are shown: its Plotly figures (an evaluation's per-engine timeline, the
+leaderboard's latencies) and an evaluation's counters and errors as rows. Views call these; none builds a
+figure itself.
 
 Figures are built on the server with the plotly package and rendered without plotly.js
 (`include_plotlyjs=False`): the base template's `includes/plotly.html` serves the copy inside the package.
+`figure_html` is the one way a figure becomes HTML, for every app.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from benchmark.models import Evaluation
+
+if TYPE_CHECKING:
+    from benchmark.leaderboard import Leaderboard
 
 # A full-size trace has millions of instructions; the browser draws at most this many bars per engine,
 # merging neighbouring busy intervals (gaps under one bar's resolution are invisible anyway).
@@ -54,6 +60,11 @@ def _merge(intervals: list[tuple[float, float]], limit: int) -> list[tuple[float
     return merged
 
 
+def figure_html(figure: Any) -> str:
+    """A Plotly figure as an HTML fragment for a page; plotly.js itself comes from `includes/plotly.html`."""
+    return figure.to_html(include_plotlyjs=False, full_html=False, config={"displaylogo": False, "responsive": True})
+
+
 def timeline_figure_html(timeline: Any) -> str:
     """An HTML fragment with the per-engine busy intervals, or "" when there is nothing to draw."""
     by_engine, unit = _intervals_by_engine(timeline)
@@ -86,7 +97,26 @@ def timeline_figure_html(timeline: Any) -> str:
         yaxis={"categoryorder": "array", "categoryarray": list(reversed(order))},
         showlegend=False,
     )
-    return figure.to_html(include_plotlyjs=False, full_html=False, config={"displaylogo": False, "responsive": True})
+    return figure_html(figure)
+
+
+def leaderboard_figure_html(board: Leaderboard) -> str:
+    """Bars of latency per problem: baseline, best found, and AccelOpt's published best where known."""
+    rows = [row for row in board.rows if row.best is not None or row.baseline is not None]
+    if not rows:
+        return ""
+    import plotly.graph_objects as go
+
+    names = [row.problem.address for row in rows]
+    figure = go.Figure()
+    figure.add_trace(go.Bar(name="baseline", x=names, y=[row.baseline.latency_ms if row.baseline else None for row in rows]))
+    figure.add_trace(go.Bar(name="best found", x=names, y=[row.best.latency_ms if row.best else None for row in rows]))
+    if any(row.reference for row in rows):
+        figure.add_trace(go.Bar(name="AccelOpt published (trn1, measured)", x=names,
+                                y=[row.reference.latency_ms if row.reference else None for row in rows]))
+    figure.update_layout(barmode="group", height=360, margin={"l": 60, "r": 20, "t": 10, "b": 110},
+                         yaxis={"title": "latency (ms)", "type": "log"}, legend={"orientation": "h", "y": 1.1})
+    return figure_html(figure)
 
 
 # neuron-profile summary fields, in the order the calibration CSV has them, with what each means.

@@ -147,21 +147,3 @@ def build_leaderboard(platform: str = Platform.TRN1, *, suite: str = DEFAULT_SUI
         ))
     return Leaderboard(rows=rows)
 
-
-def leaderboard_figure_html(board: Leaderboard) -> str:
-    """Bars of latency per problem: baseline, best found, and AccelOpt's published best where known."""
-    rows = [row for row in board.rows if row.best is not None or row.baseline is not None]
-    if not rows:
-        return ""
-    import plotly.graph_objects as go
-
-    names = [row.problem.address for row in rows]
-    figure = go.Figure()
-    figure.add_trace(go.Bar(name="baseline", x=names, y=[row.baseline.latency_ms if row.baseline else None for row in rows]))
-    figure.add_trace(go.Bar(name="best found", x=names, y=[row.best.latency_ms if row.best else None for row in rows]))
-    if any(row.reference for row in rows):
-        figure.add_trace(go.Bar(name="AccelOpt published (trn1, measured)", x=names,
-                                y=[row.reference.latency_ms if row.reference else None for row in rows]))
-    figure.update_layout(barmode="group", height=360, margin={"l": 60, "r": 20, "t": 10, "b": 110},
-                         yaxis={"title": "latency (ms)", "type": "log"}, legend={"orientation": "h", "y": 1.1})
-    return figure.to_html(include_plotlyjs=False, full_html=False, config={"displaylogo": False, "responsive": True})

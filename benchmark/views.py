@@ -20,8 +20,9 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 
 from accounts.roles import CURATOR, ENGINEER, require_role
 from benchmark import review, services
-from benchmark.display import correctness_rows, profile_rows, timeline_figure_html
+from benchmark.display import correctness_rows, leaderboard_figure_html, profile_rows, timeline_figure_html
 from benchmark.forms import KernelUploadForm
+from benchmark.leaderboard import build_leaderboard
 from benchmark.models import DEFAULT_CASE, ErrorKind, Evaluation, KernelOrigin, Platform, Review
 from benchmark.provenance import evaluation_provenance, generated_by
 
@@ -234,8 +235,6 @@ def kernel_evaluate(request: HttpRequest, pk: int) -> HttpResponse:
 @require_GET
 def leaderboard(request: HttpRequest) -> HttpResponse:
     """Public: the best correct kernel per NKIBench problem and platform, with AccelOpt's published bests."""
-    from benchmark.leaderboard import build_leaderboard, leaderboard_figure_html
-
     platform = request.GET.get("platform", Platform.TRN1)
     if platform not in Platform.values:
         platform = Platform.TRN1
