@@ -26,8 +26,8 @@ from optimizer.agents.offline import OfflineAgents  # noqa: E402
 from optimizer.search import (  # noqa: E402
     BeamSearch,
     InMemoryCheckpoint,
-    InMemoryMemory,
     ListEventSink,
+    ListOptimizationMemory,
     PipelineEvaluator,
     SearchConfig,
 )
@@ -49,7 +49,7 @@ def lineage(events: ListEventSink, sha: str) -> list[str]:
     return chain[::-1]
 
 
-async def optimize(problem, config: SearchConfig, executor: LocalExecutor, memory: InMemoryMemory) -> dict:
+async def optimize(problem, config: SearchConfig, executor: LocalExecutor, memory: ListOptimizationMemory) -> dict:
     reference = problem.reference_source("mini")
     context = ProblemContext(slug=problem.slug, reference_source=reference, family=problem.family)
     evaluator = PipelineEvaluator(reference, seeds=SEEDS, peak_counts=problem.peak_counts("mini").as_dict(),
@@ -93,7 +93,7 @@ async def main() -> None:
     rows = []
     with LocalExecutor(max_workers=args.workers) as executor:
         for slug in wanted:
-            row = await optimize(suite.problem(slug), config, executor, InMemoryMemory())
+            row = await optimize(suite.problem(slug), config, executor, ListOptimizationMemory())
             rows.append(row)
             print(json.dumps(row), flush=True)
     print(f"\nconfig: iterations={args.iterations} beam={args.beam} plans={args.plans} samples=1 fix=0 workers={args.workers}")

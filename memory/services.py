@@ -18,6 +18,7 @@ from django.http import Http404
 
 from accounts.roles import is_curator, is_engineer
 from memory.models import ChangeKind, EntryStatus, MemoryEntry, MemoryEntryVersion, Polarity, SourceKind
+from memory.selection import select_for_planner
 
 # AccelOpt's summarizer writes this title when it found nothing worth remembering.
 ACCELOPT_NOTHING_FOUND_TITLE = "No optimization found"
@@ -183,23 +184,36 @@ def add_entry(
     return entry
 
 
-def select_entries(*, problem: Any = None, family: str = "", limit: int = 8) -> list[MemoryEntry]:
-    """The bounded memory given to the Planner.
+@dataclass(frozen=True)
+class _Selectable:
+    """An entry as `select_for_planner` reads it: the problem is its row id."""
 
-    Pinned entries always (even past `limit`), pruned entries never; the remaining slots go to active
-    entries from the same problem first, then the same family, then any, newest first within each tier.
+    pk: int
+    pinned: bool
+    problem: int | None
+    family: str
+
+
+def select_entries(*, problem: Any = None, family: str = "", limit: int = 8) -> list[MemoryEntry]:
+    """The bounded memory given to the Planner, chosen by `memory.selection.select_for_planner`: pinned
+    entries always (even past `limit`), pruned entries never, then the same problem, the same family, any.
+
+    Only the columns the rule reads are loaded for every entry; the full rows only for the chosen ones.
     """
-    pinned = list(MemoryEntry.objects.filter(status=EntryStatus.PINNED).order_by("-created_at", "-id"))
-    free_slots = max(0, limit - len(pinned))
-    if free_slots == 0:
-        return pinned
-    tiers = [models.When(problem_id=problem.pk, then=models.Value(2))] if problem is not None else []
-    if family:
-        tiers.append(models.When(family=family, then=models.Value(1)))
-    active = MemoryEntry.objects.filter(status=EntryStatus.ACTIVE).annotate(
-        relevance=models.Case(*tiers, default=models.Value(0), output_field=models.IntegerField())
+    rows = (
+        MemoryEntry.objects.filter(status__in=[EntryStatus.ACTIVE, EntryStatus.PINNED])
+        .order_by("-created_at", "-id")
+        .values_list("pk", "status", "problem_id", "family")
     )
-    return pinned + list(active.order_by("-relevance", "-created_at", "-id")[:free_slots])
+    chosen = select_for_planner(
+        (_Selectable(pk, status == EntryStatus.PINNED, problem_id, family) for pk, status, problem_id, family in rows),
+        limit=limit,
+        problem=problem.pk if problem is not None else None,
+        family=family,
+    )
+    entries = MemoryEntry.objects.select_related("problem").in_bulk([row.pk for row in chosen])
+    # A row deleted between the two queries simply drops out.
+    return [entries[row.pk] for row in chosen if row.pk in entries]
 
 
 def _set_status(

@@ -32,7 +32,13 @@ from django.db.models import Q
 from django.utils import timezone
 
 from optimizer import conf
-from optimizer.adapters import DjangoEvaluator, DjangoMemory, LostClaim, RunRecorder, problem_context
+from optimizer.adapters import (
+    DjangoEvaluator,
+    DjangoOptimizationMemory,
+    LostClaim,
+    RunRecorder,
+    problem_context,
+)
 from optimizer.events import append_events, publish_events_async, record_events
 from optimizer.models import AgentKind, Run, RunStatus
 from optimizer.search import BeamSearch, SearchConfig
@@ -170,7 +176,7 @@ async def drive_run(
             config=SearchConfig.from_dict(run.config.get("search", {})),
             agents=agents,
             evaluator=evaluator_factory(run),
-            memory=DjangoMemory(run),
+            memory=DjangoOptimizationMemory(run),
             events=recorder,
             store=recorder,
             run_key=f"run{run_id}",

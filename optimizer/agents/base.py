@@ -49,7 +49,7 @@ class KernelView:
 
 @dataclass(frozen=True)
 class MemoryItem:
-    """One optimization-memory entry, as shown to the Planner (and stored by the Memory)."""
+    """One optimization-memory entry, as shown to the Planner (and stored by the OptimizationMemory)."""
 
     key: str  # stable identity: adding the same key twice must not duplicate the entry
     title: str

@@ -1,4 +1,4 @@
-"""The AccelOpt beam search, written against injected interfaces. Pure Python: no Django, no network.
+"""The beam search loop: `BeamSearch.open`, `step` and `run`, with one method per phase. Pure Python.
 
 One run optimizes one kernel for one problem. Per iteration:
 
@@ -9,46 +9,25 @@ One run optimizes one kernel for one problem. Per iteration:
               and is evaluated again
     select    the fastest correct kernels (old beam included) become the next beam; rewrite selection
               keeps the largest speedups (positive) and the worst slowdowns (negative)
-    summarize each selected rewrite becomes a memory entry (Summarizer), added to the Memory
+    summarize each selected rewrite becomes a memory entry (Summarizer), added to the optimization memory
 
-Injected (all async, so a Django layer can wrap its ORM with `sync_to_async`):
-
-* `Agents` (planner, executor, fixer, summarizer; see `optimizer.agents.base` for the request records),
-* `Evaluator.evaluate_many(sources) -> results` bound to the run's problem, platform and backend; each
-  result has `correct`, `latency_ms`, `peak_fraction`, `error_kind`, `error_message`, `profile` (the shape
-  of `benchmark.evaluation.EvaluationResult`); an `error_kind` of "suspicious" keeps a kernel out of the
-  beam and out of the memory whatever its latency, and an optional `review_accepted` (a curator accepted
-  the result) exempts it from the `suspicious_speedup` bound,
-* `Memory.select(problem, k)` (the bounded Planner context) and `Memory.add(item)`, which must be
-  idempotent on `item.key` (a step interrupted after `add` is redone on resume),
-* `EventSink.emit(kind, payload)` with kinds in `EVENT_KINDS`; `agent.call` carries a `CallRecord` dict
-  for the `AgentCall` table, and `llm.error` is emitted for each failed call,
-* `CheckpointStore.load() / save(state_dict)`: `step()` saves the whole `RunState` (JSON-ready dict)
-  after every unit of work, so a run killed at any point resumes from its last save and redoes at most
-  that one unit. Evaluations are stored by kernel sha256 inside the state: nothing evaluated and saved is
-  evaluated again.
-
-Driving a run: `search = await BeamSearch.open(...)`, then `while await search.step(): ...` (the worker
-checks cancel/pause between steps), or `await search.run()`. One step is one chunk of at most
-`agent_batch` agent calls or `evaluation_batch` evaluations, run concurrently, or one bookkeeping
-transition (selection, iteration end). Work items have deterministic keys ("<iteration>.<beam>.<plan>.
-<sample>") and are processed in key order, and each agent request carries a seed derived from the run
-seed and its key, so the same seed and the same agent answers give the same run, whatever the batch
-sizes and wherever it was interrupted. Events of an interrupted step may be emitted twice (at least once);
-each payload names its item key so a consumer can tell.
+`step()` saves the whole `RunState` after every unit of work, so a run killed at any point resumes from
+its last save and redoes at most that one unit. One step is one chunk of at most `agent_batch` agent
+calls or `evaluation_batch` evaluations, run concurrently, or one bookkeeping transition (selection,
+iteration end). Work items have deterministic keys ("<iteration>.<beam>.<plan>.<sample>") and are
+processed in key order, and each agent request carries a seed derived from the run seed and its key, so
+the same seed and the same agent answers give the same run, whatever the batch sizes and wherever it was
+interrupted. Events of an interrupted step may be emitted twice (at least once); each payload names its
+item key so a consumer can tell.
 """
 
 from __future__ import annotations
 
 import asyncio
 import hashlib
-import json
-import os
-import tempfile
 from collections.abc import Awaitable, Sequence
-from dataclasses import asdict, dataclass, field, fields
-from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from dataclasses import asdict
+from typing import Any
 
 from optimizer.agents.base import (
     NEGATIVE,
@@ -57,312 +36,35 @@ from optimizer.agents.base import (
     CallRecord,
     FixRequest,
     KernelView,
-    MemoryDraft,
     MemoryItem,
     PlanRequest,
     ProblemContext,
     SummaryRequest,
     WriteRequest,
 )
-
-SUSPICIOUS = "suspicious"
-INFRASTRUCTURE = "infrastructure_error"  # says nothing about the kernel: never sent to the Fixer
-INFRASTRUCTURE_RETRIES = 2  # evaluations of one kernel that fail for infrastructure reasons and are redone
-STATE_VERSION = 1
-
-EVENT_KINDS = (
-    "run.started",
-    "iteration.started",
-    "plan.proposed",
-    "candidate.written",
-    "candidate.evaluated",
-    "beam.selected",
-    "memory.added",
-    "iteration.finished",
-    "run.finished",
-    "run.failed",
-    "llm.error",
-    "agent.call",
-    "agent.unusable",
+from optimizer.search.config import SearchConfig
+from optimizer.search.interfaces import Agents, CheckpointStore, Evaluator, EventSink, OptimizationMemory
+from optimizer.search.state import (
+    FAILED,
+    INFRASTRUCTURE,
+    SUCCEEDED,
+    SUSPICIOUS,
+    BeamMember,
+    CandidateRecord,
+    Evaluation,
+    PlanRecord,
+    RewriteRecord,
+    RunState,
+    source_sha,
 )
 
-# Run status values (the Django Run adds queued/paused/cancelled around these).
-RUNNING, SUCCEEDED, FAILED = "running", "succeeded", "failed"
-
-
-# ---------------------------------------------------------------------------------------------------
-# Configuration
-
-
-@dataclass(frozen=True)
-class SearchConfig:
-    """Search parameters. Defaults follow the public AccelOpt NKIBench experiment scripts."""
-
-    iterations: int = 15
-    beam_width: int = 6  # kernels kept per iteration (AccelOpt TOPK_CANDIDATES)
-    plans_per_candidate: int = 12  # Planner breadth per beam kernel
-    samples_per_plan: int = 2  # Executor samples per plan
-    memory_size: int = 16  # entries shown to the Planner
-    rewrites_per_iteration: int = 8  # memory entries written per iteration (at most half positive)
-    positive_speedup: float = 1.04  # a positive rewrite must be faster than this
-    negative_slowdown: float = 1.15  # a negative rewrite must be slower than this (speedup < 1/x)
-    suspicious_speedup: float = 10.0  # a correct kernel this much faster than its parent is held for review
-    fix_attempts: int = 1  # Fixer rounds per failing kernel (0 disables the Fixer)
-    seed: int = 0
-    agent_batch: int = 8  # agent calls started together in one step (execution only, not semantics)
-    evaluation_batch: int = 8  # evaluations started together in one step (execution only)
-
-    def __post_init__(self) -> None:
-        for name in ("iterations", "beam_width", "plans_per_candidate", "samples_per_plan",
-                     "agent_batch", "evaluation_batch"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"SearchConfig.{name} must be >= 1, got {getattr(self, name)}")
-        for name in ("memory_size", "rewrites_per_iteration", "fix_attempts"):
-            if getattr(self, name) < 0:
-                raise ValueError(f"SearchConfig.{name} must be >= 0, got {getattr(self, name)}")
-        for name in ("positive_speedup", "negative_slowdown", "suspicious_speedup"):
-            if getattr(self, name) < 1.0:
-                raise ValueError(f"SearchConfig.{name} must be >= 1.0, got {getattr(self, name)}")
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any], *, strict: bool = True) -> SearchConfig:
-        """`strict=False` ignores keys that are not search parameters (a Run's config also names the
-        platform, backend and models)."""
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(data) - known)
-        if unknown and strict:
-            raise ValueError(f"unknown search parameters {unknown}; known: {sorted(known)}")
-        return cls(**{k: v for k, v in data.items() if k in known})
-
-
-# ---------------------------------------------------------------------------------------------------
-# Injected interfaces
-
-
-@runtime_checkable
-class EvaluationLike(Protocol):
-    correct: bool
-    latency_ms: float | None
-    peak_fraction: float | None
-    error_kind: str | None
-    error_message: str | None
-    profile: Any
-
-
-class Evaluator(Protocol):
-    async def evaluate_many(self, sources: Sequence[str]) -> Sequence[EvaluationLike]:
-        """Evaluate every source (concurrently if it can); one result per source, in order."""
-        ...
-
-
-class Agents(Protocol):
-    label: str  # shown in the UI: e.g. "offline: search over known rewrites" or "llm: <models>"
-
-    async def plan(self, request: PlanRequest) -> AgentResult[list[str]]: ...
-
-    async def write(self, request: WriteRequest) -> AgentResult[str]: ...
-
-    async def fix(self, request: FixRequest) -> AgentResult[str]: ...
-
-    async def summarize(self, request: SummaryRequest) -> AgentResult[MemoryDraft]: ...
-
-
-class Memory(Protocol):
-    async def select(self, problem: ProblemContext, k: int) -> Sequence[MemoryItem]: ...
-
-    async def add(self, item: MemoryItem) -> None:
-        """Store `item`; adding a key that is already stored must not create a second entry."""
-        ...
-
-
-class EventSink(Protocol):
-    async def emit(self, kind: str, payload: dict[str, Any]) -> None: ...
-
-
-class CheckpointStore(Protocol):
-    async def load(self) -> dict[str, Any] | None: ...
-
-    async def save(self, state: dict[str, Any]) -> None: ...
-
-
-# ---------------------------------------------------------------------------------------------------
-# State (everything a resumed run needs; JSON-ready through to_dict/from_dict)
-
-
-@dataclass
-class Evaluation:
-    """The part of an evaluation result the search keeps (by kernel sha256)."""
-
-    correct: bool
-    latency_ms: float | None = None
-    peak_fraction: float | None = None
-    error_kind: str | None = None
-    error_message: str | None = None
-    profile: dict[str, float] = field(default_factory=dict)
-    accepted: bool = False  # a curator accepted this result on review: the speedup bound no longer holds it
-
-    @property
-    def suspicious(self) -> bool:
-        return self.error_kind == SUSPICIOUS
-
-    @property
-    def usable(self) -> bool:
-        """Correct, timed and not suspicious: may enter the beam."""
-        return self.correct and not self.suspicious and self.latency_ms is not None and self.latency_ms > 0
-
-    @classmethod
-    def from_result(cls, result: EvaluationLike) -> Evaluation:
-        profile = getattr(result, "profile", None) or {}
-        if not isinstance(profile, dict):  # a typed profile record: keep its fields
-            profile = asdict(profile) if hasattr(profile, "__dataclass_fields__") else dict(vars(profile))
-        numeric = {k: float(v) for k, v in profile.items() if isinstance(v, int | float) and not isinstance(v, bool)}
-        kind = getattr(result, "error_kind", None)
-        return cls(
-            correct=bool(result.correct),
-            latency_ms=None if result.latency_ms is None else float(result.latency_ms),
-            peak_fraction=None if getattr(result, "peak_fraction", None) is None else float(result.peak_fraction),
-            error_kind=str(getattr(kind, "value", kind)) if kind else None,  # an ErrorKind enum becomes its code
-            error_message=getattr(result, "error_message", None) or None,
-            profile=numeric,
-            accepted=bool(getattr(result, "review_accepted", False)),
-        )
-
-
-@dataclass
-class BeamMember:
-    sha: str
-    latency_ms: float
-    origin: str  # "start" or the key of the candidate that produced it
-
-
-@dataclass
-class PlanRecord:
-    key: str  # "<iteration>.<beam index>.<plan index>"
-    parent_sha: str
-    text: str
-
-
-@dataclass
-class CandidateRecord:
-    key: str  # "<plan key>.<sample>"
-    plan_key: str
-    parent_sha: str
-    attempts: list[str] = field(default_factory=list)  # sha of the written source, then each fix
-    unusable: str = ""  # why the Executor produced nothing
-    fixes: int = 0  # Fixer calls made (successful or not)
-    speedup: float | None = None  # parent latency / own latency, when correct
-    chosen: bool = False  # entered the next beam
-
-    @property
-    def sha(self) -> str | None:
-        return self.attempts[-1] if self.attempts else None
-
-
-@dataclass
-class RewriteRecord:
-    candidate_key: str
-    polarity: str
-    speedup: float  # candidate speedup over its parent (< 1 for negative rewrites)
-    slow_sha: str
-    fast_sha: str
-
-
-@dataclass
-class Totals:
-    calls: int = 0
-    failed_calls: int = 0
-    unusable_replies: int = 0
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    cost_usd: float = 0.0
-    evaluations: int = 0
-
-
-@dataclass
-class RunState:
-    config: SearchConfig
-    start_sha: str
-    kernels: dict[str, str]  # sha256 -> source
-    run_key: str = ""  # names the run in memory keys and provenance (the Django Run id)
-    status: str = RUNNING
-    phase: str = "start"  # start, plan, write, evaluate, fix, select, summarize, next
-    iteration: int = 0  # 0 until the first iteration starts
-    beam: list[BeamMember] = field(default_factory=list)
-    evaluations: dict[str, Evaluation] = field(default_factory=dict)
-    plans: list[PlanRecord] = field(default_factory=list)  # current iteration only
-    candidates: list[CandidateRecord] = field(default_factory=list)  # current iteration only
-    rewrites: list[RewriteRecord] = field(default_factory=list)  # current iteration only
-    done: list[str] = field(default_factory=list)  # finished task keys of the current iteration
-    history: list[dict[str, Any]] = field(default_factory=list)  # one summary per finished iteration
-    totals: Totals = field(default_factory=Totals)
-    infrastructure_retries: dict[str, int] = field(default_factory=dict)  # sha -> evaluations redone
-    error: str = ""
-
-    # -- derived --------------------------------------------------------------------------------------
-    @property
-    def start_latency_ms(self) -> float | None:
-        ev = self.evaluations.get(self.start_sha)
-        return ev.latency_ms if ev else None
-
-    @property
-    def best(self) -> BeamMember | None:
-        return min(self.beam, key=lambda m: m.latency_ms) if self.beam else None
-
-    @property
-    def best_speedup(self) -> float | None:
-        best, start = self.best, self.start_latency_ms
-        return start / best.latency_ms if best and start else None
-
-    @property
-    def finished(self) -> bool:
-        return self.status in (SUCCEEDED, FAILED)
-
-    # -- serialization --------------------------------------------------------------------------------
-    def to_dict(self) -> dict[str, Any]:
-        data = asdict(self)
-        data["version"] = STATE_VERSION
-        return data
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> RunState:
-        if data.get("version") != STATE_VERSION:
-            raise ValueError(f"run state version {data.get('version')!r} is not {STATE_VERSION}")
-        return cls(
-            config=SearchConfig.from_dict(data["config"]),
-            start_sha=data["start_sha"],
-            kernels=dict(data["kernels"]),
-            run_key=data.get("run_key", ""),
-            status=data["status"],
-            phase=data["phase"],
-            iteration=data["iteration"],
-            beam=[BeamMember(**m) for m in data["beam"]],
-            evaluations={k: Evaluation(**v) for k, v in data["evaluations"].items()},
-            plans=[PlanRecord(**p) for p in data["plans"]],
-            candidates=[CandidateRecord(**c) for c in data["candidates"]],
-            rewrites=[RewriteRecord(**r) for r in data["rewrites"]],
-            done=list(data["done"]),
-            history=list(data["history"]),
-            totals=Totals(**data["totals"]),
-            infrastructure_retries=dict(data.get("infrastructure_retries", {})),
-            error=data.get("error", ""),
-        )
-
-
-def source_sha(source: str) -> str:
-    return hashlib.sha256(source.encode("utf-8")).hexdigest()
+INFRASTRUCTURE_RETRIES = 2  # evaluations of one kernel that fail for infrastructure reasons and are redone
 
 
 def derive_seed(run_seed: int, key: str) -> int:
     """A per-task seed that depends only on the run seed and the task key (not on execution order)."""
     digest = hashlib.sha256(f"{run_seed}:{key}".encode()).digest()
     return int.from_bytes(digest[:4], "big")
-
-
-# ---------------------------------------------------------------------------------------------------
-# The search
 
 
 class BeamSearch:
@@ -373,7 +75,7 @@ class BeamSearch:
         problem: ProblemContext,
         agents: Agents,
         evaluator: Evaluator,
-        memory: Memory,
+        memory: OptimizationMemory,
         events: EventSink,
         store: CheckpointStore,
     ) -> None:
@@ -394,7 +96,7 @@ class BeamSearch:
         config: SearchConfig,
         agents: Agents,
         evaluator: Evaluator,
-        memory: Memory,
+        memory: OptimizationMemory,
         events: EventSink,
         store: CheckpointStore,
         run_key: str = "",
@@ -785,95 +487,3 @@ def _neg_key(key: str) -> tuple[int, ...]:
 def _call_dict(call: CallRecord) -> dict[str, Any]:
     return call.to_dict()
 
-
-# ---------------------------------------------------------------------------------------------------
-# Small pure implementations of the interfaces (tests, the command line, the offline demo)
-
-
-class PipelineEvaluator:
-    """`Evaluator` over `benchmark.evaluation`: each source is one `EvaluationRequest` on an executor (the
-    local process pool by default), all submitted at once and awaited together. Pass fixed `seeds` for a
-    reproducible run (the same inputs for every candidate)."""
-
-    def __init__(self, reference_source: str, *, platform: str = "trn1", backend: str = "simulator",
-                 peak_counts: dict[str, float] | None = None, seeds: Sequence[int] | None = None,
-                 kernel_name: str | None = None, executor: Any = None) -> None:
-        from benchmark.evaluation import LocalExecutor
-
-        self.reference_source = reference_source
-        self.options = {"platform": platform, "backend": backend, "peak_counts": peak_counts,
-                        "seeds": tuple(seeds) if seeds is not None else None, "kernel_name": kernel_name}
-        self.executor = executor or LocalExecutor()
-
-    async def evaluate_many(self, sources: Sequence[str]) -> Sequence[EvaluationLike]:
-        from benchmark.evaluation import EvaluationRequest
-
-        futures = [self.executor.submit(EvaluationRequest(kernel_source=s, reference_source=self.reference_source,
-                                                          **self.options)) for s in sources]
-        return await asyncio.gather(*(asyncio.wrap_future(f) for f in futures))
-
-
-class ListEventSink:
-    def __init__(self) -> None:
-        self.events: list[tuple[str, dict[str, Any]]] = []
-
-    async def emit(self, kind: str, payload: dict[str, Any]) -> None:
-        self.events.append((kind, json.loads(json.dumps(payload))))  # what a JSON column would hold
-
-    def kinds(self) -> list[str]:
-        return [k for k, _ in self.events]
-
-
-class InMemoryCheckpoint:
-    def __init__(self, state: dict[str, Any] | None = None) -> None:
-        self.state = state
-        self.saves = 0
-
-    async def load(self) -> dict[str, Any] | None:
-        return None if self.state is None else json.loads(json.dumps(self.state))
-
-    async def save(self, state: dict[str, Any]) -> None:
-        self.state = json.loads(json.dumps(state))  # proves the state is JSON-ready
-        self.saves += 1
-
-
-class JsonFileCheckpoint:
-    """The state in one JSON file, replaced atomically (a crash leaves the old or the new file)."""
-
-    def __init__(self, path: str | Path) -> None:
-        self.path = Path(path)
-
-    async def load(self) -> dict[str, Any] | None:
-        if not self.path.exists():
-            return None
-        return json.loads(self.path.read_text(encoding="utf-8"))
-
-    async def save(self, state: dict[str, Any]) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=self.path.name, suffix=".tmp")
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump(state, f)
-        os.replace(tmp, self.path)
-
-
-class InMemoryMemory:
-    """The Planner's bounded context without a database: pinned first, then same problem, then same
-    family, newest first within each group. Adding an existing key replaces nothing (idempotent)."""
-
-    def __init__(self, items: Sequence[MemoryItem] = ()) -> None:
-        self.items: list[MemoryItem] = list(items)
-
-    async def select(self, problem: ProblemContext, k: int) -> Sequence[MemoryItem]:
-        def rank(pair: tuple[int, MemoryItem]) -> tuple[int, int, int, int]:
-            age, item = pair
-            return (not item.pinned, item.problem != problem.slug,
-                    not (problem.family and item.family == problem.family), -age)
-
-        ordered = [item for _, item in sorted(enumerate(self.items), key=rank)]
-        pinned = [i for i in ordered if i.pinned]
-        rest = [i for i in ordered if not i.pinned]
-        return (pinned + rest[: max(0, k - len(pinned))]) if k else pinned
-
-    async def add(self, item: MemoryItem) -> None:
-        if all(existing.key != item.key for existing in self.items):
-            self.items.append(item)

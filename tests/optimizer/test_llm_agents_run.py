@@ -9,7 +9,13 @@ import pytest
 
 from optimizer.agents.llm import LLMClient, ModelPrice, RoleSettings
 from optimizer.agents.llm_agents import LLMAgents
-from optimizer.search import BeamSearch, InMemoryCheckpoint, InMemoryMemory, ListEventSink, SearchConfig
+from optimizer.search import (
+    BeamSearch,
+    InMemoryCheckpoint,
+    ListEventSink,
+    ListOptimizationMemory,
+    SearchConfig,
+)
 from tests.optimizer.scripted_openai import Reply, ScriptedOpenAI
 
 START = "import neuronxcc.nki as nki\n\nLATENCY_MS = 10.0\n\n@nki.jit\ndef kernel(x):\n    return x\n"
@@ -85,7 +91,7 @@ async def test_an_llm_driven_run_learns_from_fast_and_slow_kernels_and_survives_
         role = RoleSettings(model="scripted-coder", base_url=server.base_url, api_key="sk-x", timeout_s=2.0)
         client = LLMClient({r: role for r in ("planner", "executor", "fixer", "summarizer")},
                            prices={"scripted-coder": PRICE}, max_retries=2, backoff_s=0.0)
-        events, memory = ListEventSink(), InMemoryMemory()
+        events, memory = ListEventSink(), ListOptimizationMemory()
         config = SearchConfig(iterations=2, beam_width=2, plans_per_candidate=4, samples_per_plan=1,
                               rewrites_per_iteration=4, fix_attempts=1, seed=5)
         search = await BeamSearch.open(problem=problem, start_source=START, config=config,

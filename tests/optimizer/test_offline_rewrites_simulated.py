@@ -13,8 +13,8 @@ from optimizer.agents.rewrites import BY_NAME
 from optimizer.search import (
     BeamSearch,
     InMemoryCheckpoint,
-    InMemoryMemory,
     ListEventSink,
+    ListOptimizationMemory,
     PipelineEvaluator,
     SearchConfig,
 )
@@ -52,7 +52,7 @@ async def test_an_offline_run_on_a_mini_problem_keeps_only_correct_kernels_and_l
     reference = problem.reference_source("mini")
     context = ProblemContext(slug="silu", reference_source=reference, family=problem.family)
     evaluator = PipelineEvaluator(reference, seeds=SEEDS, peak_counts=problem.peak_counts("mini").as_dict())
-    memory = InMemoryMemory()
+    memory = ListOptimizationMemory()
     config = SearchConfig(iterations=1, beam_width=2, plans_per_candidate=4, samples_per_plan=1, fix_attempts=0,
                           rewrites_per_iteration=4, seed=1)
     search = await BeamSearch.open(problem=context, start_source=problem.baseline_for("mini"), config=config,

@@ -7,15 +7,15 @@ import pytest
 from optimizer.search import (
     BeamSearch,
     InMemoryCheckpoint,
-    InMemoryMemory,
     ListEventSink,
+    ListOptimizationMemory,
     SearchConfig,
 )
 from tests.optimizer.fakes import FakeAgents, FakeEvaluator, fake_kernel, read_kernel
 
 
 async def run_search(problem, config, agents=None, start=None, memory=None, evaluator=None):
-    events, memory = ListEventSink(), memory or InMemoryMemory()
+    events, memory = ListEventSink(), memory or ListOptimizationMemory()
     evaluator = evaluator or FakeEvaluator()
     search = await BeamSearch.open(problem=problem, start_source=start or fake_kernel(10.0), config=config,
                                    agents=agents or FakeAgents(), evaluator=evaluator, memory=memory,

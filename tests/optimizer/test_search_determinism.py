@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import dataclasses
 
-from optimizer.search import BeamSearch, InMemoryCheckpoint, InMemoryMemory, ListEventSink, SearchConfig
+from optimizer.search import (
+    BeamSearch,
+    InMemoryCheckpoint,
+    ListEventSink,
+    ListOptimizationMemory,
+    SearchConfig,
+)
 from tests.optimizer.fakes import FakeAgents, FakeEvaluator, fake_kernel
 
 CONFIG = SearchConfig(iterations=2, beam_width=3, plans_per_candidate=3, samples_per_plan=2, seed=11)
@@ -13,7 +19,7 @@ CONFIG = SearchConfig(iterations=2, beam_width=3, plans_per_candidate=3, samples
 async def run(problem, config):
     events, agents = ListEventSink(), FakeAgents()
     search = await BeamSearch.open(problem=problem, start_source=fake_kernel(10.0), config=config, agents=agents,
-                                   evaluator=FakeEvaluator(), memory=InMemoryMemory(), events=events,
+                                   evaluator=FakeEvaluator(), memory=ListOptimizationMemory(), events=events,
                                    store=InMemoryCheckpoint())
     state = await search.run()
     return state, events, agents

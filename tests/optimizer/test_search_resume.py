@@ -7,9 +7,9 @@ import pytest
 from optimizer.search import (
     BeamSearch,
     InMemoryCheckpoint,
-    InMemoryMemory,
     JsonFileCheckpoint,
     ListEventSink,
+    ListOptimizationMemory,
     SearchConfig,
     source_sha,
 )
@@ -26,7 +26,7 @@ async def open_search(problem, store, memory, evaluator, events=None):
 
 
 async def uninterrupted(problem):
-    evaluator, memory = FakeEvaluator(), InMemoryMemory()
+    evaluator, memory = FakeEvaluator(), ListOptimizationMemory()
     state = await (await open_search(problem, InMemoryCheckpoint(), memory, evaluator)).run()
     return state, memory, evaluator
 
@@ -34,7 +34,7 @@ async def uninterrupted(problem):
 @pytest.mark.parametrize("crash_after", [1, 4, 9, 15])
 async def test_a_run_killed_during_an_evaluation_resumes_without_re_running_saved_evaluations(problem, crash_after):
     reference, reference_memory, reference_evaluator = await uninterrupted(problem)
-    store, memory = InMemoryCheckpoint(), InMemoryMemory()
+    store, memory = InMemoryCheckpoint(), ListOptimizationMemory()
     crashing = FakeEvaluator(crash_after=crash_after)
     with pytest.raises(SimulatedCrash):
         await (await open_search(problem, store, memory, crashing)).run()
@@ -55,7 +55,7 @@ async def test_a_run_killed_during_an_evaluation_resumes_without_re_running_save
 
 async def test_a_run_stopped_between_any_two_steps_resumes_to_the_same_result(problem):
     reference, reference_memory, _ = await uninterrupted(problem)
-    store, memory = InMemoryCheckpoint(), InMemoryMemory()
+    store, memory = InMemoryCheckpoint(), ListOptimizationMemory()
     steps = 0
     while True:
         # A fresh search object each step: nothing survives between steps except the checkpoint.
@@ -78,7 +78,7 @@ async def test_memory_adds_repeated_after_a_crash_do_not_duplicate_entries(probl
                 raise SimulatedCrash("killed right after a memory add, before its checkpoint")
             await super().save(state)
 
-    store, memory = CrashOnSecondSave(), InMemoryMemory()
+    store, memory = CrashOnSecondSave(), ListOptimizationMemory()
     with pytest.raises(SimulatedCrash):
         await (await open_search(problem, store, memory, FakeEvaluator())).run()
     added_before = len(memory.items)
@@ -91,17 +91,17 @@ async def test_memory_adds_repeated_after_a_crash_do_not_duplicate_entries(probl
 
 async def test_the_state_round_trips_through_a_json_file(problem, tmp_path):
     store = JsonFileCheckpoint(tmp_path / "run.json")
-    search = await open_search(problem, store, InMemoryMemory(), FakeEvaluator())
+    search = await open_search(problem, store, ListOptimizationMemory(), FakeEvaluator())
     for _ in range(6):
         await search.step()
-    resumed = await open_search(problem, store, InMemoryMemory(), FakeEvaluator())
+    resumed = await open_search(problem, store, ListOptimizationMemory(), FakeEvaluator())
     assert resumed.state.to_dict() == search.state.to_dict()
 
 
 async def test_a_finished_run_does_no_more_work(problem):
     store = InMemoryCheckpoint()
-    await (await open_search(problem, store, InMemoryMemory(), FakeEvaluator())).run()
+    await (await open_search(problem, store, ListOptimizationMemory(), FakeEvaluator())).run()
     evaluator = FakeEvaluator()
-    search = await open_search(problem, store, InMemoryMemory(), evaluator)
+    search = await open_search(problem, store, ListOptimizationMemory(), evaluator)
     assert await search.step() is False
     assert evaluator.evaluated == []

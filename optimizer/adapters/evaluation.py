@@ -1,0 +1,142 @@
+"""`DjangoEvaluator`: the search's Evaluator for one run, over the benchmark app.
+
+Kernels become `benchmark.Kernel` rows and are evaluated through `benchmark.services.request_evaluation`,
+whose cache (kernel, platform, backend, version) is why a resumed run never evaluates a kernel twice: an
+evaluation finished before a crash is simply found. A result held for review reaches the search as
+suspicious (`reviewed`).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from asgiref.sync import sync_to_async
+from django.core.exceptions import ValidationError
+from django.db import close_old_connections
+
+from benchmark import services as benchmark_services
+from benchmark.models import Evaluation, EvaluationStatus, Kernel, KernelOrigin, Review
+from optimizer.models import Run, RunEvent
+
+
+@dataclass(frozen=True)
+class _Result:
+    """A result the search sees in place of an Evaluation row: a source the benchmark app refused to store
+    (too large, NUL bytes), reported like a static-check rejection so the search treats it as a failed
+    kernel; or a result after review (`reviewed`)."""
+
+    error_message: str | None
+    correct: bool = False
+    latency_ms: float | None = None
+    peak_fraction: float | None = None
+    error_kind: str | None = "rejected"
+    profile: Any = None
+    review_accepted: bool = False
+
+
+def reviewed(evaluation: Evaluation) -> Evaluation | _Result:
+    """Held or rejected: suspicious, whatever the pipeline said (kept out of the beam). Accepted: a plain
+    correct result that the speedup-over-parent rule no longer holds (`review_accepted`)."""
+    if not evaluation.review:
+        return evaluation
+    accepted = evaluation.review == Review.ACCEPTED
+    return _Result(
+        correct=bool(evaluation.correct),
+        latency_ms=evaluation.latency_ms,
+        peak_fraction=evaluation.peak_fraction,
+        error_kind=None if accepted else "suspicious",
+        error_message=None if accepted else f"{evaluation.get_review_display().lower()}: {evaluation.held_reason}",
+        profile=evaluation.profile,
+        review_accepted=accepted,
+    )
+
+
+class DjangoEvaluator:
+    """`evaluate_many` for one run: its problem, platform and backend.
+
+    After a crash takeover, an evaluation still pending from before the takeover is restarted at once
+    instead of after ACCELOPT_EVALUATION_STALE_AFTER_S: the dead worker started it, and its result
+    would have been saved by a callback in the dead process, so it will never finish.
+    """
+
+    def __init__(
+        self,
+        run: Run,
+        *,
+        poll_interval_s: float = 0.2,
+        timeout_s: float = 3600.0,
+    ) -> None:
+        self.run_id = run.pk
+        self.problem = run.problem
+        self.platform = run.platform
+        self.backend = run.backend
+        self.poll_interval_s = poll_interval_s
+        self.timeout_s = timeout_s
+        self._abandoned_before: datetime | None = None
+        self._takeover_known = False
+
+    async def evaluate_many(self, sources: Sequence[str]) -> Sequence[Any]:
+        # Not thread_sensitive: the wait must not block the one thread the web requests' ORM calls share.
+        return await sync_to_async(self._evaluate_many, thread_sensitive=False)(list(sources))
+
+    def abandoned_before(self) -> datetime | None:
+        """When this run was last taken over from a dead worker (None if never). A pending evaluation
+        started before then was the dead worker's, or (rarely) a live process's that shares the kernel:
+        that one is then run twice, which costs time but saves the same result."""
+        if not self._takeover_known:
+            self._abandoned_before = (
+                RunEvent.objects.filter(run_id=self.run_id, kind="run.resumed_after_crash")
+                .order_by("-seq").values_list("created", flat=True).first()
+            )
+            self._takeover_known = True
+        return self._abandoned_before
+
+    def request(self, kernel: Kernel) -> Evaluation:
+        return benchmark_services.request_evaluation(
+            kernel, self.platform, self.backend, abandoned_before=self.abandoned_before()
+        )
+
+    def _evaluate_many(self, sources: list[str]) -> list[Any]:
+        try:
+            results: list[Any] = [None] * len(sources)
+            pending: dict[int, Evaluation] = {}
+            for index, source in enumerate(sources):
+                try:
+                    kernel, _ = benchmark_services.create_kernel(
+                        self.problem, source, origin=KernelOrigin.GENERATED, run_id=self.run_id
+                    )
+                except ValidationError as error:
+                    results[index] = _Result(" ".join(error.messages))
+                    continue
+                pending[index] = self.request(kernel)
+            for index, evaluation in self._wait(pending).items():
+                results[index] = reviewed(evaluation)
+            return results
+        finally:
+            close_old_connections()
+
+    def _wait(self, pending: dict[int, Evaluation]) -> dict[int, Evaluation]:
+        """Wait until every evaluation is done. An infrastructure error is returned as it is: the search
+        retries it (a new request runs it again), so it is never taken for the kernel's fault."""
+        deadline = time.monotonic() + self.timeout_s
+        done: dict[int, Evaluation] = {}
+        while pending:
+            benchmark_services.wait_for_evaluations(pending.values(), timeout=self.poll_interval_s)
+            for index, evaluation in list(pending.items()):
+                evaluation.refresh_from_db()
+                if evaluation.status == EvaluationStatus.DONE:
+                    done[index] = pending.pop(index)
+            if not pending:
+                break
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{len(pending)} evaluations still pending after {self.timeout_s:.0f} s")
+            # Pending rows run elsewhere (another process, or a pool thread): ask again, which also
+            # restarts an evaluation whose runner died (the benchmark app's stale rule).
+            time.sleep(self.poll_interval_s)
+            for index, evaluation in list(pending.items()):
+                pending[index] = self.request(evaluation.kernel)
+        return done

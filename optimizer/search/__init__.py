@@ -1,0 +1,62 @@
+"""The AccelOpt beam search, written against injected interfaces. Pure Python: no Django, no network.
+
+Driving a run: `search = await BeamSearch.open(...)`, then `while await search.step(): ...` (the worker
+checks cancel/pause between steps), or `await search.run()`.
+
+Read the package in this order:
+
+    config.py      SearchConfig, the search parameters
+    interfaces.py  what the search is given: Agents, Evaluator, OptimizationMemory, EventSink,
+                   CheckpointStore (protocols), and the EVENT_KINDS it emits
+    state.py       RunState and its records, JSON-ready (STATE_VERSION), the run status values, source_sha
+    beam.py        BeamSearch: open, step, run, one method per phase (plan, write, evaluate, fix, select,
+                   summarize, next)
+    standalone.py  the interfaces without Django (tests, the `optimize` command, the offline measurements)
+
+Everything a caller needs is importable from `optimizer.search`; `optimizer.adapters` implements the
+interfaces over Django.
+"""
+
+from optimizer.search.beam import BeamSearch, derive_seed
+from optimizer.search.config import SearchConfig
+from optimizer.search.interfaces import (
+    EVENT_KINDS,
+    Agents,
+    CheckpointStore,
+    EvaluationLike,
+    Evaluator,
+    EventSink,
+    OptimizationMemory,
+)
+from optimizer.search.standalone import (
+    InMemoryCheckpoint,
+    JsonFileCheckpoint,
+    ListEventSink,
+    ListOptimizationMemory,
+    PipelineEvaluator,
+)
+from optimizer.search.state import FAILED, RUNNING, STATE_VERSION, SUCCEEDED, RunState, source_sha
+
+__all__ = [
+    "EVENT_KINDS",
+    "FAILED",
+    "RUNNING",
+    "STATE_VERSION",
+    "SUCCEEDED",
+    "Agents",
+    "BeamSearch",
+    "CheckpointStore",
+    "EvaluationLike",
+    "Evaluator",
+    "EventSink",
+    "InMemoryCheckpoint",
+    "JsonFileCheckpoint",
+    "ListEventSink",
+    "ListOptimizationMemory",
+    "OptimizationMemory",
+    "PipelineEvaluator",
+    "RunState",
+    "SearchConfig",
+    "derive_seed",
+    "source_sha",
+]

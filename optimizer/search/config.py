@@ -1,0 +1,51 @@
+"""The search parameters of one run. Pure Python: no Django."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, fields
+from typing import Any
+
+
+@dataclass(frozen=True)
+class SearchConfig:
+    """Search parameters. Defaults follow the public AccelOpt NKIBench experiment scripts."""
+
+    iterations: int = 15
+    beam_width: int = 6  # kernels kept per iteration (AccelOpt TOPK_CANDIDATES)
+    plans_per_candidate: int = 12  # Planner breadth per beam kernel
+    samples_per_plan: int = 2  # Executor samples per plan
+    memory_size: int = 16  # entries shown to the Planner
+    rewrites_per_iteration: int = 8  # memory entries written per iteration (at most half positive)
+    positive_speedup: float = 1.04  # a positive rewrite must be faster than this
+    negative_slowdown: float = 1.15  # a negative rewrite must be slower than this (speedup < 1/x)
+    suspicious_speedup: float = 10.0  # a correct kernel this much faster than its parent is held for review
+    fix_attempts: int = 1  # Fixer rounds per failing kernel (0 disables the Fixer)
+    seed: int = 0
+    agent_batch: int = 8  # agent calls started together in one step (execution only, not semantics)
+    evaluation_batch: int = 8  # evaluations started together in one step (execution only)
+
+    def __post_init__(self) -> None:
+        for name in ("iterations", "beam_width", "plans_per_candidate", "samples_per_plan",
+                     "agent_batch", "evaluation_batch"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"SearchConfig.{name} must be >= 1, got {getattr(self, name)}")
+        for name in ("memory_size", "rewrites_per_iteration", "fix_attempts"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"SearchConfig.{name} must be >= 0, got {getattr(self, name)}")
+        for name in ("positive_speedup", "negative_slowdown", "suspicious_speedup"):
+            if getattr(self, name) < 1.0:
+                raise ValueError(f"SearchConfig.{name} must be >= 1.0, got {getattr(self, name)}")
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any], *, strict: bool = True) -> SearchConfig:
+        """`strict=False` ignores keys that are not search parameters (a Run's config also names the
+        platform, backend and models)."""
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(data) - known)
+        if unknown and strict:
+            raise ValueError(f"unknown search parameters {unknown}; known: {sorted(known)}")
+        return cls(**{k: v for k, v in data.items() if k in known})
+

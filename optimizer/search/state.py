@@ -1,0 +1,186 @@
+"""The state of one run: everything a resumed run needs, JSON-ready through `RunState.to_dict/from_dict`.
+
+Pure Python: no Django. A checkpoint is `RunState.to_dict()`, stamped with `STATE_VERSION`; a state of
+another version is refused rather than half-read. Kernels are keyed by the sha256 of their source
+(`source_sha`), and evaluations by that sha, so nothing evaluated and saved is evaluated again.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from optimizer.search.config import SearchConfig
+from optimizer.search.interfaces import EvaluationLike
+
+SUSPICIOUS = "suspicious"
+INFRASTRUCTURE = "infrastructure_error"  # says nothing about the kernel: never sent to the Fixer
+STATE_VERSION = 1
+
+# Run status values (the Django Run adds queued/paused/cancelled around these).
+RUNNING, SUCCEEDED, FAILED = "running", "succeeded", "failed"
+
+
+@dataclass
+class Evaluation:
+    """The part of an evaluation result the search keeps (by kernel sha256)."""
+
+    correct: bool
+    latency_ms: float | None = None
+    peak_fraction: float | None = None
+    error_kind: str | None = None
+    error_message: str | None = None
+    profile: dict[str, float] = field(default_factory=dict)
+    accepted: bool = False  # a curator accepted this result on review: the speedup bound no longer holds it
+
+    @property
+    def suspicious(self) -> bool:
+        return self.error_kind == SUSPICIOUS
+
+    @property
+    def usable(self) -> bool:
+        """Correct, timed and not suspicious: may enter the beam."""
+        return self.correct and not self.suspicious and self.latency_ms is not None and self.latency_ms > 0
+
+    @classmethod
+    def from_result(cls, result: EvaluationLike) -> Evaluation:
+        profile = getattr(result, "profile", None) or {}
+        if not isinstance(profile, dict):  # a typed profile record: keep its fields
+            profile = asdict(profile) if hasattr(profile, "__dataclass_fields__") else dict(vars(profile))
+        numeric = {k: float(v) for k, v in profile.items() if isinstance(v, int | float) and not isinstance(v, bool)}
+        kind = getattr(result, "error_kind", None)
+        return cls(
+            correct=bool(result.correct),
+            latency_ms=None if result.latency_ms is None else float(result.latency_ms),
+            peak_fraction=None if getattr(result, "peak_fraction", None) is None else float(result.peak_fraction),
+            error_kind=str(getattr(kind, "value", kind)) if kind else None,  # an ErrorKind enum becomes its code
+            error_message=getattr(result, "error_message", None) or None,
+            profile=numeric,
+            accepted=bool(getattr(result, "review_accepted", False)),
+        )
+
+
+@dataclass
+class BeamMember:
+    sha: str
+    latency_ms: float
+    origin: str  # "start" or the key of the candidate that produced it
+
+
+@dataclass
+class PlanRecord:
+    key: str  # "<iteration>.<beam index>.<plan index>"
+    parent_sha: str
+    text: str
+
+
+@dataclass
+class CandidateRecord:
+    key: str  # "<plan key>.<sample>"
+    plan_key: str
+    parent_sha: str
+    attempts: list[str] = field(default_factory=list)  # sha of the written source, then each fix
+    unusable: str = ""  # why the Executor produced nothing
+    fixes: int = 0  # Fixer calls made (successful or not)
+    speedup: float | None = None  # parent latency / own latency, when correct
+    chosen: bool = False  # entered the next beam
+
+    @property
+    def sha(self) -> str | None:
+        return self.attempts[-1] if self.attempts else None
+
+
+@dataclass
+class RewriteRecord:
+    candidate_key: str
+    polarity: str
+    speedup: float  # candidate speedup over its parent (< 1 for negative rewrites)
+    slow_sha: str
+    fast_sha: str
+
+
+@dataclass
+class Totals:
+    calls: int = 0
+    failed_calls: int = 0
+    unusable_replies: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost_usd: float = 0.0
+    evaluations: int = 0
+
+
+@dataclass
+class RunState:
+    config: SearchConfig
+    start_sha: str
+    kernels: dict[str, str]  # sha256 -> source
+    run_key: str = ""  # names the run in memory keys and provenance (the Django Run id)
+    status: str = RUNNING
+    phase: str = "start"  # start, plan, write, evaluate, fix, select, summarize, next
+    iteration: int = 0  # 0 until the first iteration starts
+    beam: list[BeamMember] = field(default_factory=list)
+    evaluations: dict[str, Evaluation] = field(default_factory=dict)
+    plans: list[PlanRecord] = field(default_factory=list)  # current iteration only
+    candidates: list[CandidateRecord] = field(default_factory=list)  # current iteration only
+    rewrites: list[RewriteRecord] = field(default_factory=list)  # current iteration only
+    done: list[str] = field(default_factory=list)  # finished task keys of the current iteration
+    history: list[dict[str, Any]] = field(default_factory=list)  # one summary per finished iteration
+    totals: Totals = field(default_factory=Totals)
+    infrastructure_retries: dict[str, int] = field(default_factory=dict)  # sha -> evaluations redone
+    error: str = ""
+
+    # -- derived --------------------------------------------------------------------------------------
+    @property
+    def start_latency_ms(self) -> float | None:
+        ev = self.evaluations.get(self.start_sha)
+        return ev.latency_ms if ev else None
+
+    @property
+    def best(self) -> BeamMember | None:
+        return min(self.beam, key=lambda m: m.latency_ms) if self.beam else None
+
+    @property
+    def best_speedup(self) -> float | None:
+        best, start = self.best, self.start_latency_ms
+        return start / best.latency_ms if best and start else None
+
+    @property
+    def finished(self) -> bool:
+        return self.status in (SUCCEEDED, FAILED)
+
+    # -- serialization --------------------------------------------------------------------------------
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["version"] = STATE_VERSION
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> RunState:
+        if data.get("version") != STATE_VERSION:
+            raise ValueError(f"run state version {data.get('version')!r} is not {STATE_VERSION}")
+        return cls(
+            config=SearchConfig.from_dict(data["config"]),
+            start_sha=data["start_sha"],
+            kernels=dict(data["kernels"]),
+            run_key=data.get("run_key", ""),
+            status=data["status"],
+            phase=data["phase"],
+            iteration=data["iteration"],
+            beam=[BeamMember(**m) for m in data["beam"]],
+            evaluations={k: Evaluation(**v) for k, v in data["evaluations"].items()},
+            plans=[PlanRecord(**p) for p in data["plans"]],
+            candidates=[CandidateRecord(**c) for c in data["candidates"]],
+            rewrites=[RewriteRecord(**r) for r in data["rewrites"]],
+            done=list(data["done"]),
+            history=list(data["history"]),
+            totals=Totals(**data["totals"]),
+            infrastructure_retries=dict(data.get("infrastructure_retries", {})),
+            error=data.get("error", ""),
+        )
+
+
+def source_sha(source: str) -> str:
+    return hashlib.sha256(source.encode("utf-8")).hexdigest()
+
