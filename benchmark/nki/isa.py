@@ -15,8 +15,16 @@ import numpy as np
 from . import alu
 from . import dtypes as dt
 from .errors import NKICompileError, unsupported
-from .language import _align, _as32, _cast, _full_shape, _out_dtype, _window
 from .memory import Access
+from .operands import (
+    as_fp32,
+    broadcast_full_shape,
+    free_axes,
+    mask_window,
+    partition_first,
+    result_dtype,
+    to_dtype,
+)
 from .runtime import PSUM, SBUF, active, instruction
 from .trace import Engine, Memory
 
@@ -91,7 +99,7 @@ def _vector_or_scalar(acc: Any, op: str, what: str) -> Any:
     """A per-partition operand: a scalar, or a tile with one element per partition."""
     sim = active(op)
     if isinstance(acc, Access):
-        values = _as32(sim.read(acc))
+        values = as_fp32(sim.read(acc))
         if values.ndim >= 2 and int(np.prod(values.shape[1:])) != 1:
             raise NKICompileError(op, f"{what} must be a scalar or one element per partition, got shape "
                                       f"{values.shape}")
@@ -135,7 +143,7 @@ def nc_matmul(stationary: Any, moving: Any, *, is_stationary_onezero: bool = Fal
               tile_size: Any = (), mask: Any = None, _op: str = "nc_matmul", **_: Any) -> Any:
     """stationary.T @ moving on the Tensor Engine; fp32 result in PSUM."""
     sim = active(_op).begin(_op)
-    win = _window(mask)
+    win = mask_window(mask)
     # Mask positions refer to the result (M, N): rows come from the stationary free axis.
     st_win = {-1: win[-2]} if win and -2 in win else None
     mv_win = {-1: win[-1]} if win and -1 in win else None
@@ -155,8 +163,8 @@ def nc_matmul(stationary: Any, moving: Any, *, is_stationary_onezero: bool = Fal
         raise NKICompileError(_op, f"stationary free size {m} exceeds 128")
     if n > 512:
         raise NKICompileError(_op, f"moving free size {n} exceeds 512")
-    a = _blasable(_as32(sim.read(st)), k, m)
-    b = _blasable(_as32(sim.read(mv)), k, n)
+    a = _blasable(as_fp32(sim.read(st)), k, m)
+    b = _blasable(as_fp32(sim.read(mv)), k, n)
     lazy = None
     if is_transpose and _is_identity(mv, b):
         out = a.T  # a view: written straight into the destination, or copied into a tile of its own
@@ -174,7 +182,7 @@ def nc_matmul(stationary: Any, moving: Any, *, is_stationary_onezero: bool = Fal
 def nc_transpose(data: Any, *, mask: Any = None, dtype: Any = None, engine: Any = None, **_: Any) -> Any:
     """Partition <-> free transpose: Tensor Engine (to PSUM) unless engine=vector (32x32 blocks)."""
     sim = active("nc_transpose").begin("nc_transpose")
-    win = _window(mask)
+    win = mask_window(mask)
     acc = sim.operand(data, win)
     eng = engine_of(engine, Engine.TENSOR)
     values = sim.read(acc)
@@ -186,15 +194,15 @@ def nc_transpose(data: Any, *, mask: Any = None, dtype: Any = None, engine: Any 
             raise NKICompileError("nc_transpose", f"Tensor Engine transpose takes at most 128x128, got "
                                                   f"{values.shape}")
         d = dt.as_dtype(dtype) if dtype is not None else dt.float32
-        return sim.result(_cast(values.T, d), d, engine=Engine.TENSOR, reads=[acc], default=PSUM,
+        return sim.result(to_dtype(values.T, d), d, engine=Engine.TENSOR, reads=[acc], default=PSUM,
                           allowed=frozenset((Memory.PSUM,)), flops=2 * acc.partitions * acc.free * acc.partitions,
                           partitions=acc.partitions, free=acc.free, is_transpose=True,
                           full_shape=tuple(reversed(acc.full_shape)), window=_swap(win),
                           compute=acc.tensor.dtype.name)
     if acc.partitions > 32 or acc.free > 32:
         raise NKICompileError("nc_transpose", f"Vector Engine transpose takes at most 32x32, got {values.shape}")
-    d = _out_dtype(dtype, acc)
-    return sim.result(_cast(values.T, d), d, engine=Engine.VECTOR, reads=[acc], is_transpose=True,
+    d = result_dtype(dtype, acc)
+    return sim.result(to_dtype(values.T, d), d, engine=Engine.VECTOR, reads=[acc], is_transpose=True,
                       full_shape=tuple(reversed(acc.full_shape)), window=_swap(win))
 
 
@@ -216,11 +224,11 @@ def activation(op: Any, data: Any, *, bias: Any = None, scale: Any = 1.0, reduce
 
 def _activation(sim: Any, name: str, op: Any, data: Any, bias: Any, scale: Any, reduce_op: Any,
                 reduce_res: Any, mask: Any, dtype: Any) -> Any:
-    win = _window(mask)
+    win = mask_window(mask)
     acc = sim.operand(data, win)
     fn = alu.unary(alu.op_name(op, name), name)
     reads = [acc]
-    x = _as32(sim.read(acc))
+    x = as_fp32(sim.read(acc))
     b_acc = sim.operand(bias, _part_window(win)) if bias is not None else None
     s_acc = sim.operand(scale, _part_window(win))
     scale_v = _vector_or_scalar(s_acc, name, "scale")
@@ -236,8 +244,8 @@ def _activation(sim: Any, name: str, op: Any, data: Any, bias: Any, scale: Any, 
             reads.append(b_acc)
         pre = pre + bias_v
     out = fn(pre.astype(np.float32, copy=False)).reshape(x.shape)
-    d = _out_dtype(dtype, acc)
-    tile = sim.result(_cast(out, d), d, engine=Engine.SCALAR, reads=reads, window=win, full_shape=acc.full_shape,
+    d = result_dtype(dtype, acc)
+    tile = sim.result(to_dtype(out, d), d, engine=Engine.SCALAR, reads=reads, window=win, full_shape=acc.full_shape,
                       free=acc.free, compute="float32")
     if reduce_res is not None:
         rname = alu.op_name(reduce_op, name) if reduce_op is not None else "add"
@@ -278,7 +286,7 @@ def activation_reduce(op: Any, data: Any, *, reduce_op: Any, reduce_res: Any, bi
 def tensor_tensor(data1: Any, data2: Any, op: Any, *, dtype: Any = None, mask: Any = None, engine: Any = None,
                   **_: Any) -> Any:
     sim = active("tensor_tensor").begin("tensor_tensor")
-    win = _window(mask)
+    win = mask_window(mask)
     a = sim.operand(data1, win)
     b = sim.operand(data2, win)
     for acc in (a, b):
@@ -287,10 +295,10 @@ def tensor_tensor(data1: Any, data2: Any, op: Any, *, dtype: Any = None, mask: A
     if a.memory == Memory.PSUM and b.memory == Memory.PSUM:
         raise NKICompileError("tensor_tensor", "data1 and data2 cannot both be in PSUM")
     fn = alu.binary(alu.op_name(op, "tensor_tensor"), "tensor_tensor")
-    va, vb = _align(_as32(sim.read(a)), _as32(sim.read(b)))
-    d = _out_dtype(dtype, a, b)
-    return sim.result(_cast(fn(va, vb), d), d, engine=engine_of(engine, Engine.VECTOR), reads=[a, b], window=win,
-                      full_shape=_full_shape(a, b))
+    va, vb = partition_first(as_fp32(sim.read(a)), as_fp32(sim.read(b)))
+    d = result_dtype(dtype, a, b)
+    return sim.result(to_dtype(fn(va, vb), d), d, engine=engine_of(engine, Engine.VECTOR), reads=[a, b], window=win,
+                      full_shape=broadcast_full_shape(a, b))
 
 
 @instruction("tensor_scalar")
@@ -299,10 +307,10 @@ def tensor_scalar(data: Any, op0: Any, operand0: Any, reverse0: bool = False, op
                   engine: Any = None, **_: Any) -> Any:
     """(data op0 operand0) op1 operand1; operands are scalars or one value per partition."""
     sim = active("tensor_scalar").begin("tensor_scalar")
-    win = _window(mask)
+    win = mask_window(mask)
     acc = sim.operand(data, win)
     reads = [acc]
-    x = _as32(sim.read(acc))
+    x = as_fp32(sim.read(acc))
     x2 = x.reshape(x.shape[0], -1) if x.ndim != 2 else x
     n_ops = 0
     for op, operand, reverse in ((op0, operand0, reverse0), (op1, operand1, reverse1)):
@@ -315,9 +323,9 @@ def tensor_scalar(data: Any, op0: Any, operand0: Any, reverse0: bool = False, op
             reads.append(o)
         v = _vector_or_scalar(o, "tensor_scalar", "operand")
         x2 = fn(v, x2) if reverse else fn(x2, v)
-    d = _out_dtype(dtype, acc)
+    d = result_dtype(dtype, acc)
     out = np.asarray(x2).reshape(x.shape)
-    return sim.result(_cast(out, d), d, engine=engine_of(engine, Engine.VECTOR), reads=reads, window=win,
+    return sim.result(to_dtype(out, d), d, engine=engine_of(engine, Engine.VECTOR), reads=reads, window=win,
                       full_shape=acc.full_shape, flops=acc.size * max(1, n_ops))
 
 
@@ -326,22 +334,22 @@ def scalar_tensor_tensor(*, data: Any, op0: Any, operand0: Any, op1: Any, operan
                          reverse1: bool = False, dtype: Any = None, mask: Any = None, **_: Any) -> Any:
     """(data op0 operand0) op1 operand1 with operand0 per-partition and operand1 a tile."""
     sim = active("scalar_tensor_tensor").begin("scalar_tensor_tensor")
-    win = _window(mask)
+    win = mask_window(mask)
     acc = sim.operand(data, win)
     o0 = sim.operand(operand0, _part_window(win))
     o1 = sim.operand(operand1, win)
     f0 = alu.binary(alu.op_name(op0, "scalar_tensor_tensor"), "scalar_tensor_tensor")
     f1 = alu.binary(alu.op_name(op1, "scalar_tensor_tensor"), "scalar_tensor_tensor")
-    x = _as32(sim.read(acc))
+    x = as_fp32(sim.read(acc))
     v0 = _vector_or_scalar(o0, "scalar_tensor_tensor", "operand0")
     x2 = x.reshape(x.shape[0], -1)
     t = f0(v0, x2) if reverse0 else f0(x2, v0)
-    v1 = _as32(sim.read(o1))
+    v1 = as_fp32(sim.read(o1))
     v1 = np.asarray(v1).reshape(t.shape) if isinstance(v1, np.ndarray) else v1
     t = f1(v1, t) if reverse1 else f1(t, v1)
-    d = _out_dtype(dtype, acc)
+    d = result_dtype(dtype, acc)
     reads = [r for r in (acc, o0, o1) if isinstance(r, Access)]
-    return sim.result(_cast(np.asarray(t).reshape(x.shape), d), d, engine=Engine.VECTOR, reads=reads, window=win,
+    return sim.result(to_dtype(np.asarray(t).reshape(x.shape), d), d, engine=Engine.VECTOR, reads=reads, window=win,
                       full_shape=acc.full_shape, flops=2 * acc.size)
 
 
@@ -349,12 +357,10 @@ def scalar_tensor_tensor(*, data: Any, op0: Any, operand0: Any, op1: Any, operan
 def tensor_reduce(op: Any, data: Any, axis: Any, *, dtype: Any = None, mask: Any = None, negate: bool = False,
                   keepdims: bool = False, **_: Any) -> Any:
     sim = active("tensor_reduce").begin("tensor_reduce")
-    win = _window(mask)
+    win = mask_window(mask)
     acc = sim.operand(data, win)
-    x = _as32(sim.read(acc))
-    from .language import _axes
-
-    axes = _axes(axis, x.ndim, "tensor_reduce")
+    x = as_fp32(sim.read(acc))
+    axes = free_axes(axis, x.ndim, "tensor_reduce")
     out = alu.reducer(alu.op_name(op, "tensor_reduce"), "tensor_reduce")(x, axis=axes, keepdims=keepdims)
     if negate:
         out = -out
@@ -364,8 +370,8 @@ def tensor_reduce(op: Any, data: Any, axis: Any, *, dtype: Any = None, mask: Any
             full[ax] = 1
         else:
             del full[ax]
-    d = _out_dtype(dtype, acc)
-    return sim.result(_cast(out, d), d, engine=Engine.VECTOR, reads=[acc], window=win, full_shape=tuple(full),
+    d = result_dtype(dtype, acc)
+    return sim.result(to_dtype(out, d), d, engine=Engine.VECTOR, reads=[acc], window=win, full_shape=tuple(full),
                       free=acc.free, flops=acc.size)
 
 
@@ -374,7 +380,7 @@ def tensor_tensor_scan(data0: Any, data1: Any, initial: Any, op0: Any, op1: Any,
                        reverse1: bool = False, *, dtype: Any = None, mask: Any = None, **_: Any) -> Any:
     """result[:, i] = op1(op0(data0[:, i], result[:, i-1]), data1[:, i]) along the free axis."""
     sim = active("tensor_tensor_scan").begin("tensor_tensor_scan")
-    win = _window(mask)
+    win = mask_window(mask)
     a = sim.operand(data0, win)
     b = sim.operand(data1, win)
     if a.memory == Memory.PSUM and b.memory == Memory.PSUM:
@@ -390,9 +396,9 @@ def tensor_tensor_scan(data0: Any, data1: Any, initial: Any, op0: Any, op1: Any,
     n0 = alu.op_name(op0, "tensor_tensor_scan")
     n1 = alu.op_name(op1, "tensor_tensor_scan")
     out = _scan(x0, x1, init, n0, n1, reverse0, reverse1)
-    d = _out_dtype(dtype, a, b)
+    d = result_dtype(dtype, a, b)
     reads = [r for r in (a, b, init_acc) if isinstance(r, Access)]
-    return sim.result(_cast(out.reshape(shape), d), d, engine=Engine.VECTOR, reads=reads, window=win,
+    return sim.result(to_dtype(out.reshape(shape), d), d, engine=Engine.VECTOR, reads=reads, window=win,
                       full_shape=a.full_shape, flops=2 * a.size)
 
 
@@ -450,27 +456,27 @@ def _scan(x0: np.ndarray, x1: np.ndarray, init: np.ndarray, n0: str, n1: str, re
 @instruction("reciprocal")
 def reciprocal(data: Any, *, dtype: Any = None, mask: Any = None, **_: Any) -> Any:
     sim = active("reciprocal").begin("reciprocal")
-    win = _window(mask)
+    win = mask_window(mask)
     acc = sim.operand(data, win)
-    d = _out_dtype(dtype, acc)
-    values = 1.0 / _as32(sim.read(acc))
-    return sim.result(_cast(values, d), d, engine=Engine.VECTOR, reads=[acc], window=win, full_shape=acc.full_shape)
+    d = result_dtype(dtype, acc)
+    values = 1.0 / as_fp32(sim.read(acc))
+    return sim.result(to_dtype(values, d), d, engine=Engine.VECTOR, reads=[acc], window=win, full_shape=acc.full_shape)
 
 
 @instruction("tensor_copy")
 def tensor_copy(src: Any, *, mask: Any = None, dtype: Any = None, engine: Any = None, **_: Any) -> Any:
     sim = active("tensor_copy").begin("tensor_copy")
-    win = _window(mask)
+    win = mask_window(mask)
     acc = sim.operand(src, win)
-    d = _out_dtype(dtype, acc)
-    return sim.result(_cast(sim.read(acc), d), d, engine=engine_of(engine, Engine.VECTOR), reads=[acc], window=win,
+    d = result_dtype(dtype, acc)
+    return sim.result(to_dtype(sim.read(acc), d), d, engine=engine_of(engine, Engine.VECTOR), reads=[acc], window=win,
                       full_shape=acc.full_shape)
 
 
 @instruction("memset")
 def memset(shape: Any, value: Any, dtype: Any, *, mask: Any = None, engine: Any = None, **_: Any) -> Any:
     sim = active("memset").begin("memset")
-    win = _window(mask)
+    win = mask_window(mask)
     d = dt.as_dtype(dtype)
     shape = tuple(int(s) for s in shape)
     values = np.full(_windowed(shape, win), value, dtype=d.storage)
@@ -497,7 +503,7 @@ def iota(expr: Any, dtype: Any, *, mask: Any = None, **_: Any) -> Any:
         raise NKICompileError("iota", "iota takes an index expression built from nl.arange")
     d = dt.as_dtype(dtype)
     values = expr.materialize().astype(d.storage)
-    win = _window(mask)
+    win = mask_window(mask)
     if win:
         index = [slice(None)] * values.ndim
         for pos, (lo, hi, size) in win.items():
@@ -516,7 +522,7 @@ def dma_copy(*, dst: Any, src: Any, mask: Any = None, dst_rmw_op: Any = None, oo
     from .memory import Tensor, View
 
     sim = active("dma_copy").begin("dma_copy")
-    win = _window(mask)
+    win = mask_window(mask)
     s = sim.operand(src, win, on_chip=False)
     if isinstance(dst, View):
         out = dst.base.access(dst.items, win, "dma_copy")

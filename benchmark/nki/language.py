@@ -7,17 +7,26 @@ Scalar Engine activations, matmul/transpose use the Tensor Engine, load/store ar
 
 from __future__ import annotations
 
-import builtins as _b
 from typing import Any
 
 import numpy as np
 
 from . import alu
 from . import dtypes as dt
+from . import isa as _isa
 from .errors import NKICompileError, unsupported
 from .indexing import IndexExpr, arange, ds, mgrid  # noqa: F401  (re-exported as nl.arange, ...)
 from .memory import Access, Accumulate, Buffer, Derived, ParDim, Tensor, View
-from .runtime import HBM, ON_CHIP, PRIVATE_HBM, PSUM, SBUF, SHARED_HBM, _fit, active, instruction  # noqa: F401
+from .operands import (
+    as_fp32,
+    broadcast_full_shape,
+    free_axes,
+    mask_window,
+    partition_first,
+    result_dtype,
+    to_dtype,
+)
+from .runtime import HBM, PRIVATE_HBM, PSUM, SBUF, SHARED_HBM, active, instruction
 from .trace import Engine, LoopKind, Memory
 
 # -- dtypes and buffers -----------------------------------------------------------------------------
@@ -150,93 +159,18 @@ def static_range(*args: int, **_: Any) -> _Range:
     return _Range(LoopKind.STATIC, args)
 
 
-# -- operands ---------------------------------------------------------------------------------------
-def _window(mask: Any) -> dict | None:
-    if mask is None:
-        return None
-    from .indexing import Mask
-
-    if not isinstance(mask, Mask):
-        raise NKICompileError("mask", f"mask must be a predicate over index expressions, got {mask!r}")
-    win = mask.window()
-    if win is None:
-        raise unsupported("mask", "a mask that is not a conjunction of bounds on single indices")
-    return win
-
-
-def _dtype_of(x: Any) -> dt.DType | None:
-    if isinstance(x, Access):
-        return x.tensor.dtype
-    if isinstance(x, (Tensor, View, Derived)):
-        return x.dtype
-    return None
-
-
-def _out_dtype(dtype: Any, *operands: Any) -> dt.DType:
-    if dtype is not None:
-        return dt.as_dtype(dtype)
-    found = [d for d in (_dtype_of(o) for o in operands) if d is not None]
-    if not found:
-        return float32
-    if _b.any(d is float32 for d in found):
-        return float32
-    return found[0]
-
-
-def _align(*arrays: Any) -> list[Any]:
-    """NKI broadcasting is partition-first: pad lower-rank tiles with trailing unit dimensions."""
-    nd = _b.max((np.ndim(a) for a in arrays if isinstance(a, np.ndarray)), default=0)
-    out = []
-    for a in arrays:
-        if isinstance(a, np.ndarray) and 0 < a.ndim < nd:
-            a = a.reshape(a.shape + (1,) * (nd - a.ndim))
-        out.append(a)
-    return out
-
-
-def _full_shape(*accs: Any) -> tuple[int, ...]:
-    shapes = [a.full_shape for a in accs if isinstance(a, Access)]
-    if not shapes:
-        return ()
-    nd = _b.max(len(s) for s in shapes)
-    shapes = [tuple(s) + (1,) * (nd - len(s)) for s in shapes]
-    return tuple(np.broadcast_shapes(*shapes))
-
-
-def _as32(x: Any) -> Any:
-    """Engines compute in fp32: promote narrow floats before the math."""
-    if isinstance(x, np.ndarray) and x.dtype.kind == "f" and x.dtype.itemsize < 4:
-        return x.astype(np.float32)
-    return x
-
-
-def _cast(values: Any, d: dt.DType) -> np.ndarray:
-    arr = np.asarray(values)
-    if arr.dtype != d.storage:
-        arr = arr.astype(d.storage)
-    if d.mantissa_bits:
-        arr = d.round(arr)
-    return arr
-
-
-def _engine(engine: Any, default: Engine) -> Engine:
-    from .isa import engine_of
-
-    return engine_of(engine, default)
-
-
 # -- data movement ----------------------------------------------------------------------------------
 @instruction("load")
 def load(src: Any, mask: Any = None, dtype: Any = None, **_: Any) -> Tensor:
     """HBM -> SBUF (DMA)."""
     sim = active("load").begin("load")
-    win = _window(mask)
+    win = mask_window(mask)
     acc = sim.operand(src, win, on_chip=False)
     if acc.memory != Memory.HBM:
         raise NKICompileError("load", f"load reads HBM, but {acc.tensor.name!r} is in {acc.memory.name}; "
                                       "use nl.copy between on-chip tiles")
     d = dt.as_dtype(dtype) if dtype is not None else acc.tensor.dtype
-    values = _cast(sim.read(acc), d)
+    values = to_dtype(sim.read(acc), d)
     return sim.result(values, d, engine=Engine.DMA, reads=[acc], window=win, full_shape=acc.full_shape,
                       allowed=frozenset((Memory.SBUF,)), flops=0)
 
@@ -245,7 +179,7 @@ def load(src: Any, mask: Any = None, dtype: Any = None, **_: Any) -> Tensor:
 def store(dst: Any, value: Any, mask: Any = None, **_: Any) -> None:
     """SBUF -> HBM (DMA)."""
     sim = active("store").begin("store")
-    win = _window(mask)
+    win = mask_window(mask)
     if isinstance(dst, View):
         out = dst.base.access(dst.items, win, "store")
     elif isinstance(dst, Tensor):
@@ -269,10 +203,10 @@ def store(dst: Any, value: Any, mask: Any = None, **_: Any) -> None:
 @instruction("copy")
 def copy(src: Any, mask: Any = None, dtype: Any = None, **_: Any) -> Tensor:
     sim = active("copy").begin("copy")
-    win = _window(mask)
+    win = mask_window(mask)
     acc = sim.operand(src, win)
-    d = _out_dtype(dtype, acc)
-    values = _cast(sim.read(acc), d)
+    d = result_dtype(dtype, acc)
+    values = to_dtype(sim.read(acc), d)
     return sim.result(values, d, engine=Engine.VECTOR, reads=[acc], window=win, full_shape=acc.full_shape)
 
 
@@ -283,16 +217,16 @@ def _binary_op(name: str) -> Any:
     @instruction(name)
     def op(x: Any, y: Any, dtype: Any = None, mask: Any = None, **_: Any) -> Any:
         sim = active(name).begin(name)
-        win = _window(mask)
+        win = mask_window(mask)
         a = sim.operand(x, win)
         b = sim.operand(y, win)
         if not isinstance(a, Access) and not isinstance(b, Access):
             return fn(a, b)
-        d = _out_dtype(dtype, a, b)
-        va, vb = _align(_as32(sim.read(a)), _as32(sim.read(b)))
-        values = _cast(fn(va, vb), d)
+        d = result_dtype(dtype, a, b)
+        va, vb = partition_first(as_fp32(sim.read(a)), as_fp32(sim.read(b)))
+        values = to_dtype(fn(va, vb), d)
         reads = [r for r in (a, b) if isinstance(r, Access)]
-        return sim.result(values, d, engine=Engine.VECTOR, reads=reads, window=win, full_shape=_full_shape(a, b))
+        return sim.result(values, d, engine=Engine.VECTOR, reads=reads, window=win, full_shape=broadcast_full_shape(a, b))
 
     op.__name__ = name
     alu.register(op, name)
@@ -330,12 +264,12 @@ def _unary_op(name: str, engine: Engine = Engine.SCALAR) -> Any:
     @instruction(name)
     def op(x: Any, dtype: Any = None, mask: Any = None, **_: Any) -> Any:
         sim = active(name).begin(name)
-        win = _window(mask)
+        win = mask_window(mask)
         a = sim.operand(x, win)
         if not isinstance(a, Access):
             return fn(np.float32(a))
-        d = _out_dtype(dtype, a)
-        values = _cast(fn(_as32(sim.read(a))), d)
+        d = result_dtype(dtype, a)
+        values = to_dtype(fn(as_fp32(sim.read(a))), d)
         return sim.result(values, d, engine=engine, reads=[a], window=win, full_shape=a.full_shape)
 
     op.__name__ = name
@@ -376,29 +310,16 @@ alu.register(copy, "copy")
 
 
 # -- reductions -------------------------------------------------------------------------------------
-def _axes(axis: Any, ndim: int, op: str) -> tuple[int, ...]:
-    if axis is None:
-        axes = tuple(range(1, ndim))
-    elif isinstance(axis, (list, tuple)):
-        axes = tuple(int(a) % ndim for a in axis)
-    else:
-        axes = (int(axis) % ndim,)
-    if 0 in axes:
-        raise NKICompileError(op, "reductions run along free axes; axis 0 is the partition axis "
-                                  "(transpose first, or use nisa.tensor_partition_reduce)")
-    return axes
-
-
 def _reduce_op(name: str, combine: str, mean: bool = False) -> Any:
     @instruction(name)
     def op(x: Any, axis: Any = None, dtype: Any = None, mask: Any = None, keepdims: bool = False,
            **_: Any) -> Tensor:
         sim = active(name).begin(name)
-        win = _window(mask)
+        win = mask_window(mask)
         a = sim.operand(x, win)
-        d = _out_dtype(dtype, a)
-        values = _as32(sim.read(a))
-        axes = _axes(axis, values.ndim, name)
+        d = result_dtype(dtype, a)
+        values = as_fp32(sim.read(a))
+        axes = free_axes(axis, values.ndim, name)
         out = alu.reducer(combine, name)(values, axis=axes, keepdims=keepdims)
         if mean:
             count = 1
@@ -411,7 +332,7 @@ def _reduce_op(name: str, combine: str, mean: bool = False) -> Any:
                 full[ax] = 1
             else:
                 del full[ax]
-        return sim.result(_cast(out, d), d, engine=Engine.VECTOR, reads=[a], window=win, full_shape=tuple(full),
+        return sim.result(to_dtype(out, d), d, engine=Engine.VECTOR, reads=[a], window=win, full_shape=tuple(full),
                           free=a.free, flops=a.size)
 
     op.__name__ = name
@@ -435,12 +356,12 @@ alu.register(prod, "multiply")
 def loop_reduce(x: Any, op: Any, loop_indices: Any, *, dtype: Any = None, mask: Any = None, **_: Any) -> Tensor:
     """dst = op(dst, x) across the listed loops; the first contribution initialises dst."""
     sim = active("loop_reduce").begin("loop_reduce")
-    win = _window(mask)
+    win = mask_window(mask)
     a = sim.operand(x, win)
-    d = _out_dtype(dtype, a)
+    d = result_dtype(dtype, a)
     combine = alu.op_name(op, "loop_reduce")
     alu.binary(combine, "loop_reduce")
-    tile = sim.result(_cast(sim.read(a), d), d, engine=Engine.VECTOR, reads=[a], window=win,
+    tile = sim.result(to_dtype(sim.read(a), d), d, engine=Engine.VECTOR, reads=[a], window=win,
                       full_shape=a.full_shape)
     sim.pending.reduce = combine  # type: ignore[union-attr]
     return tile
@@ -450,13 +371,11 @@ def loop_reduce(x: Any, op: Any, loop_indices: Any, *, dtype: Any = None, mask: 
 @instruction("matmul")
 def matmul(x: Any, y: Any, *, transpose_x: bool = False, mask: Any = None, **_: Any) -> Tensor:
     """x @ y (or x.T @ y): lowers to nc_matmul, with a Tensor Engine transpose of x unless transpose_x."""
-    from .isa import nc_matmul, nc_transpose
-
     if not transpose_x:
-        x = copy(nc_transpose(x))  # the transposed tile comes back to SBUF before it can be a matmul operand
+        x = copy(_isa.nc_transpose(x))  # the transposed tile comes back to SBUF before it can be a matmul operand
     # nl.matmul takes tiles wherever they are: PSUM operands get the copy the compiler would insert.
     x, y = (copy(t) if _memory_of(t) == Memory.PSUM else t for t in (x, y))
-    return nc_matmul(x, y, mask=mask, _op="matmul")
+    return _isa.nc_matmul(x, y, mask=mask, _op="matmul")
 
 
 def _memory_of(x: Any) -> Memory | None:
@@ -468,9 +387,7 @@ def _memory_of(x: Any) -> Memory | None:
 
 @instruction("transpose")
 def transpose(x: Any, dtype: Any = None, mask: Any = None, **_: Any) -> Tensor:
-    from .isa import nc_transpose
-
-    return nc_transpose(x, dtype=dtype, mask=mask)
+    return _isa.nc_transpose(x, dtype=dtype, mask=mask)
 
 
 # -- misc -------------------------------------------------------------------------------------------
@@ -511,13 +428,13 @@ def broadcast_to(x: Any, shape: Any) -> Derived:
 
 def where(condition: Any, x: Any, y: Any, dtype: Any = None, mask: Any = None, **_: Any) -> Tensor:
     sim = active("where").begin("where")
-    win = _window(mask)
+    win = mask_window(mask)
     c, a, b = (sim.operand(v, win) for v in (condition, x, y))
-    d = _out_dtype(dtype, a, b)
-    vc, va, vb = _align(sim.read(c), sim.read(a), sim.read(b))
-    values = _cast(np.where(vc, va, vb), d)
+    d = result_dtype(dtype, a, b)
+    vc, va, vb = partition_first(sim.read(c), sim.read(a), sim.read(b))
+    values = to_dtype(np.where(vc, va, vb), d)
     return sim.result(values, d, engine=Engine.VECTOR, reads=[r for r in (c, a, b) if isinstance(r, Access)],
-                      window=win, full_shape=_full_shape(c, a, b))
+                      window=win, full_shape=broadcast_full_shape(c, a, b))
 
 
 def __getattr__(name: str) -> Any:
@@ -612,4 +529,3 @@ def _install_operators() -> None:
 
 
 _install_operators()
-_ = (ON_CHIP, IndexExpr, _fit)
