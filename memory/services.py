@@ -94,6 +94,11 @@ def filter_entries(
     return entries
 
 
+def entry_families() -> list[str]:
+    """The kernel families entries are filed under, sorted, for the browser's family filter."""
+    return sorted(f for f in MemoryEntry.objects.values_list("family", flat=True).distinct() if f)
+
+
 # --- entries ------------------------------------------------------------------------------------------
 
 

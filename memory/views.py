@@ -35,8 +35,7 @@ def _next(request: HttpRequest, default: str) -> str:
 
 def _filtered(request: HttpRequest) -> tuple[EntryFilterForm, Any]:
     entries = services.visible_entries(request.user)
-    families = sorted(f for f in MemoryEntry.objects.values_list("family", flat=True).distinct() if f)
-    form = EntryFilterForm(request.GET or None, families=families)
+    form = EntryFilterForm(request.GET or None, families=services.entry_families())
     data = form.cleaned_data if form.is_valid() else {}
     status = data.get("status") or ""
     if status == "":
