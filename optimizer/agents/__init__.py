@@ -7,7 +7,7 @@
     prompting.py   renders `prompts/*.md` with the problem, kernel, profile (with meanings), hardware rules, memory
     parsing.py     robust reply parsing: last fenced Python block, plans (numbered list or JSON), memory summaries
     offline.py     `OfflineAgents`: deterministic search over the rewrite catalog, for runs with no endpoint
-    rewrites.py    the catalog of named AST rewrites of NKI kernels
+    rewrites/      the catalog of named AST rewrites of NKI kernels (one module per kind of rewrite)
 
 Choosing agents for a run (the Django layer does this from settings):
 

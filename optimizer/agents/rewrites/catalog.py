@@ -1,0 +1,59 @@
+"""The offline agent's catalog: every rewrite with its name, its memory-entry title and its lesson."""
+
+from __future__ import annotations
+
+from optimizer.agents.rewrites.fusion import (
+    visit_activation_reduce,
+    visit_fold_scale,
+    visit_scalar_tensor_tensor,
+)
+from optimizer.agents.rewrites.loads import visit_hoist_loads, visit_reuse_loads
+from optimizer.agents.rewrites.loops import visit_interchange, visit_larger_tiles, visit_smaller_tiles
+from optimizer.agents.rewrites.rewrite import Rewrite
+from optimizer.agents.rewrites.transfers import visit_hbm_round_trip, visit_psum_copy
+
+CATALOG: tuple[Rewrite, ...] = (
+    Rewrite("hoist_invariant_loads", "Load loop-invariant tiles once",
+            "A tile whose address does not depend on a loop's index was loaded from HBM again in every iteration "
+            "of that loop. Loading it once before the loop (or caching all tiles of an inner loop nest in SBUF "
+            "when they fit) removes repeated DMA traffic; it helps whenever the loop runs more than once and the "
+            "cached tiles fit in SBUF.", visit_hoist_loads),
+    Rewrite("reuse_loaded_tiles", "Reuse a tile that is already in SBUF",
+            "The same HBM region was loaded twice while the first copy was still live. Reading the first copy "
+            "removes a DMA and its SBUF write.", visit_reuse_loads),
+    Rewrite("fold_scale_into_activation", "Fold a constant multiply into the activation's scale",
+            "A multiply (or divide) by a compile-time constant right before an activation function is free inside "
+            "the Scalar Engine's activation instruction, which computes f(data * scale + bias). Folding it removes "
+            "one instruction and one intermediate tile.", visit_fold_scale),
+    Rewrite("fuse_scale_and_add", "Fuse scale-then-add into one scalar_tensor_tensor",
+            "A tile multiplied by a constant and then added to (or subtracted from) another tile takes two Vector "
+            "Engine passes; nisa.scalar_tensor_tensor does both in one instruction, saving a pass over the data and "
+            "an instruction's fixed cost.", visit_scalar_tensor_tensor),
+    Rewrite("reduce_inside_activation", "Sum rows inside the activation instruction",
+            "A row sum of an activation's output was a separate Vector Engine reduction. nisa.activation_reduce "
+            "accumulates the sum while the Scalar Engine writes the activation, removing a pass over the tile.",
+            visit_activation_reduce),
+    Rewrite("larger_free_tiles", "Use larger free-dimension tiles",
+            "Each instruction and each DMA has a fixed cost; larger tiles along the free dimension amortize it, "
+            "as long as the tiles fit in SBUF and the shape divides evenly.", visit_larger_tiles, repeatable=False),
+    Rewrite("smaller_free_tiles", "Use smaller free-dimension tiles",
+            "Smaller free-dimension tiles mean more instructions and DMAs, each with its fixed cost, but when a loop "
+            "has only a few large tiles they let the load of one tile, the compute on another and the store of a "
+            "third overlap (pipelining), and they keep live data within SBUF.", visit_smaller_tiles,
+            repeatable=False),
+    Rewrite("interchange_loops", "Interchange two independent loops",
+            "Swapping a perfect nest of independent loops changes which tiles are consecutive; it can improve reuse "
+            "or DMA order, and is neutral when the body is symmetric.", visit_interchange, repeatable=False),
+    Rewrite("drop_hbm_round_trip", "Keep a tile in SBUF instead of a round trip through HBM",
+            "A tile was stored to a scratch HBM tensor the kernel declared itself and loaded back from the same "
+            "region, unchanged in between. Reading the SBUF tile that was stored removes the load's DMA, and the "
+            "store's too when nothing else reads the scratch tensor: two HBM transfers and their latency.",
+            visit_hbm_round_trip),
+    Rewrite("drop_psum_copy", "Let compute engines read PSUM instead of copying it to SBUF",
+            "A PSUM tile (a matmul or transpose result) was copied into SBUF although the copy only fed Vector or "
+            "Scalar Engine instructions, which can read PSUM themselves. Reading PSUM directly removes a copy "
+            "instruction and an SBUF tile; a DMA or a matmul still needs the copy, since they read SBUF.",
+            visit_psum_copy),
+)
+
+BY_NAME = {rewrite.name: rewrite for rewrite in CATALOG}
