@@ -8,8 +8,8 @@ which was recorded under the versions it names.
 Per problem (the baseline kernel on the mini case, numpy's and `random`'s global generators seeded with
 SEED before the reference's `get_inputs()`, as the evaluation child does for a seed):
 
-* `case`: SHA-256 prefix of the reference and baseline sources and the input arrays. When it moves, the
-  suite changed, not the simulator.
+* `case`: SHA-256 prefix of the baseline's source and the kernel's input arrays (the reference matters only
+  through them). When it moves, the suite changed, not the simulator.
 * `trace`: every column of the instruction and access tables (name, dtype, bytes), the op and dtype name
   tables, the tensor table, the loop table and the loop contexts (as plain values: enums as ints).
 * `outputs`: each output's dtype, shape and raw bytes.
@@ -114,7 +114,7 @@ def compute_problem(spec: Any, workers: int = 1) -> dict[str, Any]:
     to_nki = getattr(reference, "transform_to_nki_inputs", None)
     nki_inputs = list(to_nki(inputs)) if to_nki else inputs
     kernel = _module(baseline_source, f"versions_baseline_{spec.slug}").kernel
-    case = _sha([reference_source, baseline_source, *_arrays(nki_inputs)])
+    case = _sha([baseline_source, *_arrays(nki_inputs)])
     simulation = simulate(kernel, nki_inputs, platform=PLATFORM, workers=workers)
     report = estimate(simulation.trace, PLATFORM)
     return {
@@ -126,8 +126,9 @@ def compute_problem(spec: Any, workers: int = 1) -> dict[str, Any]:
     }
 
 
-def compute(workers: int = 1, only: set[str] | None = None) -> dict[str, Any]:
-    """Records for every problem of the suite, with the versions of the code that computed them."""
+def compute(workers: int = 1, only: set[str] | None = None, suite_dir: Path | None = None) -> dict[str, Any]:
+    """Records for every problem of the suite (or of the same suite in `suite_dir`, e.g. an older copy: to
+    tell a suite edit from a simulator change), with the versions of the code that computed them."""
     import benchmark.nki
     import benchmark.perf
     from benchmark.nki import namespaces
@@ -136,7 +137,7 @@ def compute(workers: int = 1, only: set[str] | None = None) -> dict[str, Any]:
     installed_before = "neuronxcc.nki" in sys.modules
     namespaces.install()
     try:
-        problems = {spec.slug: compute_problem(spec, workers) for spec in load_suite(SUITE).problems
+        problems = {spec.slug: compute_problem(spec, workers) for spec in load_suite(SUITE, directory=suite_dir).problems
                     if only is None or spec.slug in only}
     finally:
         if not installed_before:
@@ -212,12 +213,14 @@ def main() -> None:
     mode.add_argument("--check", action="store_true", help="compare with the recorded file; exit 1 on a difference")
     parser.add_argument("--workers", type=int, default=1, help="processes the simulator may use (default 1)")
     parser.add_argument("--only", default="", help="comma-separated problems (--check only)")
+    parser.add_argument("--suite-dir", type=Path, default=None,
+                        help="read the suite from this directory (e.g. a `git archive` of an older one; --check only)")
     args = parser.parse_args()
     started = time.monotonic()
     only = {p for p in args.only.split(",") if p} or None
-    if args.regenerate and only:
-        parser.error("--regenerate records every problem; --only is for --check")
-    current = compute(args.workers, only)
+    if args.regenerate and (only or args.suite_dir):
+        parser.error("--regenerate records every problem of the built-in suite; --only and --suite-dir are for --check")
+    current = compute(args.workers, only, args.suite_dir)
     elapsed = time.monotonic() - started
     if args.regenerate:
         DIGESTS_FILE.write_text(json.dumps(current, indent=1, sort_keys=True) + "\n", encoding="utf-8")
