@@ -34,8 +34,9 @@ def _apply_limits(limits: dict[str, int]) -> None:
     resource.setrlimit(resource.RLIMIT_NOFILE, (limits["open_files"], limits["open_files"]))
     resource.setrlimit(resource.RLIMIT_FSIZE, (limits["file_bytes"], limits["file_bytes"]))
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-    # Per user: the sandbox user's children count together, so no child can fork. Not enforced for root
-    # (ACCELOPT_SANDBOX_ALLOW_ROOT); then fork is refused by the audit guard and contained by the group.
+    # Per user: the child's own processes (bubblewrap's init and itself) already reach 1, so it cannot fork
+    # or start a thread. Not enforced for root (the opt-out, ACCELOPT_SANDBOX_ALLOW_ROOT, as root); then
+    # fork is refused by the audit guard and contained by the process group.
     resource.setrlimit(resource.RLIMIT_NPROC, (limits["processes"], limits["processes"]))
 
 

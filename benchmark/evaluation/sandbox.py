@@ -1,10 +1,12 @@
-"""The sandboxed child process: its own session and process group, OS limits, a scrubbed environment, a
-private empty working directory, and pipes (never files) to talk through. A root parent starts it as the
-unprivileged sandbox user (sandbox_user.py), so the limits and file permissions hold.
+"""The sandboxed child process: its own namespaces (network, PID, IPC, mount, user; isolation.py), a uid of
+its own when the parent is root (sandbox_user.py), OS limits, a scrubbed environment, a private empty /tmp,
+and pipes (never files) to talk through.
 
 `ChildProcess.request()` sends one message and waits for the reply until the child's wall deadline; at the
-deadline, or when the child is closed, the whole process group is killed with SIGKILL, so anything the
-child started dies with it.
+deadline, or when the child is closed, the whole process group is killed with SIGKILL. The group is led
+by bubblewrap; its death takes the child's PID namespace, and so everything the child started, with it.
+Under the opt-out (`ACCELOPT_SANDBOX_ALLOW_ROOT=1`) the child is started directly, in a private host
+directory, and the process group is what contains it.
 """
 
 from __future__ import annotations
@@ -25,11 +27,9 @@ from typing import Any
 
 import numpy as np
 
-from benchmark.evaluation import protocol
-from benchmark.evaluation.sandbox_user import SETUP_COMMAND, SandboxUnavailable, child_user
-
-# The project root (the directory holding the `benchmark` package): the only PYTHONPATH a child gets.
-PROJECT_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from benchmark.evaluation import isolation, protocol
+from benchmark.evaluation.isolation import PROJECT_ROOT
+from benchmark.evaluation.sandbox_user import SETUP_COMMAND, SandboxUnavailable, UidLease, lease_uid
 
 # The whole environment a child sees. Nothing else from the parent's environment passes: no API keys, no
 # DATABASE_URL, no secret key, no proxy settings.
@@ -45,7 +45,8 @@ class Limits:
     memory_bytes: int = 4 * 1024**3  # RLIMIT_AS: address space, so numpy's allocations count
     open_files: int = 64
     file_bytes: int = 1024**2  # RLIMIT_FSIZE: a child has nothing to write
-    processes: int = 1  # RLIMIT_NPROC: no fork (ignored by Linux for root: hence the sandbox user)
+    processes: int = 1  # RLIMIT_NPROC: no fork (ignored by Linux for root: hence a uid of its own)
+    scratch_bytes: int = 64 * 1024**2  # size of the child's private /tmp (memory: a tmpfs)
     max_message_bytes: int = 2 * 1024**3  # largest reply the parent will read from a child
     infrastructure_retries: int = 2  # extra attempts after an infrastructure failure
 
@@ -106,41 +107,51 @@ class ChildProcess:
         self.role = role
         self.limits = limits
         self.deadline = time.monotonic() + limits.wall_seconds
-        self.user = child_user()  # None: run as this process's user (not root, or root explicitly allowed)
-        self.private_dir = tempfile.mkdtemp(prefix=f"accelopt-{role}-")
-        os.chmod(self.private_dir, 0o700)
+        self.isolated = isolation.isolation_required()
+        self.lease: UidLease | None = None  # the uid this child runs as, when the parent is root
+        self.private_dir: str | None = None  # a host directory, only under the opt-out
         self.killed_by_us = False
         self._cpu_seconds_used = 0.0
         self._answered = False
         full_config = dict(config, limits=limits.child_config())
-        # Set in C between fork and exec (no preexec_fn: evaluations start children from several threads):
-        # no supplementary groups, the user's group, then the user; changing the real uid too leaves no way
-        # back to root and clears every capability.
-        drop = {} if self.user is None else {"user": self.user.uid, "group": self.user.gid, "extra_groups": []}
+        # -s: no user site; -B: no .pyc writes; -P: the cwd is not on sys.path.
+        argv = [sys.executable, "-s", "-B", "-P", "-m", "benchmark.evaluation.child", role, json.dumps(full_config)]
         try:
-            if self.user is not None:
-                os.chown(self.private_dir, self.user.uid, self.user.gid)
+            if self.isolated:
+                if os.geteuid() == 0:
+                    self.lease = lease_uid()
+                isolation.ensure_available(self.lease)
+                argv = isolation.command(argv, limits.scratch_bytes)
+                cwd, home = "/", isolation.SCRATCH
+            else:
+                self.private_dir = tempfile.mkdtemp(prefix=f"accelopt-{role}-")
+                os.chmod(self.private_dir, 0o700)
+                cwd = home = self.private_dir
             self.proc = subprocess.Popen(
-                # -s: no user site; -B: no .pyc writes; -P: the cwd is not on sys.path.
-                [sys.executable, "-s", "-B", "-P", "-m", "benchmark.evaluation.child", role,
-                 json.dumps(full_config)],
-                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                cwd=self.private_dir, env=child_environment(self.private_dir),
-                start_new_session=True, close_fds=True, **drop,
+                argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=cwd,
+                env=child_environment(home), start_new_session=True, close_fds=True,
+                **isolation.popen_credentials(self.lease),
             )
         except BaseException as exc:
-            shutil.rmtree(self.private_dir, ignore_errors=True)
-            if isinstance(exc, PermissionError) and self.user is not None:
+            self._release()
+            if isinstance(exc, PermissionError) and self.lease is not None:
                 raise SandboxUnavailable(
-                    f"the sandbox user {self.user.name!r} cannot execute the Python interpreter {sys.executable} "
-                    f"({exc.strerror}); run `make sandbox` (or `{SETUP_COMMAND}`) as root to let it reach the "
-                    "interpreter") from None
+                    f"uid {self.lease.uid} cannot execute `unshare` ({exc.strerror}); run `make sandbox` (or "
+                    f"`{SETUP_COMMAND}`) as root") from None
             raise
-        self.pgid = self.proc.pid  # start_new_session: the child leads its own session and group
+        self.pgid = self.proc.pid  # start_new_session: the child (or its bwrap) leads its own session and group
         self.stderr = _StderrTail(self.proc.stderr)
         self.stderr.start()
         os.set_blocking(self.proc.stdin.fileno(), False)
         os.set_blocking(self.proc.stdout.fileno(), False)
+
+    def _release(self) -> None:
+        """Give back what the child held on the host: its uid, or (opt-out) its directory."""
+        if self.private_dir is not None:
+            shutil.rmtree(self.private_dir, ignore_errors=True)
+            self.private_dir = None
+        if self.lease is not None:
+            self.lease.release()
 
     def restart_clock(self) -> None:
         """Give a child that waited for others (the profiler) its full wall time for its own work."""
@@ -238,9 +249,12 @@ class ChildProcess:
                                                 f"{self.limits.memory_bytes // 1024**2} MiB", tail)
         how = f"was killed by signal {-code}" if code is not None and code < 0 else f"exited with status {code}"
         hint = ""
-        if self.user is not None and not self._answered and "Permission denied" in tail:
-            hint = (f"; the sandbox user {self.user.name!r} may be unable to read the Python installation or the "
-                    f"project: run `make sandbox` (or `{SETUP_COMMAND}`) as root")
+        if self.isolated and not self._answered and tail.lstrip().startswith(("bwrap:", "unshare:")):
+            hint = (f"; its OS sandbox failed to start ({tail.strip().splitlines()[0]}): run `make sandbox` (or "
+                    f"`{SETUP_COMMAND}`) as root")
+        elif self.lease is not None and not self._answered and "Permission denied" in tail:
+            hint = (f"; uid {self.lease.uid} may be unable to read the Python installation or the project: run "
+                    f"`make sandbox` (or `{SETUP_COMMAND}`) as root")
         return ChildError("infrastructure_error", f"the {self.role} evaluation process {how} {when}{hint}", tail)
 
     def _cpu_exhausted(self) -> bool:
@@ -254,13 +268,17 @@ class ChildProcess:
             try:
                 info = os.waitid(os.P_PID, self.proc.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
             except ChildProcessError:
-                return self.proc.returncode
+                return self._unwrapped(self.proc.returncode)
             if info is not None:
-                if info.si_code == os.CLD_EXITED:
-                    return info.si_status
-                return -info.si_status
+                return self._unwrapped(info.si_status if info.si_code == os.CLD_EXITED else -info.si_status)
             time.sleep(0.01)
         return None
+
+    def _unwrapped(self, code: int | None) -> int | None:
+        """bwrap reports a child killed by signal N as exit status 128 + N: the child's fate, as Popen says it."""
+        if self.isolated and code is not None and code > 128:
+            return -(code - 128)
+        return code
 
     # -- shutdown ---------------------------------------------------------------------------------
 
@@ -302,7 +320,7 @@ class ChildProcess:
                 pass
         self.stderr.join(1.0)
         self.proc.stderr.close()
-        shutil.rmtree(self.private_dir, ignore_errors=True)
+        self._release()
 
     def diagnostics(self) -> str:
         return self.stderr.text()

@@ -1,48 +1,58 @@
-"""`python -m benchmark.evaluation.sandbox_setup [--check]`: prepare this host so evaluation children can run
-as the unprivileged sandbox user (benchmark/evaluation/sandbox_user.py). Run by `make sandbox`, which
-`make run` and `make test` (so `.ci/run`) depend on. Idempotent; it does nothing unless run as root.
+"""`python -m benchmark.evaluation.sandbox_setup [--check]`: prepare this host for the evaluation sandbox
+(benchmark/evaluation/isolation.py) and check that an isolated child really starts. Run by `make sandbox`,
+which `make run` and `make test` (so `.ci/run`) depend on. Idempotent.
 
 What it changes, and only when needed (docs/operations.md, "Evaluation sandbox"):
 
-1. creates the user: `useradd --system --no-create-home --shell /usr/sbin/nologin accelopt-sandbox`;
-2. adds "others may traverse" (o+x: enter by name, never list or read) to each directory on the way to the
-   Python interpreter, its installation, the virtualenv and the checkout that lacks it. Here that is only
-   /root (mode 0700), because the interpreter lives under /root/.pyenv;
-3. removes all access for others from the project's var directory (the SQLite database is created 0644,
-   and the sandbox user must not read it; the secret key file is 0600 already).
+1. installs bubblewrap when `bwrap` is missing (`apt-get install -y --no-install-recommends bubblewrap`,
+   as root; `unshare` comes with util-linux, which every Debian has);
+2. creates the directory of uid leases, /run/accelopt-sandbox (0700, root's);
+3. adds "others may traverse" (o+x: enter by name, never list or read) to each directory on the way to the
+   Python interpreter, its installation, the virtualenv and the project that lacks it: children run as
+   uids of their own, and bubblewrap opens those paths as that uid. Here that is only /root (mode 0700),
+   because the interpreter lives under /root/.pyenv;
+4. removes all access for others from the project's var directory (defence in depth: children cannot
+   see it at all).
 
-Then it checks, changing nothing: files of the Python installation and virtualenv that others cannot read
-(reported; only when something was changed, or with --check), the interpreter starting as the user and
-importing numpy, our simulator and the evaluation child, the user being unable to list var, and a tiny
-evaluation passing end to end.
+Then it checks, changing nothing: the sandbox's uid range is nobody's (no user, group or subordinate-id
+range in it), files of the Python installation and virtualenv that others cannot read (reported; only when
+something was changed, or with --check), an isolated child starting as one of those uids and importing
+numpy, our simulator and the evaluation child, seeing only its own two processes, no network, no var/,
+/root or /home, and a tiny evaluation passing end to end.
 
-`--check` reports what would change and runs no probe; exit status 1 if anything would.
+Not as root it installs and changes nothing; it checks that isolated children start. `--check` reports what
+would change and runs no probe; exit status 1 if anything would.
 """
 
 from __future__ import annotations
 
 import argparse
+import grp
+import json
 import os
+import pwd
 import shutil
 import stat
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
-from benchmark.evaluation.sandbox import PROJECT_ROOT, child_environment
+from benchmark.evaluation import isolation
+from benchmark.evaluation.isolation import PACKAGE_DIR, PROJECT_ROOT, var_dir
+from benchmark.evaluation.sandbox import child_environment
 from benchmark.evaluation.sandbox_user import (
     ALLOW_ROOT_VARIABLE,
+    LOCK_DIRECTORY,
+    UIDS_VARIABLE,
     SandboxUnavailable,
-    SandboxUser,
-    lookup_sandbox_user,
+    lease_uid,
     root_allowed,
-    sandbox_user_name,
+    uid_range,
 )
 
-_NOLOGIN_SHELLS = ("/usr/sbin/nologin", "/sbin/nologin", "/bin/false")
+__all__ = ["PROJECT_ROOT", "main", "var_dir"]
 
-# Imported by the probe as the sandbox user: what every child role needs.
+# Imported by the probe inside the sandbox: what every child role needs.
 _PROBE_IMPORTS = ("numpy", "benchmark.evaluation.child", "benchmark.evaluation.backends", "benchmark.nki",
                   "benchmark.perf")
 
@@ -57,14 +67,12 @@ def forward(a, b):
 '''
 _PROBE_KERNEL = "import numpy as np\n\ndef kernel(a, b):\n    return a + b\n"
 
+# The user `make sandbox` created before children ran in namespaces; reported, never removed here.
+_OLD_USER = "accelopt-sandbox"
+
 
 class SetupFailed(Exception):
     """The host is not ready and this step cannot make it so; the message says what to do."""
-
-
-def var_dir() -> Path:
-    """The project's runtime directory, resolved the way accelopt_site/settings.py does."""
-    return Path(os.environ.get("ACCELOPT_VAR_DIR", "").strip() or Path(PROJECT_ROOT) / "var").resolve()
 
 
 def _symlink_chain(path: str) -> list[str]:
@@ -81,7 +89,7 @@ def _symlink_chain(path: str) -> list[str]:
 
 def paths_the_sandbox_needs() -> list[str]:
     paths: list[str] = []
-    for path in (sys.executable, sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix, PROJECT_ROOT):
+    for path in (sys.executable, sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix, PACKAGE_DIR):
         paths.extend(_symlink_chain(path))
     return list(dict.fromkeys(paths))
 
@@ -126,22 +134,61 @@ def unreadable_files(roots: list[str], limit: int = 5) -> tuple[int, list[str]]:
     return count, examples
 
 
-def ensure_user(name: str, check_only: bool) -> tuple[SandboxUser | None, list[str]]:
-    user = lookup_sandbox_user(name)
-    if user is not None:
-        return user, []
-    shell = next((s for s in _NOLOGIN_SHELLS if os.path.exists(s)), "/bin/false")
-    command = ["useradd", "--system", "--no-create-home", "--shell", shell, name]
+def ensure_tools(root: bool, check_only: bool) -> list[str]:
+    """Install bubblewrap when missing (root with apt-get only); SetupFailed when it cannot be."""
+    missing = [name for name, path in isolation.tools().items() if path is None]
+    if not missing:
+        return []
+    if "unshare" in missing:
+        raise SetupFailed("`unshare` is missing: install util-linux (`apt-get install util-linux`)")
+    commands = [["apt-get", "update"], ["apt-get", "install", "-y", "--no-install-recommends", "bubblewrap"]]
+    shown = " && ".join(" ".join(c) for c in commands)
     if check_only:
-        return None, [" ".join(command)]
-    if shutil.which("useradd") is None:
-        raise SetupFailed(f"the sandbox user {name!r} does not exist and `useradd` is not installed; create an "
-                          "unprivileged system user of that name by hand (no home, no login shell)")
-    done = subprocess.run(command, capture_output=True, text=True, check=False)
-    user = lookup_sandbox_user(name)
-    if user is None:  # exit status 9 (exists already) from a concurrent run is fine: the lookup decides
-        raise SetupFailed(f"`{' '.join(command)}` failed (exit status {done.returncode}): {done.stderr.strip()}")
-    return user, [f"{' '.join(command)}  (uid {user.uid}, gid {user.gid})"]
+        return [shown]
+    if not root or shutil.which("apt-get") is None:
+        raise SetupFailed(f"bubblewrap (`bwrap`) is not installed and this step cannot install it "
+                          f"({'not root' if not root else 'no apt-get'}): {isolation.INSTALL_HINT}")
+    env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
+    for command in commands:
+        done = subprocess.run(command, capture_output=True, text=True, env=env, check=False)
+        if done.returncode != 0:
+            raise SetupFailed(f"`{' '.join(command)}` failed (exit status {done.returncode}): "
+                              f"{done.stderr.strip()[-2000:]}")
+    if isolation.tools()["bwrap"] is None:
+        raise SetupFailed("bubblewrap was installed but `bwrap` is not on PATH")
+    return [shown]
+
+
+def _id_ranges(path: str) -> list[tuple[str, range]]:
+    """Subordinate id ranges of /etc/subuid or /etc/subgid (name:first:count per line)."""
+    ranges = []
+    try:
+        lines = Path(path).read_text().splitlines()
+    except OSError:
+        return []
+    for line in lines:
+        parts = line.strip().split(":")
+        if len(parts) == 3 and parts[1].isdigit() and parts[2].isdigit():
+            ranges.append((parts[0], range(int(parts[1]), int(parts[1]) + int(parts[2]))))
+    return ranges
+
+
+def uid_range_conflicts(uids: range) -> list[str]:
+    """Users, groups and subordinate ranges that overlap the sandbox's uids (children would share them)."""
+    found = [f"user {e.pw_name} (uid {e.pw_uid})" for e in pwd.getpwall() if e.pw_uid in uids]
+    found += [f"group {e.gr_name} (gid {e.gr_gid})" for e in grp.getgrall() if e.gr_gid in uids]
+    for path in ("/etc/subuid", "/etc/subgid"):
+        found += [f"{path} range of {name} ({r.start}-{r.stop - 1})" for name, r in _id_ranges(path)
+                  if r.start < uids.stop and uids.start < r.stop]
+    return found
+
+
+def ensure_lock_directory(check_only: bool) -> list[str]:
+    if os.path.isdir(LOCK_DIRECTORY):
+        return []
+    if not check_only:
+        os.makedirs(LOCK_DIRECTORY, mode=0o700, exist_ok=True)
+    return [f"mkdir -m 0700 {LOCK_DIRECTORY}  (uid leases of running evaluation children)"]
 
 
 def open_directories(check_only: bool) -> list[str]:
@@ -174,36 +221,65 @@ def close_var_dir(check_only: bool) -> list[str]:
     return [f"chmod o-rwx {path}  (was {stat.filemode(mode | stat.S_IFDIR)}; holds the database and secret key)"]
 
 
-def probe(user: SandboxUser) -> None:
-    """Start the interpreter the way a child is started, as `user`; raise SetupFailed with its stderr."""
-    private = tempfile.mkdtemp(prefix="accelopt-probe-")
+# Run inside the sandbox by `make sandbox`: what a kernel would see if every Python guard were bypassed.
+_INSIDE = '''
+import json, os, socket, sys
+import {imports}
+report = {{"uid": os.getuid(), "gid": os.getgid(), "groups": os.getgroups(),
+          "pids": sorted(int(p) for p in os.listdir("/proc") if p.isdigit()), "me": os.getpid(),
+          "root": sorted(os.listdir("/")), "var": os.path.exists({var!r}), "cwd": os.getcwd(),
+          "tmp": os.listdir("/tmp")}}
+try:
+    socket.create_connection(("127.0.0.1", 22), timeout=2).close()
+    report["network"] = "connected"
+except OSError as exc:
+    report["network"] = exc.strerror or str(exc)
+sys.__stdout__.write(json.dumps(report))
+'''
+
+
+def check_isolation(root: bool) -> str:
+    """Start a child in the sandbox as a leased uid; SetupFailed naming what is not isolated."""
+    isolation.reset()
+    lease = lease_uid() if root else None
     try:
-        os.chown(private, user.uid, user.gid)
-        code = (f"import {', '.join(_PROBE_IMPORTS)}\n"
-                "import os, sys\n"
-                "try:\n"
-                f"    os.listdir({str(var_dir())!r})\n"
-                "except PermissionError:\n"
-                "    pass\n"
-                "else:\n"
-                f"    sys.exit('the sandbox user can list {var_dir()}')\n")
-        try:
-            done = subprocess.run([sys.executable, "-s", "-B", "-P", "-c", code], cwd=private,
-                                  env=child_environment(private), user=user.uid, group=user.gid, extra_groups=[],
-                                  capture_output=True, text=True, timeout=120, check=False)
-        except PermissionError as exc:
-            raise SetupFailed(f"the sandbox user {user.name!r} cannot execute {sys.executable}: {exc}") from None
-        if done.returncode != 0:
-            raise SetupFailed(f"the Python interpreter started as {user.name!r} failed (exit status "
-                              f"{done.returncode}):\n{done.stderr.strip()[-3000:]}")
+        isolation.probe(lease)
+        code = _INSIDE.format(imports=", ".join(_PROBE_IMPORTS), var=str(var_dir()))
+        argv = isolation.command([sys.executable, "-s", "-B", "-P", "-c", code], 16 * 1024**2)
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=120, check=False, cwd="/",
+                              env=child_environment(isolation.SCRATCH), **isolation.popen_credentials(lease))
     finally:
-        shutil.rmtree(private, ignore_errors=True)
+        if lease is not None:
+            lease.release()
+    if done.returncode != 0:
+        raise SetupFailed(f"an isolated child failed (exit status {done.returncode}):\n{done.stderr.strip()[-3000:]}")
+    report = json.loads(done.stdout)
+    problems = []
+    if lease is not None and (report["uid"], report["gid"], report["groups"]) != (lease.uid, lease.uid, []):
+        problems.append(f"it runs as uid {report['uid']} gid {report['gid']} groups {report['groups']}, not "
+                        f"{lease.uid} alone")
+    if report["pids"] != sorted({1, report["me"]}):
+        problems.append(f"it sees processes {report['pids']}")
+    if report["network"] == "connected":
+        problems.append("it reached 127.0.0.1")
+    if report["var"] or {"home", "run", "sys"} & set(report["root"]):
+        problems.append(f"it sees the host's var/ or / entries {report['root']}")
+    if report["cwd"] != isolation.SCRATCH or report["tmp"]:
+        problems.append(f"its scratch directory is {report['cwd']} holding {report['tmp']}")
+    if problems:
+        raise SetupFailed("the evaluation child is not isolated: " + "; ".join(problems))
+    who = f"uid {report['uid']} (leased from {UIDS_VARIABLE})" if lease is not None else f"uid {report['uid']}"
+    return (f"an isolated child runs as {who}, sees processes {report['pids']} only, no network "
+            f"({report['network']}), / = {' '.join(report['root'])}")
+
+
+def trivial_evaluation() -> None:
     from benchmark.evaluation import Limits, evaluate
 
     result = evaluate(_PROBE_KERNEL, _PROBE_REFERENCE, backend="null",
                       limits=Limits(wall_seconds=60, cpu_seconds=60, infrastructure_retries=0))
     if not result.correct:
-        raise SetupFailed(f"a trivial evaluation failed as {user.name!r}: {result.error_kind}: {result.error_message}")
+        raise SetupFailed(f"a trivial evaluation failed: {result.error_kind}: {result.error_message}")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -211,37 +287,49 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--check", action="store_true", help="report what would change; change nothing")
     check_only = parser.parse_args(argv).check
     say = "sandbox setup:"
-    if os.geteuid() != 0:
-        print(f"{say} not root (uid {os.geteuid()}): evaluation children run as this user; nothing to do")
-        return 0
+    root = os.geteuid() == 0
     try:
         if root_allowed():
-            print(f"{say} {ALLOW_ROOT_VARIABLE} is set: evaluation children run as root; nothing to do")
+            print(f"{say} {ALLOW_ROOT_VARIABLE} is set: evaluation children run WITHOUT OS isolation, as this "
+                  "process's user; nothing to do")
             return 0
-        name = sandbox_user_name()
-        user, changes = ensure_user(name, check_only)
-        changes += open_directories(check_only)
-        changes += close_var_dir(check_only)
+        changes = ensure_tools(root, check_only)
+        if root:
+            conflicts = uid_range_conflicts(uid_range())
+            if conflicts:
+                raise SetupFailed(f"the sandbox uids {uid_range().start}-{uid_range().stop - 1} ({UIDS_VARIABLE}) "
+                                  f"overlap {', '.join(conflicts[:5])}: choose a free range")
+            changes += ensure_lock_directory(check_only)
+            changes += open_directories(check_only)
+            changes += close_var_dir(check_only)
         for change in changes:
             print(f"{say} {'would run' if check_only else 'ran'}: {change}" if not change.startswith("  ")
                   else f"{say} {change.strip()}")
         # The scan reads ~84,000 inodes (seconds on a loaded host): done when setting up or asked to check,
         # not on every `make test` of a prepared host.
-        count, examples = unreadable_files([sys.base_prefix, sys.prefix]) if changes or check_only else (0, [])
+        count, examples = unreadable_files([sys.base_prefix, sys.prefix]) if root and (changes or check_only) \
+            else (0, [])
         if count:
             print(f"{say} warning: {count} files or directories of the Python installation cannot be read by "
-                  f"{name!r} (an import of them will fail in a child), e.g. {', '.join(examples)}")
+                  f"other users (an import of them will fail in a child), e.g. {', '.join(examples)}")
         if check_only:
             if not changes:
-                print(f"{say} nothing to change for {name!r}")
+                print(f"{say} nothing to change")
             return 1 if changes else 0
-        assert user is not None
-        probe(user)
+        checked = check_isolation(root)
+        trivial_evaluation()
     except (SetupFailed, SandboxUnavailable) as exc:
         print(f"{say} FAILED: {exc}", file=sys.stderr)
         return 1
-    print(f"{say} evaluation children run as {name!r} (uid {user.uid}); checked: it starts the interpreter, "
-          "imports numpy and our code, cannot list var, and evaluates a trivial kernel")
+    print(f"{say} checked: {checked}; a trivial evaluation passes")
+    if root:
+        try:
+            pwd.getpwnam(_OLD_USER)
+        except KeyError:
+            pass
+        else:
+            print(f"{say} note: the user {_OLD_USER!r} is no longer used (children get uids of their own); "
+                  f"`userdel {_OLD_USER}` removes it")
     return 0
 
 

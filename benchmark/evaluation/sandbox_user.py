@@ -1,26 +1,32 @@
-"""Which user an evaluation child runs as, and the process settings it fixes on itself at start-up.
+"""Which user an evaluation child runs as, the explicit opt-out, and the settings a child fixes on itself.
 
-A child started by a root parent drops to an unprivileged user (`ACCELOPT_SANDBOX_USER`, default
-`accelopt-sandbox`): no supplementary groups, that user's group, no capabilities. As root, Linux ignores
-RLIMIT_NPROC and every file is readable (`/proc/<parent>/environ`, `var/secret_key`, the database); as
-that user the limits hold and file permissions apply. A parent that is not root starts its children as
-itself, as before.
+A root parent gives every child a uid of its own for as long as the child lives, leased from the range
+`ACCELOPT_SANDBOX_UIDS` (default 1879048192-1879049215; no passwd entry is needed or wanted). Two children
+running at the same time, of the same evaluation or of two evaluations in different processes, never share
+a uid: a lease is an exclusive `flock` on `/run/accelopt-sandbox/uid-<N>.lock`, held by the parent while
+the child runs and released by the kernel if the parent dies. The child also gets that number as its gid
+and no supplementary groups. A parent that is not root cannot switch uids; its children run as its own uid
+(each in its own namespaces; see isolation.py).
 
-If the user is missing, the sandbox refuses to run (`SandboxUnavailable`, an infrastructure error) rather
-than run kernels as root, unless `ACCELOPT_SANDBOX_ALLOW_ROOT=1` says so explicitly.
-`python -m benchmark.evaluation.sandbox_setup` (run by `make run` and `make test`) creates the user.
+`ACCELOPT_SANDBOX_ALLOW_ROOT=1` is the explicit opt-out for development hosts: children then run as the
+parent's user, without the OS isolation (no namespaces, no uid of their own).
 """
 
 from __future__ import annotations
 
+import fcntl
 import os
-import pwd
+import secrets
 import sys
-from dataclasses import dataclass
+import threading
+from dataclasses import dataclass, field
 
-USER_VARIABLE = "ACCELOPT_SANDBOX_USER"
 ALLOW_ROOT_VARIABLE = "ACCELOPT_SANDBOX_ALLOW_ROOT"
-DEFAULT_USER = "accelopt-sandbox"
+UIDS_VARIABLE = "ACCELOPT_SANDBOX_UIDS"
+# 0x70000000 and up: above the ranges useradd and systemd hand out to users, dynamic users and containers,
+# below 2^31 (uids some tools still read as signed).
+DEFAULT_UIDS = (1_879_048_192, 1_879_049_215)
+LOCK_DIRECTORY = "/run/accelopt-sandbox"
 SETUP_COMMAND = "python -m benchmark.evaluation.sandbox_setup"
 
 _TRUE = {"1", "true", "yes", "on"}
@@ -35,19 +41,8 @@ class SandboxUnavailable(OSError):
     """The sandbox cannot start a child as configured. Ours to fix, never the kernel's fault."""
 
 
-@dataclass(frozen=True)
-class SandboxUser:
-    name: str
-    uid: int
-    gid: int
-
-
-def sandbox_user_name() -> str:
-    return os.environ.get(USER_VARIABLE, "").strip() or DEFAULT_USER
-
-
 def root_allowed() -> bool:
-    """`ACCELOPT_SANDBOX_ALLOW_ROOT`: 1/true/yes/on runs children as root; unset or 0/false/no/off does not."""
+    """`ACCELOPT_SANDBOX_ALLOW_ROOT`: 1/true/yes/on drops the OS isolation; unset or 0/false/no/off keeps it."""
     value = os.environ.get(ALLOW_ROOT_VARIABLE, "").strip().lower()
     if value in _TRUE:
         return True
@@ -57,44 +52,72 @@ def root_allowed() -> bool:
                              f"{os.environ[ALLOW_ROOT_VARIABLE]!r}")
 
 
-def lookup_sandbox_user(name: str) -> SandboxUser | None:
-    """The user's ids, or None when no such user exists. A user with uid or gid 0 is refused."""
+def uid_range() -> range:
+    """The uids children of a root parent are leased from (`ACCELOPT_SANDBOX_UIDS`, "FIRST-LAST")."""
+    text = os.environ.get(UIDS_VARIABLE, "").strip()
+    if not text:
+        return range(DEFAULT_UIDS[0], DEFAULT_UIDS[1] + 1)
     try:
-        entry = pwd.getpwnam(name)
-    except KeyError:
-        return None
-    if entry.pw_uid == 0 or entry.pw_gid == 0:
-        raise SandboxUnavailable(f"the sandbox user {name!r} ({USER_VARIABLE}) has uid {entry.pw_uid} and gid "
-                                 f"{entry.pw_gid}; it must be an unprivileged user, not root or in group 0")
-    return SandboxUser(name, entry.pw_uid, entry.pw_gid)
+        first, last = (int(part) for part in text.split("-"))
+    except ValueError:
+        raise SandboxUnavailable(f"{UIDS_VARIABLE} must be FIRST-LAST (two uids), got {text!r}") from None
+    if not 1000 <= first <= last < 2**31 - 1 or 65534 in (first, last) or first <= 65534 <= last:
+        raise SandboxUnavailable(f"{UIDS_VARIABLE}={text!r}: the range must lie within 1000..2147483646 and leave "
+                                 "out 65534 (nobody)")
+    return range(first, last + 1)
 
 
-def child_user() -> SandboxUser | None:
-    """The user a new child must run as, or None to start it as this process's user.
+@dataclass
+class UidLease:
+    """One uid held for one child. `release()` after the child is reaped; idempotent."""
 
-    Raises SandboxUnavailable when this process is root and the sandbox user does not exist.
+    uid: int
+    _fd: int | None = field(default=None, repr=False)
+
+    @property
+    def gid(self) -> int:
+        return self.uid
+
+    def release(self) -> None:
+        fd, self._fd = self._fd, None
+        if fd is not None:
+            os.close(fd)  # closing drops the flock
+
+
+_lease_lock = threading.Lock()
+
+
+def lease_uid(directory: str = LOCK_DIRECTORY) -> UidLease:
+    """A uid no other child on this host holds. Raises SandboxUnavailable when every uid is taken.
+
+    flock conflicts between two opens of the same file even within one process, so threads of one parent
+    and different parents are kept apart alike. The scan starts at a random place so a uid that was just
+    released is unlikely to be handed out again at once.
     """
-    if os.geteuid() != 0 or root_allowed():
-        return None
-    name = sandbox_user_name()
-    user = lookup_sandbox_user(name)
-    if user is None:
-        raise SandboxUnavailable(
-            f"this process runs as root, so evaluation children must run as the unprivileged user {name!r} "
-            f"({USER_VARIABLE}), which does not exist on this host. Fix: run `make sandbox` in the checkout "
-            f"(or `{SETUP_COMMAND}` as root), which runs `useradd --system --no-create-home --shell "
-            f"/usr/sbin/nologin {name}` and lets that user read the Python installation; or set "
-            f"{ALLOW_ROOT_VARIABLE}=1 to run untrusted kernels as root (development only)")
-    return user
+    uids = uid_range()
+    with _lease_lock:
+        os.makedirs(directory, mode=0o700, exist_ok=True)
+        start = secrets.randbelow(len(uids))
+        for offset in range(len(uids)):
+            uid = uids[(start + offset) % len(uids)]
+            fd = os.open(os.path.join(directory, f"uid-{uid}.lock"), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                os.close(fd)
+                continue
+            return UidLease(uid, fd)
+    raise SandboxUnavailable(f"all {len(uids)} sandbox uids ({UIDS_VARIABLE}={uids.start}-{uids.stop - 1}) are held "
+                             "by running evaluation children; widen the range or run fewer evaluations at once")
 
 
 def lock_down_this_process() -> None:
     """Called first thing in every child, before any untrusted code (Linux only; elsewhere a no-op).
 
     no_new_privs: nothing this process or its descendants exec can gain privileges (setuid binaries,
-    file capabilities). Not dumpable: other processes of the sandbox user, such as another evaluation's
-    kernel, cannot ptrace this one or read its memory through /proc (the reference child holds the
-    expected outputs). Both survive fork; no_new_privs also survives exec.
+    file capabilities); bubblewrap sets it too, this covers the opt-out. Not dumpable: no other process of
+    the same uid can ptrace this one or read its memory through /proc (under the opt-out, the kernel child
+    and the reference child, which holds the expected outputs, share a uid). Both survive fork.
     """
     if not sys.platform.startswith("linux"):
         return

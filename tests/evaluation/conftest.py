@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from benchmark.evaluation import Limits
-from benchmark.evaluation.sandbox_user import ALLOW_ROOT_VARIABLE, child_user
+from benchmark.evaluation.sandbox_user import ALLOW_ROOT_VARIABLE
 
 ADD_REFERENCE = textwrap.dedent('''
     import numpy as np
@@ -61,7 +61,9 @@ needs_simulator = pytest.mark.skipif(not simulator_available(), reason="benchmar
 
 
 def children_of_this_process(role: str) -> list[int]:
-    """Evaluation children of this test process running `role` (read from /proc)."""
+    """Evaluation children of this test process running `role` (read from /proc): the processes this one
+    started, which are the children's bwrap (its argv holds the child's) or, under the opt-out, the
+    children themselves."""
     found = []
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
@@ -88,7 +90,7 @@ def process_alive(pid: int) -> bool:
 
 
 running_as_root = os.geteuid() == 0
-needs_root = pytest.mark.skipif(not running_as_root, reason="only a root parent drops its children to the sandbox user")
+needs_root = pytest.mark.skipif(not running_as_root, reason="only a root parent gives each child a uid of its own")
 
 
 @pytest.fixture(autouse=True)
@@ -99,11 +101,8 @@ def _no_root_opt_out(monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.fixture
 def child_writable_dir() -> Iterator[Path]:
-    """A directory evaluation children may write to (tests with the file guard off report through it):
-    owned by the sandbox user when children run as that user. Removed afterwards."""
+    """A host directory children run under the opt-out may write to (tests with the file guard off report
+    through it; an isolated child cannot see it). Removed afterwards."""
     path = Path(tempfile.mkdtemp(prefix="accelopt-test-report-"))
-    user = child_user()
-    if user is not None:
-        os.chown(path, user.uid, user.gid)
     yield path
     shutil.rmtree(path, ignore_errors=True)
