@@ -1,7 +1,8 @@
 # AccelOpt Studio: the two commands a newcomer needs.
 #   make run    install (first time only), prepare the database, serve on http://$(HOST):$(PORT)/
 #   make test   install the dev tools (first time only), ruff check, pytest
-#   (both also run `make sandbox`: as root, it prepares the user evaluation children run as)
+#   (both also run `make sandbox`: it installs bubblewrap if missing, as root, and checks that an
+#   evaluation child starts in its namespaces)
 # Re-running is fast: pip runs only when pyproject.toml is newer than the install stamp.
 
 PYTHON ?= python3
@@ -22,7 +23,7 @@ PIP := $(PY) -m pip install --disable-pip-version-check --progress-bar off --qui
 
 .PHONY: run test install install-dev prepare sandbox serve lint clean-venv
 
-# sandbox before prepare: prepare evaluates the suite baselines, which run as the sandbox user.
+# sandbox before prepare: prepare evaluates the suite baselines, which run in the sandbox.
 run: sandbox prepare serve
 
 test: install-dev lint sandbox
@@ -47,8 +48,9 @@ $(DEV_STAMP): pyproject.toml | $(PY)
 prepare: install
 	$(PY) manage.py prepare
 
-# As root: create the unprivileged user evaluation children run as and let it reach the interpreter
-# (docs/operations.md, "Evaluation sandbox"). Idempotent; prints what it changed; does nothing otherwise.
+# Installs bubblewrap when missing (apt-get, as root), lets the sandbox uids reach the interpreter, and checks
+# that an isolated evaluation child really starts (docs/operations.md, "Evaluation sandbox"). Idempotent;
+# prints what it changed; fails, stopping make, if children cannot be isolated.
 sandbox: install
 	$(PY) -m benchmark.evaluation.sandbox_setup
 

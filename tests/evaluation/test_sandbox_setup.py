@@ -1,4 +1,5 @@
-"""The setup step (`make sandbox`) opens only what the sandbox user needs and closes var/ to other users.
+"""The setup step (`make sandbox`) installs bubblewrap, opens only what the sandbox uids need, closes var/ to
+other users; and the uid leases.
 
 These tests use directories of their own; the step itself is run on the host by `make sandbox`.
 """
@@ -8,7 +9,18 @@ from __future__ import annotations
 import os
 import stat
 
-from benchmark.evaluation.sandbox_setup import close_var_dir, directories_to_open, reachable_neighbours
+import pytest
+
+from benchmark.evaluation import isolation
+from benchmark.evaluation.sandbox_setup import (
+    SetupFailed,
+    close_var_dir,
+    directories_to_open,
+    ensure_tools,
+    reachable_neighbours,
+    uid_range_conflicts,
+)
+from benchmark.evaluation.sandbox_user import UIDS_VARIABLE, SandboxUnavailable, lease_uid, uid_range
 
 
 def mode_of(path) -> int:
@@ -47,3 +59,39 @@ def test_it_closes_the_var_directory_to_other_users_once(tmp_path, monkeypatch) 
     assert close_var_dir(check_only=False)
     assert mode_of(var) == 0o750
     assert close_var_dir(check_only=False) == []  # idempotent: nothing left to change
+
+
+def test_a_missing_bwrap_is_installed_with_apt_get_by_root_and_named_otherwise(monkeypatch) -> None:
+    monkeypatch.setattr(isolation, "tools", lambda: {"bwrap": None, "unshare": "/usr/bin/unshare"})
+    planned = ensure_tools(root=True, check_only=True)  # --check: says what it would run, runs nothing
+    assert planned == ["apt-get update && apt-get install -y --no-install-recommends bubblewrap"]
+    with pytest.raises(SetupFailed, match="not root.*make sandbox"):
+        ensure_tools(root=False, check_only=False)
+    monkeypatch.setattr(isolation, "tools", lambda: {"bwrap": "/usr/bin/bwrap", "unshare": "/usr/bin/unshare"})
+    assert ensure_tools(root=True, check_only=False) == []  # present: nothing to do
+
+
+def test_the_sandbox_uids_must_be_nobodys() -> None:
+    assert any("user root" in c for c in uid_range_conflicts(range(0, 1)))
+    assert uid_range_conflicts(uid_range()) == []  # the default range is free on this host
+
+
+def test_a_uid_is_leased_to_one_child_at_a_time_and_can_be_leased_again_once_released(tmp_path, monkeypatch) -> None:
+    monkeypatch.setenv(UIDS_VARIABLE, "2000000000-2000000001")
+    first, second = lease_uid(str(tmp_path)), lease_uid(str(tmp_path))
+    assert {first.uid, second.uid} == {2000000000, 2000000001}
+    with pytest.raises(SandboxUnavailable, match="all 2 sandbox uids"):
+        lease_uid(str(tmp_path))
+    first.release()
+    third = lease_uid(str(tmp_path))
+    assert third.uid == first.uid and third.gid == third.uid
+    second.release()
+    third.release()
+    third.release()  # idempotent
+
+
+@pytest.mark.parametrize("value", ["5-", "0-100", "60000-70000", "x", "3000000000-3000000001"])
+def test_a_uid_range_that_cannot_be_used_is_refused(monkeypatch, value) -> None:
+    monkeypatch.setenv(UIDS_VARIABLE, value)
+    with pytest.raises(SandboxUnavailable, match=UIDS_VARIABLE):
+        uid_range()
