@@ -24,7 +24,8 @@ def test_the_mini_reference_runs_and_round_trips_through_the_nki_transforms(suit
     expected = module.forward(*inputs)
     assert expected.dtype == np.float32 and np.all(np.isfinite(expected))
     nki_inputs = module.transform_to_nki_inputs(inputs)
-    assert [np.shape(a) for a in nki_inputs] == [np.shape(a) for a in inputs]
+    # NKIBench's layouts reshape only (test_nkibench_interface.py pins which): the sizes stay.
+    assert [np.size(a) for a in nki_inputs] == [np.size(a) for a in inputs]
     (compared,) = module.transform_nki_outputs(expected.copy(), expected)
     assert compared.shape == expected.shape
 

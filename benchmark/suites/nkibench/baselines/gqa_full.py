@@ -24,8 +24,14 @@ def _even_tile(extent, limit):
 
 @nki.jit
 def kernel(q, k, v):
-    batches, seq, q_heads, dim = q.shape
-    kv_heads = k.shape[2]
+    # Given as q (B * N // 128, 128, QH, D), k (B, N // 512, 4, 128, KH, D), v (B, N // 128, 128, KH * D):
+    # reshapes of the HBM tensors (views of the same bytes) give back B x N x heads x D.
+    batches, blocks, tiles, block_rows, kv_heads, dim = k.shape
+    seq = blocks * tiles * block_rows
+    q_heads = q.shape[2]
+    q = q.reshape((batches, seq, q_heads, dim))
+    k = k.reshape((batches, seq, kv_heads, dim))
+    v = v.reshape((batches, seq, kv_heads, dim))
     assert dim <= nl.tile_size.pmax, f"gqa_full: head dim D={dim} must be <= 128 (one contraction tile)"
     assert q_heads % kv_heads == 0, f"gqa_full: QH={q_heads} is not a multiple of KH={kv_heads}"
     group = q_heads // kv_heads

@@ -18,8 +18,22 @@ def _even_tile(extent, limit):
     return 1
 
 
+def _as_matrix(tensor, row_axes):
+    # NKIBench hands matrices over in tiled shapes, e.g. (M // 128, 128, K): the first `row_axes` axes
+    # number the rows and the others the columns, in row-major order, so a reshape of the HBM tensor (a view
+    # of the same bytes, no data movement) gives the plain matrix back.
+    rows, cols = 1, 1
+    for extent in tensor.shape[:row_axes]:
+        rows *= extent
+    for extent in tensor.shape[row_axes:]:
+        cols *= extent
+    return tensor.reshape((rows, cols))
+
+
 @nki.jit
 def kernel(x, w):
+    x = _as_matrix(x, 2)  # given as (M // 128, 128, K)
+    w = _as_matrix(w, 2)  # given as (K // 128, 128, N)
     rows, depth = x.shape
     cols = w.shape[1]
     out = nl.ndarray((rows, cols), dtype=x.dtype, buffer=nl.shared_hbm)

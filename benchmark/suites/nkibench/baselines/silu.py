@@ -16,8 +16,21 @@ def _even_tile(extent, limit):
     return 1
 
 
+def _as_matrix(tensor, row_axes):
+    # NKIBench hands matrices over in tiled shapes, e.g. (M // 128, 128, K): the first `row_axes` axes
+    # number the rows and the others the columns, in row-major order, so a reshape of the HBM tensor (a view
+    # of the same bytes, no data movement) gives the plain matrix back.
+    rows, cols = 1, 1
+    for extent in tensor.shape[:row_axes]:
+        rows *= extent
+    for extent in tensor.shape[row_axes:]:
+        cols *= extent
+    return tensor.reshape((rows, cols))
+
+
 @nki.jit
 def kernel(x):
+    x = _as_matrix(x, 2)  # given as (128, M // 128, N)
     rows, cols = x.shape
     out = nl.ndarray((rows, cols), dtype=x.dtype, buffer=nl.shared_hbm)
     tile_rows = _even_tile(rows, nl.tile_size.pmax)

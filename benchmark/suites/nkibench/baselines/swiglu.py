@@ -19,8 +19,24 @@ def _even_tile(extent, limit):
     return 1
 
 
+def _as_matrix(tensor, row_axes):
+    # NKIBench hands matrices over in tiled shapes, e.g. (M // 128, 128, K): the first `row_axes` axes
+    # number the rows and the others the columns, in row-major order, so a reshape of the HBM tensor (a view
+    # of the same bytes, no data movement) gives the plain matrix back.
+    rows, cols = 1, 1
+    for extent in tensor.shape[:row_axes]:
+        rows *= extent
+    for extent in tensor.shape[row_axes:]:
+        cols *= extent
+    return tensor.reshape((rows, cols))
+
+
 @nki.jit
 def kernel(x, w_up, w_down, w_gate):
+    x = _as_matrix(x, 3)  # given as (M // 512, 4, 128, K // 128, 128)
+    w_up = _as_matrix(w_up, 2)  # given as (K // 128, 128, N)
+    w_down = _as_matrix(w_down, 2)  # given as (N // 128, 128, K)
+    w_gate = _as_matrix(w_gate, 2)  # given as (K // 128, 128, N)
     rows, depth = x.shape
     hidden = w_up.shape[1]
     out = nl.ndarray((rows, depth), dtype=x.dtype, buffer=nl.shared_hbm)

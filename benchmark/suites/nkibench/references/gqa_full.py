@@ -37,8 +37,23 @@ def forward(q, k, v):
 
 
 def transform_to_nki_inputs(inputs):
-    # The baseline kernel takes every input in its natural layout.
-    return list(inputs)
+    # The kernel sees NKIBench's layout (AccelOpt
+    # NKIBench/reference/gqa_full_B1_N4096_QH16_KH8_D128_numpy_2.py), reshapes only: q as
+    # (B * N // 128, 128, QH, D), k as (B, N // 512, 4, 128, KH, D) (positions in groups of four 128-row
+    # tiles), v as (B, N // 128, 128, KH * D) (each position's heads side by side).
+    _require_multiple("N", N, 512)
+    q, k, v = inputs
+    return [
+        np.reshape(q, (B * N // 128, 128, QH, D)),
+        np.reshape(k, (B, N // 512, 4, 128, KH, D)),
+        np.reshape(v, (B, N // 128, 128, KH * D)),
+    ]
+
+
+def _require_multiple(name, value, factor):
+    # NKIBench's layout splits this dimension into tiles; a case whose shape does not divide cannot use it.
+    if value % factor:
+        raise ValueError(f"{name} = {value} must be a multiple of {factor} for NKIBench's input layout")
 
 
 def transform_nki_outputs(outputs, reference):

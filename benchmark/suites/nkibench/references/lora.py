@@ -21,8 +21,24 @@ def forward(x, w, a, b):
 
 
 def transform_to_nki_inputs(inputs):
-    # The baseline kernel takes every input in its natural layout.
-    return list(inputs)
+    # The kernel sees NKIBench's layout (AccelOpt NKIBench/reference/lora_M4096_N12288_K5120_R128_numpy_1.py),
+    # reshapes only: x as (M // 512, 4, 128, K // 128, 128) (rows in groups of four 128-row tiles), w as
+    # (K // 128, 128, N), a as (K // 128, 128, R), b as it is (R, N).
+    _require_multiple("M", M, 512)
+    _require_multiple("K", K, 128)
+    x, w, a, b = inputs
+    return [
+        np.reshape(x, (M // 512, 4, 128, K // 128, 128)),
+        np.reshape(w, (K // 128, 128, N)),
+        np.reshape(a, (K // 128, 128, R)),
+        np.reshape(b, (R, N)),
+    ]
+
+
+def _require_multiple(name, value, factor):
+    # NKIBench's layout splits this dimension into tiles; a case whose shape does not divide cannot use it.
+    if value % factor:
+        raise ValueError(f"{name} = {value} must be a multiple of {factor} for NKIBench's input layout")
 
 
 def transform_nki_outputs(outputs, reference):

@@ -19,8 +19,19 @@ def forward(x, w):
 
 
 def transform_to_nki_inputs(inputs):
-    # The baseline kernel takes every input in its natural layout.
-    return list(inputs)
+    # The kernel sees NKIBench's layout (AccelOpt
+    # NKIBench/reference/rmsnorm_matmul_M4096_N2048_K1024_numpy_1.py), reshapes only: x as
+    # (M // 128, 128, K), w as (K // 128, 128, N).
+    _require_multiple("M", M, 128)
+    _require_multiple("K", K, 128)
+    x, w = inputs
+    return [np.reshape(x, (M // 128, 128, K)), np.reshape(w, (K // 128, 128, N))]
+
+
+def _require_multiple(name, value, factor):
+    # NKIBench's layout splits this dimension into tiles; a case whose shape does not divide cannot use it.
+    if value % factor:
+        raise ValueError(f"{name} = {value} must be a multiple of {factor} for NKIBench's input layout")
 
 
 def transform_nki_outputs(outputs, reference):

@@ -24,18 +24,13 @@ def forward(x, freqs_cos, freqs_sin):
 
 
 def transform_to_nki_inputs(inputs):
-    # The baseline kernel takes every input in its natural layout.
+    # NKIBench hands the kernel every input as get_inputs() makes it, in the same order and shapes
+    # (AccelOpt NKIBench/reference/rope_single_freq_apply_B1_H64_N4096_D128_numpy_1.py).
     return list(inputs)
 
 
 def transform_nki_outputs(outputs, reference):
-    # Compare each kernel output in the shape of the matching reference output (NKIBench reshapes, so a
-    # kernel may return the same elements in a tiled shape).
-    outputs = outputs if isinstance(outputs, (tuple, list)) else (outputs,)
-    references = reference if isinstance(reference, (tuple, list)) else (reference,)
-    if len(outputs) != len(references):
-        raise ValueError(f"kernel returned {len(outputs)} output(s); the reference has {len(references)}")
-    for index, (out, ref) in enumerate(zip(outputs, references, strict=True)):
-        if np.size(out) != ref.size:
-            raise ValueError(f"output {index} has shape {np.shape(out)}; expected {ref.shape}")
-    return [np.reshape(out, ref.shape) for out, ref in zip(outputs, references, strict=True)]
+    # NKIBench compares rope's output as the kernel returns it, without a reshape (AccelOpt
+    # NKIBench/reference/rope_single_freq_apply_B1_H64_N4096_D128_numpy_1.py), so the kernel must return the
+    # reference's (D, B*H*N) shape; the evaluation names a wrong one.
+    return list(outputs) if isinstance(outputs, (tuple, list)) else [outputs]

@@ -16,8 +16,17 @@ def forward(x):
 
 
 def transform_to_nki_inputs(inputs):
-    # The baseline kernel takes every input in its natural layout.
-    return list(inputs)
+    # The kernel sees NKIBench's layout (AccelOpt NKIBench/reference/silu_M4096_N7168_numpy_0.py): x as
+    # (128, M // 128, N), a reshape, so row m is x[m // (M // 128), m % (M // 128)].
+    _require_multiple("M", M, 128)
+    (x,) = inputs
+    return [np.reshape(x, (128, M // 128, N))]
+
+
+def _require_multiple(name, value, factor):
+    # NKIBench's layout splits this dimension into tiles; a case whose shape does not divide cannot use it.
+    if value % factor:
+        raise ValueError(f"{name} = {value} must be a multiple of {factor} for NKIBench's input layout")
 
 
 def transform_nki_outputs(outputs, reference):

@@ -24,8 +24,25 @@ def forward(x, w_up, w_down, w_gate):
 
 
 def transform_to_nki_inputs(inputs):
-    # The baseline kernel takes every input in its natural layout.
-    return list(inputs)
+    # The kernel sees NKIBench's layout (AccelOpt NKIBench/reference/swiglu_M4096_N3072_K1024_numpy_2.py),
+    # reshapes only: x as (M // 512, 4, 128, K // 128, 128) (rows in groups of four 128-row tiles), w_up and
+    # w_gate as (K // 128, 128, N), w_down as (N // 128, 128, K).
+    _require_multiple("M", M, 512)
+    _require_multiple("K", K, 128)
+    _require_multiple("N", N, 128)
+    x, w_up, w_down, w_gate = inputs
+    return [
+        np.reshape(x, (M // 512, 4, 128, K // 128, 128)),
+        np.reshape(w_up, (K // 128, 128, N)),
+        np.reshape(w_down, (N // 128, 128, K)),
+        np.reshape(w_gate, (K // 128, 128, N)),
+    ]
+
+
+def _require_multiple(name, value, factor):
+    # NKIBench's layout splits this dimension into tiles; a case whose shape does not divide cannot use it.
+    if value % factor:
+        raise ValueError(f"{name} = {value} must be a multiple of {factor} for NKIBench's input layout")
 
 
 def transform_nki_outputs(outputs, reference):
