@@ -41,7 +41,7 @@ from optimizer.adapters import (
 )
 from optimizer.events import append_events, publish_events_async, record_events
 from optimizer.models import AgentKind, Run, RunStatus
-from optimizer.search import BeamSearch, SearchConfig
+from optimizer.search import SUCCEEDED, BeamSearch, SearchConfig
 
 logger = logging.getLogger(__name__)
 
@@ -120,22 +120,24 @@ def _stop_if_requested(run_id: int, worker_id: str) -> str | None:
     return None
 
 
-def _fail(run_id: int, worker_id: str, error: str) -> list[Any]:
+def _leave(run_id: int, worker_id: str, event: tuple[str, dict[str, Any]], **fields: Any) -> list[Any]:
+    """Set `fields` on a run this worker still holds, let go of it and log `event`; nothing if it lost it."""
     with transaction.atomic():
         if not Run.objects.filter(pk=run_id, claimed_by=worker_id, status=RunStatus.RUNNING).update(
-            status=RunStatus.FAILED, error_message=error, finished=timezone.now(), claimed_by=""
+            claimed_by="", **fields
         ):
             return []
-        return append_events(run_id, [("run.failed", {"error": error, "phase": "worker"})])
+        return append_events(run_id, [event])
+
+
+def _fail(run_id: int, worker_id: str, error: str) -> list[Any]:
+    return _leave(run_id, worker_id, ("run.failed", {"error": error, "phase": "worker"}),
+                  status=RunStatus.FAILED, error_message=error, finished=timezone.now())
 
 
 def _release(run_id: int, worker_id: str) -> list[Any]:
-    with transaction.atomic():
-        if not Run.objects.filter(pk=run_id, claimed_by=worker_id, status=RunStatus.RUNNING).update(
-            status=RunStatus.QUEUED, claimed_by=""
-        ):
-            return []
-        return append_events(run_id, [("run.queued", {"reason": "worker stopped; resumes from its checkpoint"})])
+    return _leave(run_id, worker_id, ("run.queued", {"reason": "worker stopped; resumes from its checkpoint"}),
+                  status=RunStatus.QUEUED)
 
 
 def _claimed_by(worker_id: str) -> list[int]:
@@ -185,26 +187,23 @@ async def drive_run(
             stopped = await sync_to_async(_stop_if_requested)(run_id, worker_id)
             if stopped is not None:
                 kind = "run.cancelled" if stopped == RunStatus.CANCELLED else "run.paused"
-                events = await sync_to_async(_record_lifecycle)(run_id, kind, {"iteration": search.state.iteration})
-                await publish_events_async(run_id, events)
+                await _record_then_publish(run_id, _record_lifecycle, kind, {"iteration": search.state.iteration})
                 return stopped
             await search.step()
             if on_step is not None:
                 await on_step(search)
-        return RunStatus.SUCCEEDED if search.state.status == "succeeded" else RunStatus.FAILED
+        return RunStatus.SUCCEEDED if search.state.status == SUCCEEDED else RunStatus.FAILED
     except LostClaim as lost:
         logger.warning("%s", lost)
         return "lost"
     except asyncio.CancelledError:
         # The worker is shutting down: hand the run back at once rather than after the stale limit.
         with contextlib.suppress(Exception):
-            events = await sync_to_async(_release)(run_id, worker_id)
-            await publish_events_async(run_id, events)
+            await _record_then_publish(run_id, _release, worker_id)
         raise
     except Exception as error:  # our bug or a broken dependency: fail the run with the reason, keep serving
         logger.exception("run %s failed in the worker", run_id)
-        events = await sync_to_async(_fail)(run_id, worker_id, f"{type(error).__name__}: {error}")
-        await publish_events_async(run_id, events)
+        await _record_then_publish(run_id, _fail, worker_id, f"{type(error).__name__}: {error}")
         return RunStatus.FAILED
     finally:
         heartbeat.cancel()
@@ -214,6 +213,12 @@ async def drive_run(
         if client is not None and hasattr(client, "close"):
             with contextlib.suppress(Exception):
                 await client.close()
+
+
+async def _record_then_publish(run_id: int, record: Callable[..., list[Any]], *args: Any) -> None:
+    """Run `record(run_id, *args)`, a transaction that logs events, off the event loop; then publish them."""
+    events = await sync_to_async(record)(run_id, *args)
+    await publish_events_async(run_id, events)
 
 
 async def _keep_alive(run_id: int, worker_id: str) -> None:
@@ -293,8 +298,7 @@ class RunWorker:
                 await asyncio.gather(*self.tasks, return_exceptions=True)
             # A run claimed but cancelled before its driver started is handed back here.
             for run_id in await sync_to_async(_claimed_by)(self.worker_id):
-                events = await sync_to_async(_release)(run_id, self.worker_id)
-                await publish_events_async(run_id, events)
+                await _record_then_publish(run_id, _release, self.worker_id)
             await sync_to_async(close_old_connections)()
             logger.info("run worker %s stopped", self.worker_id)
 

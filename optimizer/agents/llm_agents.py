@@ -6,6 +6,9 @@ unusable reply comes back as `AgentResult(value=None, unusable=...)` with the ca
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import TypeVar
+
 from optimizer.agents import prompting
 from optimizer.agents.base import (
     AgentResult,
@@ -25,6 +28,8 @@ from optimizer.agents.parsing import (
     parse_summary,
 )
 
+T = TypeVar("T")
+
 
 class LLMAgents:
     def __init__(self, client: LLMClient) -> None:
@@ -34,37 +39,32 @@ class LLMAgents:
 
     async def plan(self, request: PlanRequest) -> AgentResult[list[str]]:
         call = await self.client.chat("planner", prompting.planner_messages(request), seed=request.seed)
-        if call.error:
-            return AgentResult(None, [call], unusable=f"planner call failed: {call.error}")
-        try:
-            return AgentResult(parse_plans(call.response, request.count), [call])
-        except UnusableReply as exc:
-            return AgentResult(None, [call], unusable=_unusable("planner", exc, call.finish_reason))
+        return _parsed("planner", call, lambda reply: parse_plans(reply, request.count))
 
     async def write(self, request: WriteRequest) -> AgentResult[str]:
         call = await self.client.chat("executor", prompting.executor_messages(request), seed=request.seed)
-        return self._kernel_result("executor", call, kernel_function_name(request.kernel.source))
+        name = kernel_function_name(request.kernel.source)
+        return _parsed("executor", call, lambda reply: extract_kernel(reply, name))
 
     async def fix(self, request: FixRequest) -> AgentResult[str]:
         call = await self.client.chat("fixer", prompting.fixer_messages(request), seed=request.seed)
-        return self._kernel_result("fixer", call, kernel_function_name(request.kernel.source))
+        name = kernel_function_name(request.kernel.source)
+        return _parsed("fixer", call, lambda reply: extract_kernel(reply, name))
 
     async def summarize(self, request: SummaryRequest) -> AgentResult[MemoryDraft]:
         call = await self.client.chat("summarizer", prompting.summarizer_messages(request), seed=request.seed)
-        if call.error:
-            return AgentResult(None, [call], unusable=f"summarizer call failed: {call.error}")
-        try:
-            return AgentResult(parse_summary(call.response), [call])
-        except UnusableReply as exc:
-            return AgentResult(None, [call], unusable=_unusable("summarizer", exc, call.finish_reason))
+        return _parsed("summarizer", call, parse_summary)
 
-    def _kernel_result(self, role: str, call: CallRecord, function_name: str) -> AgentResult[str]:
-        if call.error:
-            return AgentResult(None, [call], unusable=f"{role} call failed: {call.error}")
-        try:
-            return AgentResult(extract_kernel(call.response, function_name), [call])
-        except UnusableReply as exc:
-            return AgentResult(None, [call], unusable=_unusable(role, exc, call.finish_reason))
+
+def _parsed(role: str, call: CallRecord, parse: Callable[[str], T]) -> AgentResult[T]:
+    """The reply of one call read by `parse`, or why there is none: the call failed, or the reply was
+    unusable. Every role ends this way."""
+    if call.error:
+        return AgentResult(None, [call], unusable=f"{role} call failed: {call.error}")
+    try:
+        return AgentResult(parse(call.response), [call])
+    except UnusableReply as exc:
+        return AgentResult(None, [call], unusable=_unusable(role, exc, call.finish_reason))
 
 
 def _unusable(role: str, exc: UnusableReply, finish_reason: str) -> str:

@@ -41,17 +41,25 @@ def _scaled_operand(kernel: Kernel, node: ast.AST) -> tuple[ast.expr, ast.expr] 
     return None
 
 
+def _scaled_operand_or_definition(
+    kernel: Kernel, operand: ast.expr, user: ast.AST
+) -> tuple[tuple[ast.expr, ast.expr] | None, ast.Assign | None]:
+    """(data, scale) of `operand` when it is a multiply/divide by a constant, written in place or in a
+    single-use `name = ...` before the statement of `user`; with that definition (to remove), or None."""
+    found = _scaled_operand(kernel, operand)
+    if found is not None:
+        return found, None
+    definition = kernel.single_use_definition(operand, kernel.statement_of(user))
+    return (_scaled_operand(kernel, definition.value) if definition else None), definition
+
+
 def visit_fold_scale(tree: ast.Module, target: int | None) -> list[Site]:
     kernel, sites = Kernel(tree), []
     for node in list(walk_kernel(kernel)):
         if not (isinstance(node, ast.Call) and kernel.is_nl(node, *ACTIVATIONS) and len(node.args) == 1
                 and not node.keywords):
             continue
-        arg, definition = node.args[0], None
-        found = _scaled_operand(kernel, arg)
-        if found is None:
-            definition = kernel.single_use_definition(arg, kernel.statement_of(node))
-            found = _scaled_operand(kernel, definition.value) if definition else None
+        found, definition = _scaled_operand_or_definition(kernel, node.args[0], node)
         if found is None:
             continue
         op = dotted(node.func).rsplit(".", 1)[1]
@@ -78,11 +86,7 @@ def visit_scalar_tensor_tensor(tree: ast.Module, target: int | None) -> list[Sit
         match = None
         for position in (0, 1):
             inner, other = node.args[position], node.args[1 - position]
-            definition = None
-            found = _scaled_operand(kernel, inner)
-            if found is None:
-                definition = kernel.single_use_definition(inner, kernel.statement_of(node))
-                found = _scaled_operand(kernel, definition.value) if definition else None
+            found, definition = _scaled_operand_or_definition(kernel, inner, node)
             if found is not None and not kernel.is_scalar(other):
                 match = (position, found, other, definition)
                 break
