@@ -11,7 +11,7 @@ Read the package in this order:
     state.py       RunState and its records, JSON-ready (STATE_VERSION), the run status values, source_sha
     beam.py        BeamSearch: open, step, run, one method per phase (plan, write, evaluate, fix, select,
                    summarize, next)
-    standalone.py  the interfaces without Django (tests, the `optimize` command, the offline measurements)
+    standalone.py  the interfaces without Django (tests, measurements/offline_search_mini.py)
 
 Everything a caller needs is importable from `optimizer.search`; `optimizer.adapters` implements the
 interfaces over Django.

@@ -1,5 +1,5 @@
-"""Implementations of the search's interfaces without Django: for tests, the `optimize` command's file
-checkpoint and the offline measurements.
+"""Implementations of the search's interfaces without Django: for tests and for the offline measurement
+(measurements/offline_search_mini.py), which run the search with no database.
 
     PipelineEvaluator        Evaluator over `benchmark.evaluation` (the sandboxed pipeline, no database)
     ListEventSink            EventSink that keeps the events in a list, as a JSON column would hold them
