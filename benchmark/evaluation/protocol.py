@@ -166,7 +166,7 @@ def encode_trace(trace: Any, prefix: str) -> tuple[dict[str, Any], dict[str, np.
         "op_names": list(trace.op_names),
         "dtype_names": list(trace.dtype_names),
         "tensors": [
-            {"name": t.name, "memory": int(t.memory), "shape": list(t.shape), "dtype": str(t.dtype),
+            {"name": t.name, "memory": int(t.space), "shape": list(t.shape), "dtype": str(t.dtype),
              "partition_axis": t.partition_axis, "bytes_per_partition": t.bytes_per_partition,
              "total_bytes": t.total_bytes}
             for t in trace.tensors
@@ -185,7 +185,7 @@ def decode_trace(meta: dict[str, Any], arrays: dict[str, np.ndarray], prefix: st
         INSTRUCTION_COLUMNS,
         LoopInfo,
         LoopKind,
-        Memory,
+        MemorySpace,
         TensorInfo,
         Trace,
     )
@@ -198,7 +198,7 @@ def decode_trace(meta: dict[str, Any], arrays: dict[str, np.ndarray], prefix: st
     return Trace(
         op_names=list(meta["op_names"]),
         dtype_names=list(meta["dtype_names"]),
-        tensors=[TensorInfo(name=t["name"], memory=Memory(t["memory"]), shape=tuple(t["shape"]), dtype=t["dtype"],
+        tensors=[TensorInfo(name=t["name"], space=MemorySpace(t["memory"]), shape=tuple(t["shape"]), dtype=t["dtype"],
                             partition_axis=t["partition_axis"], bytes_per_partition=t["bytes_per_partition"],
                             total_bytes=t["total_bytes"]) for t in meta["tensors"]],
         loops=[LoopInfo(kind=LoopKind(loop["kind"]), trip_count=loop["trip_count"], line=loop["line"])

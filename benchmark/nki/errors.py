@@ -2,7 +2,8 @@
 
 `NKICompileError` is a rule the Neuron compiler would reject (shapes, buffers, unsupported operations);
 `NKIRuntimeError` is something that would compute garbage on the device (uninitialised reads, out of
-bounds indices, racing writes between `affine_range` iterations).
+bounds indices, racing writes between `affine_range` iterations). `BlockRecyclingMiss` is the
+simulator's own: a storage guess was wrong, and the kernel runs again.
 """
 
 from __future__ import annotations
@@ -44,3 +45,8 @@ def unsupported(op: str, what: str = "") -> NKICompileError:
     """The simulator does not implement `op` (or one of its options)."""
     suffix = f" ({what})" if what else ""
     return NKICompileError(op, f"{op}{suffix} is unsupported by the CPU simulator")
+
+
+class BlockRecyclingMiss(Exception):
+    """Not an NKI error: the block recycler (recycling.py) reused a block the kernel needs again.
+    `simulate` runs the kernel again with plain storage."""

@@ -23,7 +23,7 @@ Term = tuple[int, int, int]
 _ALL = slice(None)
 
 
-def _is_int(x: Any) -> bool:
+def is_int(x: Any) -> bool:
     return isinstance(x, (int, np.integer)) and not isinstance(x, (bool, np.bool_))
 
 
@@ -104,7 +104,7 @@ class IndexExpr:
         return IndexExpr(self.const + sign * other.const, terms, max(self.ndim, other.ndim))
 
     def __add__(self, other: Any) -> Any:
-        if _is_int(other):
+        if is_int(other):
             return IndexExpr(self.const + int(other), self.terms, self.ndim)
         if isinstance(other, IndexExpr):
             return self._combine(other, 1)
@@ -115,7 +115,7 @@ class IndexExpr:
     __radd__ = __add__
 
     def __sub__(self, other: Any) -> Any:
-        if _is_int(other):
+        if is_int(other):
             return IndexExpr(self.const - int(other), self.terms, self.ndim)
         if isinstance(other, IndexExpr):
             return self._combine(other, -1)
@@ -130,7 +130,7 @@ class IndexExpr:
         return IndexExpr(-self.const, tuple((p, -c, s) for p, c, s in self.terms), self.ndim)
 
     def __mul__(self, other: Any) -> Any:
-        if _is_int(other):
+        if is_int(other):
             k = int(other)
             return IndexExpr(self.const * k, tuple((p, c * k, s) for p, c, s in self.terms), self.ndim)
         if isinstance(other, (IndexExpr, ArrayIndex)):
@@ -289,7 +289,7 @@ class Mask:
         win: dict[int, tuple[int, int, int]] = {}
         for m in leaves:
             e = m.expr
-            if not isinstance(e, IndexExpr) or not _is_int(m.value) or m.cmp == "!=":
+            if not isinstance(e, IndexExpr) or not is_int(m.value) or m.cmp == "!=":
                 return None
             active = [t for t in e.terms if t[2] > 1 or t[1] != 0]
             if len(active) > 1:

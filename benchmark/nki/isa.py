@@ -15,7 +15,7 @@ import numpy as np
 from . import alu
 from . import dtypes as dt
 from .errors import NKICompileError, unsupported
-from .memory import Access
+from .indexing import ArrayIndex, IndexExpr
 from .operands import (
     as_fp32,
     broadcast_full_shape,
@@ -25,8 +25,9 @@ from .operands import (
     result_dtype,
     to_dtype,
 )
-from .runtime import PSUM, SBUF, active, instruction
-from .trace import Engine, Memory
+from .runtime import active, instruction
+from .tensors import PSUM, SBUF, Access, Tensor, View
+from .trace import Engine, MemorySpace
 
 
 class engine(IntEnum):  # noqa: N801 - the NKI name
@@ -89,10 +90,10 @@ def engine_of(value: Any, default: Engine) -> Engine:
         return default
 
 
-def _ensure_on_chip(acc: Any, op: str, what: str, memories: frozenset = frozenset((Memory.SBUF,))) -> None:
-    if isinstance(acc, Access) and acc.memory not in memories:
-        where = " or ".join(sorted(m.name for m in memories))
-        raise NKICompileError(op, f"{what} must be in {where}, but {acc.tensor.name!r} is in {acc.memory.name}")
+def _ensure_on_chip(acc: Any, op: str, what: str, spaces: frozenset = frozenset((MemorySpace.SBUF,))) -> None:
+    if isinstance(acc, Access) and acc.space not in spaces:
+        where = " or ".join(sorted(m.name for m in spaces))
+        raise NKICompileError(op, f"{what} must be in {where}, but {acc.tensor.name!r} is in {acc.space.name}")
 
 
 def _vector_or_scalar(acc: Any, op: str, what: str) -> Any:
@@ -173,7 +174,7 @@ def nc_matmul(stationary: Any, moving: Any, *, is_stationary_onezero: bool = Fal
     full_m = st.full_shape[-1] if len(st.full_shape) > 1 else 1
     full_n = mv.full_shape[-1] if len(mv.full_shape) > 1 else 1
     return sim.result(out, dt.float32, engine=Engine.TENSOR, reads=[st, mv], lazy=lazy,
-                      window=win, full_shape=(full_m, full_n), allowed=frozenset((Memory.PSUM,)), default=PSUM,
+                      window=win, full_shape=(full_m, full_n), allowed=frozenset((MemorySpace.PSUM,)), default=PSUM,
                       flops=2 * m * n * k, partitions=k, free=n, is_transpose=bool(is_transpose),
                       native_acc=True, compute=st.tensor.dtype.name)
 
@@ -195,7 +196,7 @@ def nc_transpose(data: Any, *, mask: Any = None, dtype: Any = None, engine: Any 
                                                   f"{values.shape}")
         d = dt.as_dtype(dtype) if dtype is not None else dt.float32
         return sim.result(to_dtype(values.T, d), d, engine=Engine.TENSOR, reads=[acc], default=PSUM,
-                          allowed=frozenset((Memory.PSUM,)), flops=2 * acc.partitions * acc.free * acc.partitions,
+                          allowed=frozenset((MemorySpace.PSUM,)), flops=2 * acc.partitions * acc.free * acc.partitions,
                           partitions=acc.partitions, free=acc.free, is_transpose=True,
                           full_shape=tuple(reversed(acc.full_shape)), window=_swap(win),
                           compute=acc.tensor.dtype.name)
@@ -263,8 +264,6 @@ def _part_window(win: dict | None) -> dict | None:
 
 def _side_write(sim: Any, target: Any, values: np.ndarray, op: str) -> None:
     """Instructions with a second output (reduce_res) write it in place."""
-    from .memory import Tensor, View
-
     if isinstance(target, View):
         acc = target.base.access(target.items, None, op)
     elif isinstance(target, Tensor):
@@ -292,7 +291,7 @@ def tensor_tensor(data1: Any, data2: Any, op: Any, *, dtype: Any = None, mask: A
     for acc in (a, b):
         if not isinstance(acc, Access):
             raise NKICompileError("tensor_tensor", "both operands must be tiles (use tensor_scalar for scalars)")
-    if a.memory == Memory.PSUM and b.memory == Memory.PSUM:
+    if a.space == MemorySpace.PSUM and b.space == MemorySpace.PSUM:
         raise NKICompileError("tensor_tensor", "data1 and data2 cannot both be in PSUM")
     fn = alu.binary(alu.op_name(op, "tensor_tensor"), "tensor_tensor")
     va, vb = partition_first(as_fp32(sim.read(a)), as_fp32(sim.read(b)))
@@ -383,7 +382,7 @@ def tensor_tensor_scan(data0: Any, data1: Any, initial: Any, op0: Any, op1: Any,
     win = mask_window(mask)
     a = sim.operand(data0, win)
     b = sim.operand(data1, win)
-    if a.memory == Memory.PSUM and b.memory == Memory.PSUM:
+    if a.space == MemorySpace.PSUM and b.space == MemorySpace.PSUM:
         raise NKICompileError("tensor_tensor_scan", "data0 and data1 cannot both be in PSUM")
     x0 = np.asarray(sim.read(a), dtype=np.float64)
     x1 = np.asarray(sim.read(b), dtype=np.float64)
@@ -496,8 +495,6 @@ def _windowed(shape: tuple[int, ...], win: dict | None) -> tuple[int, ...]:
 @instruction("iota")
 def iota(expr: Any, dtype: Any, *, mask: Any = None, **_: Any) -> Any:
     """Materialise an index expression into a tile (GpSimd Engine)."""
-    from .indexing import ArrayIndex, IndexExpr
-
     sim = active("iota").begin("iota")
     if not isinstance(expr, (IndexExpr, ArrayIndex)):
         raise NKICompileError("iota", "iota takes an index expression built from nl.arange")
@@ -519,8 +516,6 @@ def iota(expr: Any, dtype: Any, *, mask: Any = None, **_: Any) -> Any:
 def dma_copy(*, dst: Any, src: Any, mask: Any = None, dst_rmw_op: Any = None, oob_mode: Any = None,
              dge_mode: Any = None, **_: Any) -> None:
     """A DMA between any two memories, written straight into dst."""
-    from .memory import Tensor, View
-
     sim = active("dma_copy").begin("dma_copy")
     win = mask_window(mask)
     s = sim.operand(src, win, on_chip=False)

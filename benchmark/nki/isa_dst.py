@@ -12,8 +12,8 @@ import numpy as np
 
 from . import isa as _f
 from .errors import NKICompileError, unsupported
-from .memory import Accumulate, Tensor, View
 from .runtime import active, instruction
+from .tensors import Accumulate, Tensor, View
 
 
 def get_nc_version() -> Any:
@@ -44,7 +44,7 @@ def nc_matmul(dst: Any, stationary: Any, moving: Any, is_stationary_onezero: boo
     tile = _f.nc_matmul(stationary, moving, is_transpose=is_transpose)
     base = dst.base if isinstance(dst, View) else dst
     if accumulate is None:
-        accumulate = base.memory.name == "PSUM"
+        accumulate = base.space.name == "PSUM"
         if accumulate:
             acc = base.access(dst.items if isinstance(dst, View) else (Ellipsis,), None, "nc_matmul")
             if acc.init is not None and not acc.init.all():

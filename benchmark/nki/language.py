@@ -16,7 +16,6 @@ from . import dtypes as dt
 from . import isa as _isa
 from .errors import NKICompileError, unsupported
 from .indexing import IndexExpr, arange, ds, mgrid  # noqa: F401  (re-exported as nl.arange, ...)
-from .memory import Access, Accumulate, Buffer, Derived, ParDim, Tensor, View
 from .operands import (
     as_fp32,
     broadcast_full_shape,
@@ -26,8 +25,22 @@ from .operands import (
     result_dtype,
     to_dtype,
 )
-from .runtime import HBM, PRIVATE_HBM, PSUM, SBUF, SHARED_HBM, active, instruction
-from .trace import Engine, LoopKind, Memory
+from .runtime import active, instruction
+from .tensors import (
+    HBM,
+    PRIVATE_HBM,
+    PSUM,
+    SBUF,
+    SHARED_HBM,
+    Access,
+    Accumulate,
+    Buffer,
+    Derived,
+    ParDim,
+    Tensor,
+    View,
+)
+from .trace import Engine, LoopKind, MemorySpace
 
 # -- dtypes and buffers -----------------------------------------------------------------------------
 float32 = dt.float32
@@ -68,7 +81,7 @@ def ndarray(shape: Any, dtype: Any = float32, buffer: Any = None, name: str = ""
     """Uninitialised tensor. HBM outputs start as NaN so unwritten output elements are visible."""
     sim = active("ndarray").begin("ndarray")
     buf = _buffer(buffer)
-    return sim.declare("ndarray", shape, dtype, buf, name=name, poison=buf.memory == Memory.HBM)
+    return sim.declare("ndarray", shape, dtype, buf, name=name, poison=buf.space == MemorySpace.HBM)
 
 
 @instruction("zeros")
@@ -166,13 +179,13 @@ def load(src: Any, mask: Any = None, dtype: Any = None, **_: Any) -> Tensor:
     sim = active("load").begin("load")
     win = mask_window(mask)
     acc = sim.operand(src, win, on_chip=False)
-    if acc.memory != Memory.HBM:
-        raise NKICompileError("load", f"load reads HBM, but {acc.tensor.name!r} is in {acc.memory.name}; "
+    if acc.space != MemorySpace.HBM:
+        raise NKICompileError("load", f"load reads HBM, but {acc.tensor.name!r} is in {acc.space.name}; "
                                       "use nl.copy between on-chip tiles")
     d = dt.as_dtype(dtype) if dtype is not None else acc.tensor.dtype
     values = to_dtype(sim.read(acc), d)
     return sim.result(values, d, engine=Engine.DMA, reads=[acc], window=win, full_shape=acc.full_shape,
-                      allowed=frozenset((Memory.SBUF,)), flops=0)
+                      allowed=frozenset((MemorySpace.SBUF,)), flops=0)
 
 
 @instruction("store")
@@ -186,11 +199,11 @@ def store(dst: Any, value: Any, mask: Any = None, **_: Any) -> None:
         out = dst.whole(win, "store")
     else:
         raise NKICompileError("store", f"store needs an HBM tensor destination, got {type(dst).__name__}")
-    if out.memory != Memory.HBM:
+    if out.space != MemorySpace.HBM:
         raise NKICompileError("store", f"store writes HBM, but the destination {out.tensor.name!r} is in "
-                                       f"{out.memory.name}")
+                                       f"{out.space.name}")
     src = sim.operand(value, win)
-    if isinstance(src, Access) and src.memory == Memory.PSUM:
+    if isinstance(src, Access) and src.space == MemorySpace.PSUM:
         # The DMA reads SBUF; a PSUM tile (the nki-samples attention tutorial stores a matmul result)
         # goes through the copy the compiler inserts, and the trace shows it.
         src = sim.via_sbuf(src, "store")
@@ -374,14 +387,14 @@ def matmul(x: Any, y: Any, *, transpose_x: bool = False, mask: Any = None, **_: 
     if not transpose_x:
         x = copy(_isa.nc_transpose(x))  # the transposed tile comes back to SBUF before it can be a matmul operand
     # nl.matmul takes tiles wherever they are: PSUM operands get the copy the compiler would insert.
-    x, y = (copy(t) if _memory_of(t) == Memory.PSUM else t for t in (x, y))
+    x, y = (copy(t) if _space_of(t) == MemorySpace.PSUM else t for t in (x, y))
     return _isa.nc_matmul(x, y, mask=mask, _op="matmul")
 
 
-def _memory_of(x: Any) -> Memory | None:
+def _space_of(x: Any) -> MemorySpace | None:
     t = x.base if isinstance(x, View) else x
     if isinstance(t, Tensor):
-        return t.alias.tensor.memory if t.alias is not None else t.memory
+        return t.alias.tensor.space if t.alias is not None else t.space
     return None
 
 
@@ -476,21 +489,14 @@ def _install_operators() -> None:
         raise unsupported("assign", "assigning into a view of a view")
 
     def view_getitem(self: View, items: Any) -> View:
-        acc = self.access()
-        holder = Tensor.__new__(Tensor)
         # A view of a view: alias a temporary tensor onto the resolved region and index it.
-        for slot in ("name", "shape", "dtype", "memory", "buffer", "partition_axis", "data", "init", "trace_id",
-                     "scope", "is_tile", "records", "race_key_len", "version", "deferred", "blocks",
-                     "pool", "poisoned", "readers", "fill", "serial", "home"):
-            setattr(holder, slot, getattr(acc.tensor, slot))
-        holder.alias = acc
-        return View(holder, items)
+        return View(Tensor.aliasing(self.access()), items)
 
     def t_broadcast(self: Any, shape: Any) -> Derived:
         return Derived(self, tuple(shape), "broadcast")
 
     def t_reshape(self: Any, shape: Any) -> Any:
-        if isinstance(self, Tensor) and self.memory == Memory.HBM:
+        if isinstance(self, Tensor) and self.space == MemorySpace.HBM:
             t = Tensor(self.name, tuple(shape), self.dtype, self.buffer, data=self.data.reshape(shape),
                        initialised=self.init is None, scope=self.scope)
             if self.init is not None:

@@ -1,6 +1,6 @@
 """Where each tensor a kernel declares lives, read from the source: the loop its blocks die with.
 
-The block recycler (`memory.BlockPool`) reuses the storage of on-chip blocks that are dead. Compiler-style
+The block recycler (`recycling.BlockRecycler`) reuses the storage of on-chip blocks that are dead. Compiler-style
 kernels declare every tensor at the top of the kernel and touch it only inside one loop nest: a PSUM
 accumulator only inside the loop that fills and drains it, an SBUF intermediate only inside the loop
 that writes and reads it. The innermost `for` whose body holds every use of the tensor's name is the

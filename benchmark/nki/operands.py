@@ -17,9 +17,10 @@ from typing import Any
 import numpy as np
 
 from . import dtypes as dt
+from .addressing import Window
 from .errors import NKICompileError, unsupported
 from .indexing import Mask
-from .memory import Access, Derived, Tensor, View, Window
+from .tensors import Access, Derived, Tensor, View
 
 _SCALARS = (int, float, bool, np.generic)
 

@@ -15,11 +15,13 @@ from ..hardware import get_platform
 from . import dtypes as dt
 from . import runtime
 from .blas import single_threaded_blas
-from .errors import NKICompileError, NKIError
+from .errors import BlockRecyclingMiss, NKICompileError, NKIError
 from .liveness import kernel_liveness
-from .memory import BlockRecyclingMiss, Tensor
-from .parallel import ParallelFallback, SplitLoop, child_exit, parallel_loops
-from .runtime import SHARED_HBM, Simulator
+from .parallel import LoopSplitter, ParallelFallback, child_exit
+from .recycling import BlockRecycler
+from .runtime import Simulator
+from .splittable import SplitLoop, parallel_loops
+from .tensors import SHARED_HBM, Tensor
 from .trace import Trace
 
 
@@ -125,8 +127,9 @@ def _run(func: Any, code: Any, inputs: list[Any], names: list[str], platform: st
          kwargs: dict[str, Any] | None, grid: tuple[int, ...], *, recycle: bool,
          parallel: dict[int, SplitLoop] | None = None) -> tuple[Simulator, list[Any], Any]:
     sim = Simulator(get_platform(platform), record_trace=record_trace, kernel_file=code.co_filename,
-                    recycle=recycle, liveness=kernel_liveness(func) if recycle or parallel else None,
-                    parallel=parallel)
+                    recycler=BlockRecycler() if recycle else None,
+                    liveness=kernel_liveness(func) if recycle or parallel else None,
+                    splitter=LoopSplitter(parallel) if parallel else None)
     with sim, single_threaded_blas(), _rare_garbage_collection():
         args = [_as_input(x, name, sim) for x, name in zip(inputs, names, strict=False)]
         try:
@@ -140,7 +143,7 @@ def _run(func: Any, code: Any, inputs: list[Any], names: list[str], platform: st
             if sim.split is not None and sim.split.child:
                 # A split loop's child that fails must not return into the caller: the parent falls
                 # back to one process, which reports the error as usual.
-                child_exit(sim.split, {"fallback": f"the second half failed: {type(err).__name__}: {err}"}, 1)
+                child_exit(sim.split, {"fallback": f"the second half failed: {type(err).__name__}: {err}"}, 1)  # type: ignore[arg-type]
             if isinstance(err, NKIError):
                 raise err.with_line(_kernel_line(err, code.co_filename)) from None
             raise

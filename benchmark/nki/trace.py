@@ -27,10 +27,17 @@ class Engine(IntEnum):
     DMA = 4
 
 
-class Memory(IntEnum):
+class MemorySpace(IntEnum):
+    """Where on the device a tensor lives (the simulator's `nl.hbm`/`nl.sbuf`/`nl.psum` buffers)."""
+
     HBM = 0
     SBUF = 1
     PSUM = 2
+
+    def __repr__(self) -> str:
+        # The repr this enum had as `Memory`: trace digests hash `repr(trace.tensors)`, and a rename
+        # must not change them (benchmark versions pin the digests).
+        return f"<Memory.{self.name}: {self.value}>"
 
 
 class LoopKind(IntEnum):
@@ -70,15 +77,21 @@ ACCESS_COLUMNS: dict[str, str] = {
 }
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class TensorInfo:
     name: str
-    memory: Memory
+    space: MemorySpace
     shape: tuple[int, ...]
     dtype: str
     partition_axis: int  # -1 for HBM tensors
     bytes_per_partition: int  # on-chip footprint per partition (0 for HBM)
     total_bytes: int
+
+    def __repr__(self) -> str:
+        # The dataclass repr from when `space` was named `memory`, kept for the trace digests (see MemorySpace).
+        return (f"TensorInfo(name={self.name!r}, memory={self.space!r}, shape={self.shape!r}, dtype={self.dtype!r}, "
+                f"partition_axis={self.partition_axis!r}, bytes_per_partition={self.bytes_per_partition!r}, "
+                f"total_bytes={self.total_bytes!r})")
 
 
 @dataclass(frozen=True)
@@ -212,7 +225,7 @@ class Trace:
     def merge(self, part: dict[str, Any], *, contexts: list[int], first_context: int, first_tensor: int,
               tensor_id: Any) -> None:
         """Append the rows another process recorded after a copy of this trace had `first_*` contexts and
-        tensors (`runtime.Simulator._merge`, which merges its loops and contexts first): `contexts` are the
+        tensors (`parallel.LoopSplitter._merge`, which merges its loops and contexts first): `contexts` are the
         ids here of its new contexts (`merge_contexts`); its new tensors get ids from
         `tensor_id(serial, info)`, called in the order that process gave them out."""
         if self.frozen:

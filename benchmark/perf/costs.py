@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from benchmark.hardware import Platform
-from benchmark.nki.trace import Engine, Memory, Trace
+from benchmark.nki.trace import Engine, MemorySpace, Trace
 
 # Per-element cycle rates by op name, for ops whose cost differs from the 1-cycle-per-element default.
 # Names are matched after lower-casing and stripping a namespace ("nisa.tensor_tensor" -> "tensor_tensor").
@@ -73,9 +73,9 @@ def _reads_psum(trace: Trace) -> np.ndarray:
     acc = trace.access
     if len(acc["tensor"]) == 0:
         return np.zeros(n, dtype=bool)
-    memory = np.array([int(t.memory) for t in trace.tensors], dtype=np.int8)
+    space = np.array([int(t.space) for t in trace.tensors], dtype=np.int8)
     owner = np.repeat(np.arange(n), np.asarray(trace.columns["access_count"], dtype=np.int64))
-    hit = (memory[acc["tensor"]] == Memory.PSUM) & (acc["is_write"] == 0)
+    hit = (space[acc["tensor"]] == MemorySpace.PSUM) & (acc["is_write"] == 0)
     out = np.zeros(n, dtype=bool)
     out[owner[hit]] = True
     return out

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from benchmark.nki.trace import Engine, LoopKind, Memory, Trace
+from benchmark.nki.trace import Engine, LoopKind, MemorySpace, Trace
 
 _MAX_CHUNKS_PER_ACCESS = 64
 
@@ -91,7 +91,7 @@ def build_dependencies(trace: Trace) -> Dependencies:
     lo = np.asarray(acc["byte_lo"], dtype=np.int64)
     hi = np.maximum(np.asarray(acc["byte_hi"], dtype=np.int64), lo + 1)
     owner = _owner(trace)
-    memory = np.array([int(t.memory) for t in trace.tensors], dtype=np.int64)
+    space = np.array([int(t.space) for t in trace.tensors], dtype=np.int64)
     n_tensors = len(trace.tensors)
 
     # HBM tensors matter only if something reads them after something wrote them.
@@ -99,7 +99,7 @@ def build_dependencies(trace: Trace) -> Dependencies:
     written[tensor[is_write]] = True
     read = np.zeros(n_tensors, dtype=bool)
     read[tensor[~is_write]] = True
-    keep = (memory[tensor] != Memory.HBM) | (written[tensor] & read[tensor])
+    keep = (space[tensor] != MemorySpace.HBM) | (written[tensor] & read[tensor])
     tensor, is_write, lo, hi, owner = tensor[keep], is_write[keep], lo[keep], hi[keep], owner[keep]
     parts = (np.asarray(acc["part_hi"], dtype=np.int64) - np.asarray(acc["part_lo"], dtype=np.int64))[keep]
 
@@ -121,7 +121,7 @@ def build_dependencies(trace: Trace) -> Dependencies:
     row_access = row_access[order]
     inst = owner[row_access]
     w = is_write[row_access]
-    hbm = memory[tensor[row_access]] == Memory.HBM
+    hbm = space[tensor[row_access]] == MemorySpace.HBM
     m = len(chunk)
     pos = np.arange(m)
     new_group = np.r_[True, chunk[1:] != chunk[:-1]]
@@ -144,7 +144,7 @@ def build_dependencies(trace: Trace) -> Dependencies:
     indptr = np.cumsum(indptr)
 
     # SBUF rows for the spill model.
-    sb = memory[tensor[row_access]] == Memory.SBUF
+    sb = space[tensor[row_access]] == MemorySpace.SBUF
     index_in_sb = np.cumsum(sb) - 1
     prev = np.maximum(last_write, last_read)
     engine = np.asarray(trace.columns["engine"], dtype=np.int64)
@@ -160,10 +160,10 @@ def build_dependencies(trace: Trace) -> Dependencies:
         clean=w[sb] & loads[inst[sb]],
         virtual=np.zeros(int(sb.sum()), dtype=bool),
     )
-    return Dependencies(indptr, pred.astype(np.int64), _repeated_loads(trace, sbuf, memory, written))
+    return Dependencies(indptr, pred.astype(np.int64), _repeated_loads(trace, sbuf, space, written))
 
 
-def _repeated_loads(trace: Trace, sbuf: SbufUse, memory: np.ndarray, hbm_written: np.ndarray) -> SbufUse:
+def _repeated_loads(trace: Trace, sbuf: SbufUse, space: np.ndarray, hbm_written: np.ndarray) -> SbufUse:
     """Add rows for loads that fetch an HBM region an earlier load already fetched.
 
     The Neuron compiler keeps such data in SBUF when it fits (matmul_add_rmsnorm's baseline re-loads its
@@ -177,8 +177,8 @@ def _repeated_loads(trace: Trace, sbuf: SbufUse, memory: np.ndarray, hbm_written
     owner = _owner(trace)
     engine = np.asarray(trace.columns["engine"], dtype=np.int64)
     on_dma = engine[owner] == Engine.DMA
-    src = np.flatnonzero(on_dma & ~is_write & (memory[tensor] == Memory.HBM) & ~hbm_written[tensor])
-    dst = np.flatnonzero(on_dma & is_write & (memory[tensor] == Memory.SBUF))
+    src = np.flatnonzero(on_dma & ~is_write & (space[tensor] == MemorySpace.HBM) & ~hbm_written[tensor])
+    dst = np.flatnonzero(on_dma & is_write & (space[tensor] == MemorySpace.SBUF))
     # Loads with exactly one HBM source and one SBUF destination.
     n = len(trace)
     n_src = np.bincount(owner[src], minlength=n)

@@ -9,15 +9,15 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from benchmark.nki import NKIRuntimeError, runtime, simulate
+from benchmark.nki import NKIRuntimeError, recycling, simulate
 from benchmark.nki import isa as nisa
 from benchmark.nki import language as nl
-from benchmark.nki.memory import EVICTED
+from benchmark.nki.recycling import EVICTED
 
 
 @pytest.fixture(autouse=True)
 def recycle_everything(monkeypatch):
-    monkeypatch.setattr(runtime, "RETIRED_BLOCK_BYTES", 0)
+    monkeypatch.setattr(recycling, "RETIRED_BLOCK_BYTES", 0)
 
 
 def test_blocks_dead_after_their_iteration_give_the_same_result_without_a_rerun(rng):
@@ -156,7 +156,7 @@ def test_a_tile_aliasing_a_recycled_block_keeps_its_values(rng):
 
 def test_a_tensor_read_by_every_iteration_of_a_later_loop_outlives_that_loops_intermediates(rng, monkeypatch):
     block_bytes = 128 * 64 * 4 + 128 * 64  # one (128, 64) fp32 block and its initialisation mask
-    monkeypatch.setattr(runtime, "RETIRED_BLOCK_BYTES", 2 * block_bytes + block_bytes // 2)
+    monkeypatch.setattr(recycling, "RETIRED_BLOCK_BYTES", 2 * block_bytes + block_bytes // 2)
 
     def kernel(x):
         out = nl.ndarray((2, 4, 128, 64), dtype=nl.float32, buffer=nl.shared_hbm)

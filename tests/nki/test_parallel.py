@@ -11,7 +11,7 @@ import pytest
 from benchmark.nki import NKIRuntimeError, simulate
 from benchmark.nki import isa as nisa
 from benchmark.nki import language as nl
-from benchmark.nki.parallel import parallel_loops
+from benchmark.nki.splittable import parallel_loops
 
 
 @pytest.fixture
@@ -364,8 +364,7 @@ def test_a_block_the_first_split_handed_over_is_watched_in_the_next(rng, forks):
 
 
 def test_memory_a_child_hands_over_in_place_is_known_as_shared():
-    from benchmark.nki.memory import in_shared_memory
-    from benchmark.nki.parallel import Exchange
+    from benchmark.nki.exchange import Exchange, in_shared_memory
 
     exchange = Exchange()
     block = exchange.zeros((128, 64), np.dtype(np.float32))

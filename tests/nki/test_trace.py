@@ -9,7 +9,7 @@ import numpy as np
 from benchmark.nki import isa as nisa
 from benchmark.nki import language as nl
 from benchmark.nki import simulate
-from benchmark.nki.trace import Engine, LoopKind, Memory
+from benchmark.nki.trace import Engine, LoopKind, MemorySpace
 
 
 def kernel(a, b):
@@ -77,7 +77,7 @@ def test_accesses_name_tensors_and_regions():
     writes = [j for j in range(start, start + count) if acc["is_write"][j]]
     assert len(writes) == 1
     info = t.tensors[acc["tensor"][writes[0]]]
-    assert info.memory == Memory.HBM and info.shape == (256, 512)
+    assert info.space == MemorySpace.HBM and info.shape == (256, 512)
     assert (acc["byte_lo"][writes[0]], acc["byte_hi"][writes[0]]) == (128 * 512 * 4, 256 * 512 * 4)
 
 

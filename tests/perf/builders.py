@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-from benchmark.nki.trace import Engine, LoopInfo, LoopKind, Memory, TensorInfo, Trace
+from benchmark.nki.trace import Engine, LoopInfo, LoopKind, MemorySpace, TensorInfo, Trace
 
 
 def hbm(trace: Trace, name: str, nbytes: int) -> int:
-    return trace.add_tensor(TensorInfo(name, Memory.HBM, (nbytes // 4,), "float32", -1, 0, nbytes))
+    return trace.add_tensor(TensorInfo(name, MemorySpace.HBM, (nbytes // 4,), "float32", -1, 0, nbytes))
 
 
-def sbuf(trace: Trace, name: str, bytes_per_partition: int, memory: Memory = Memory.SBUF) -> int:
-    return trace.add_tensor(TensorInfo(name, memory, (128, bytes_per_partition // 4), "float32", 0,
+def sbuf(trace: Trace, name: str, bytes_per_partition: int, space: MemorySpace = MemorySpace.SBUF) -> int:
+    return trace.add_tensor(TensorInfo(name, space, (128, bytes_per_partition // 4), "float32", 0,
                                        bytes_per_partition, 128 * bytes_per_partition))
 
 
