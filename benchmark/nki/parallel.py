@@ -334,7 +334,7 @@ class LoopSplitter:
 
 
 class Split:
-    """One top-level loop split in two: what each side records while its half runs.
+    """One top-level loop split in two: what each side records while its half runs (runtime.SplitHalf).
 
     Both sides record the boxes they write in tensors that existed before the split (by serial); the
     child also records the boxes it reads, and the accesses whose values the parent needs (writes to

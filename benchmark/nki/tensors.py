@@ -108,6 +108,9 @@ class BlockStorage(Protocol):
     def revisit(self, t: Tensor, key: tuple[int, ...]) -> None:
         """A tile aliasing block `key` of `t` is used again."""
 
+    def mark_written(self, t: Tensor, dst: Access) -> None:
+        """`dst`, inside one block of `t`, was written (runtime.Simulator.write)."""
+
 
 def _resolve_cached(t: Tensor, items: Any, window: Window | None, op: str) -> Access | None:
     """`Tensor.access` for ints, slices, Ellipsis and affine `IndexExpr`s, reusing the access's shape.
