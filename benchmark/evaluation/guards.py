@@ -9,8 +9,9 @@ Two layers on top of the OS limits (sandbox.py) and the static check (static_che
   outside the Python installation and our own code, any write, directory listing, process creation,
   sockets, ctypes and frame introspection.
 
-Neither is a security boundary by itself (CPython has no such thing); together with the child's own
-process group, limits and scrubbed environment they make the obvious escapes fail loudly.
+Neither is a security boundary (CPython has no such thing), and nothing depends on them: they turn the
+obvious escapes into an early, precise `rejected`. The boundary is the OS: the child's namespaces, its own
+uid, its limits and its scrubbed environment (isolation.py, sandbox.py), tested with both guards off.
 """
 
 from __future__ import annotations
