@@ -1,5 +1,7 @@
 """Kernels (and one reference) that are wrong in each way a user can get wrong, for silu:mini (M=256 N=512).
 
+The kernel receives x in NKIBench's silu layout, (128, M // 128, N) = (128, 2, 512).
+
 Each case: the source, the error kind the user must see, and words the message must contain. The API
 and CLI tests run every case through the real sandboxed pipeline.
 """
@@ -30,11 +32,11 @@ class BadInput:
     limits: tuple[tuple[str, int], ...] = ()
 
 
-GOOD_TILE_LOOP = """    rows, cols = x.shape
-    out = nl.ndarray((rows, cols), dtype=x.dtype, buffer=nl.shared_hbm)
-    for i in nl.affine_range(rows // 128):
-        tile = nl.load(x[i * 128:(i + 1) * 128, 0:cols])
-        nl.store(out[i * 128:(i + 1) * 128, 0:cols], value=nl.silu(tile))
+GOOD_TILE_LOOP = """    parts, per_part, cols = x.shape
+    out = nl.ndarray((parts, per_part, cols), dtype=x.dtype, buffer=nl.shared_hbm)
+    for i in nl.affine_range(per_part):
+        tile = nl.load(x[0:parts, i, 0:cols])
+        nl.store(out[0:parts, i, 0:cols], value=nl.silu(tile))
     return out
 """
 
@@ -53,7 +55,7 @@ def forward(x):
 
 
 def transform_to_nki_inputs(inputs):
-    return list(inputs)
+    return [np.reshape(inputs[0], (128, M // 128, N))]
 
 
 def transform_nki_outputs(outputs, reference):
@@ -68,9 +70,9 @@ BAD_INPUTS = (
     ),
     BadInput(
         "kernel_raises",
-        _kernel("""    rows, cols = x.shape
+        _kernel("""    rows, cols = x.shape[0] * x.shape[1], x.shape[2]
     out = nl.ndarray((rows, cols), dtype=x.dtype, buffer=nl.shared_hbm)
-    tile = nl.load(x[0:256, 0:cols])
+    tile = nl.load(x.reshape((rows, cols))[0:256, 0:cols])
     nl.store(out[0:256, 0:cols], value=tile)
     return out
 """),
@@ -78,7 +80,7 @@ BAD_INPUTS = (
     ),
     BadInput(
         "kernel_fails_at_run_time",
-        _kernel("""    rows, cols = x.shape
+        _kernel("""    rows, cols = x.shape[0] * x.shape[1], x.shape[2]
     out = nl.ndarray((rows, cols), dtype=x.dtype, buffer=nl.shared_hbm)
     for i in nl.affine_range(rows // 128):
         tile = nl.ndarray((128, cols), dtype=x.dtype, buffer=nl.sbuf)
@@ -89,11 +91,11 @@ BAD_INPUTS = (
     ),
     BadInput(
         "wrong_output_shape",
-        _kernel("""    rows, cols = x.shape
-    out = nl.ndarray((rows, cols // 2), dtype=x.dtype, buffer=nl.shared_hbm)
-    for i in nl.affine_range(rows // 128):
-        tile = nl.load(x[i * 128:(i + 1) * 128, 0:cols // 2])
-        nl.store(out[i * 128:(i + 1) * 128, 0:cols // 2], value=nl.silu(tile))
+        _kernel("""    parts, per_part, cols = x.shape
+    out = nl.ndarray((parts, per_part, cols // 2), dtype=x.dtype, buffer=nl.shared_hbm)
+    for i in nl.affine_range(per_part):
+        tile = nl.load(x[0:parts, i, 0:cols // 2])
+        nl.store(out[0:parts, i, 0:cols // 2], value=nl.silu(tile))
     return out
 """),
         "incorrect", ("shape",),
