@@ -14,14 +14,13 @@ from typing import Any
 
 from django.http import HttpRequest
 from ninja import Field, Router, Schema, Status
-from ninja.errors import HttpError
 
 from accounts.auth import api_optional_auth, api_role
 from accounts.roles import ENGINEER
 from benchmark import services as benchmark_services
 from benchmark.models import Backend, Platform
 from optimizer import services
-from optimizer.models import AgentKind, Run, RunEvent, RunStatus
+from optimizer.models import AgentKind, Run, RunEvent
 
 router = Router()
 
@@ -158,22 +157,14 @@ def create_run(request: HttpRequest, payload: RunIn) -> Status:
         models=payload.models,
         is_public=payload.is_public,
     )
-    return Status(201, _run_out(request, Run.objects.select_related("problem", "owner").get(pk=run.pk)))
+    return Status(201, _run_out(request, services.get_run_for_user(request.auth, run.pk)))
 
 
 @router.get("/runs", auth=api_optional_auth, response=list[RunOut], summary="List the runs you may see")
 def list_runs(
     request: HttpRequest, status: str = "", problem: str = "", mine: bool = False, limit: int = 50, offset: int = 0
 ) -> list[dict[str, Any]]:
-    runs = services.visible_runs(request.auth)
-    if status:
-        if status not in RunStatus.values:
-            raise HttpError(400, f"unknown status {status!r}; expected one of {', '.join(RunStatus.values)}")
-        runs = runs.filter(status=status)
-    if problem:
-        runs = runs.filter(problem_id=int(problem)) if problem.isdigit() else runs.filter(problem__slug=problem)
-    if mine:
-        runs = runs.filter(owner=request.auth) if request.auth.is_authenticated else runs.none()
+    runs = services.find_runs(request.auth, scope="mine" if mine else "", status=status, problem=problem)
     limit = max(1, min(limit, MAX_RUN_PAGE))
     return [_run_out(request, run) for run in runs[max(0, offset) : max(0, offset) + limit]]
 

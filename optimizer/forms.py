@@ -1,7 +1,7 @@
 """The run form: what to optimize, from which kernel, with which agent and search parameters.
 
-It validates input only; queueing is `optimizer.services.create_run` (with `benchmark.services.upload_kernel`
-for a kernel pasted into the form), so the web page and the API share one path.
+It validates input only; `run_arguments()` hands the answers to `optimizer.services.create_run`, the one
+path the web page, the API and `manage.py optimize` share (a pasted kernel included).
 """
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ from typing import Any
 
 from django import forms
 
-from benchmark.models import Backend, Kernel, Platform, Problem
-from optimizer import conf
+from benchmark.models import Backend, Platform, Problem
+from optimizer import conf, services
 from optimizer.models import AgentKind
 from optimizer.search import SearchConfig
 
@@ -66,7 +66,7 @@ class RunForm(forms.Form):
         self.user = user
         self.fields["problem"].queryset = problems
         self.fields["problem"].label_from_instance = lambda p: f"{p.address} — {p.shape_text}" if p.shape_text else p.address
-        mine = Kernel.objects.filter(author=user, problem__in=problems).select_related("problem").order_by("-created")[:200]
+        mine = services.own_kernels(user).filter(problem__in=problems).select_related("problem").order_by("-created")[:200]
         self.fields["start"].choices = [
             (BASELINE, "The problem's baseline"),
             (UPLOAD, "Upload new (paste below)"),
@@ -86,7 +86,7 @@ class RunForm(forms.Form):
         if start == UPLOAD and not (data.get("source") or "").strip():
             self.add_error("source", "Paste the kernel source to start from, or choose another starting kernel.")
         elif start not in (BASELINE, UPLOAD, None) and problem is not None:
-            kernel = Kernel.objects.filter(pk=int(start), author=self.user).first()
+            kernel = services.own_kernels(self.user).filter(pk=int(start)).first()
             if kernel is None or kernel.problem_id != problem.pk:
                 self.add_error("start", f"Kernel #{start} is not one of your kernels for {problem.address}.")
             else:
@@ -100,6 +100,23 @@ class RunForm(forms.Form):
 
     def role_models(self) -> dict[str, str]:
         return {role: (self.cleaned_data.get(f"{role}_model") or "").strip() for role in conf.ROLES}
+
+    def run_arguments(self) -> dict[str, Any]:
+        """The valid form as `services.create_run`'s arguments, after the user."""
+        data = self.cleaned_data
+        pasted = data["start"] == UPLOAD
+        return {
+            "problem": data["problem"],
+            "start_kernel": data["start_kernel"],
+            "start_source": data["source"] if pasted else None,
+            "start_name": "uploaded from the run form" if pasted else "",
+            "agent": data["agent"],
+            "platform": data["platform"],
+            "backend": data["backend"],
+            "search": self.search_params(),
+            "models": self.role_models() if data["agent"] == AgentKind.LLM else None,
+            "is_public": data["is_public"],
+        }
 
 
 class RunFilterForm(forms.Form):

@@ -17,16 +17,20 @@ from django.http import Http404
 from django.utils import timezone
 
 from accounts.roles import is_admin, is_engineer
+from benchmark import services as benchmark_services
 from benchmark.models import Backend, Evaluation, Kernel, Platform, Problem
 from benchmark.services import backend_version
+from memory.models import MemoryEntry
+from memory.services import visible_entries
 from optimizer import conf
 from optimizer.events import events_after, record_events
-from optimizer.models import AgentCall, AgentKind, Candidate, Run, RunEvent, RunStatus
+from optimizer.models import AgentCall, AgentKind, Candidate, Iteration, Run, RunEvent, RunStatus
 from optimizer.search import SearchConfig
 
 __all__ = [
     "can_launch_runs",
     "visible_runs",
+    "find_runs",
     "get_run_for_user",
     "create_run",
     "cancel_run",
@@ -71,6 +75,44 @@ def get_run_for_user(user: Any, pk: int, *, write: bool = False) -> Run:
     return run
 
 
+RUN_SCOPES = ("mine", "team", "public")
+
+
+def run_scope(user: Any, requested: str = "") -> str:
+    """The scope the runs list shows: the one asked for, else the signed-in user's own runs; anonymous
+    visitors see the public ones whatever they ask for."""
+    if user is None or not user.is_authenticated:
+        return "public"
+    return requested if requested in RUN_SCOPES else "mine"
+
+
+def find_runs(user: Any, *, scope: str = "", status: str = "", problem: str = "", text: str = "") -> QuerySet[Run]:
+    """The runs `user` may see, narrowed by what the runs list and GET /api/runs filter on.
+
+    scope: "" (all visible), "mine", "team" (other people's) or "public"; mine and team are empty for
+    anonymous callers. problem: a problem id or slug; text: a part of the problem's slug or title.
+    """
+    runs = visible_runs(user)
+    signed_in = user is not None and user.is_authenticated
+    if scope == "mine":
+        runs = runs.filter(owner=user) if signed_in else runs.none()
+    elif scope == "team":
+        runs = runs.exclude(owner=user).filter(owner__isnull=False) if signed_in else runs.none()
+    elif scope == "public":
+        runs = runs.filter(is_public=True)
+    elif scope:
+        raise ValidationError(f"unknown scope {scope!r}; expected one of {', '.join(RUN_SCOPES)}")
+    if status:
+        if status not in RunStatus.values:
+            raise ValidationError(f"unknown status {status!r}; expected one of {', '.join(RunStatus.values)}")
+        runs = runs.filter(status=status)
+    if problem:
+        runs = runs.filter(problem_id=int(problem)) if problem.isdigit() else runs.filter(problem__slug=problem)
+    if text:
+        runs = runs.filter(Q(problem__slug__icontains=text) | Q(problem__title__icontains=text))
+    return runs
+
+
 # --- creating -----------------------------------------------------------------------------------------
 
 
@@ -92,9 +134,16 @@ def create_run(
     search: dict[str, Any] | None = None,
     models: dict[str, str] | None = None,
     is_public: bool = False,
+    start_source: str | None = None,
+    start_name: str = "",
 ) -> Run:
-    """Queue a run. `search` holds SearchConfig fields (unset ones take AccelOpt-like defaults), `models`
-    a model name per role overriding the configured one (LLM agent only)."""
+    """Queue a run: the one way a run is launched, from the run form, the API and `manage.py optimize`.
+
+    The run starts from `start_kernel`, or from a new kernel with the source `start_source` (named
+    `start_name`), or else from the problem's baseline. `search` holds SearchConfig fields (unset ones take
+    AccelOpt-like defaults), `models` a model name per role overriding the configured one (LLM agent only).
+    `user` None is a management command: the run has no owner.
+    """
     if user is not None and user.is_authenticated and not can_launch_runs(user):
         raise PermissionDenied("only engineers can launch optimization runs")
     if agent not in AgentKind.values:
@@ -103,6 +152,12 @@ def create_run(
         raise ValidationError(f"unknown platform {platform!r}; expected one of {', '.join(Platform.values)}")
     if backend not in Backend.values:
         raise ValidationError(f"unknown backend {backend!r}; expected one of {', '.join(Backend.values)}")
+    if start_source is not None:
+        if start_kernel is not None:
+            raise ValidationError("give the starting kernel or its source, not both")
+        # Stored before the search and model checks below, as the run form always did: a run refused there
+        # still leaves the new kernel with its author.
+        start_kernel = _store_start_kernel(user, problem, start_source, platform, start_name)
     start_kernel = start_kernel or getattr(problem, "baseline_kernel", None)
     if start_kernel is None:
         raise ValidationError(f"problem {problem.address} has no baseline kernel; choose a starting kernel")
@@ -138,6 +193,30 @@ def create_run(
         )
         record_events(run.pk, [("run.queued", {"agent": agent, "platform": platform, "search": config.to_dict()})])
     return run
+
+
+def _store_start_kernel(user: Any, problem: Problem, source: str, platform: str, name: str) -> Kernel:
+    """A new kernel to start from. A person's is an upload like any other (theirs, evaluated at once);
+    a command's (no user) is only stored, and the run evaluates it."""
+    if user is not None and user.is_authenticated:
+        kernel, _, _ = benchmark_services.upload_kernel(
+            user, kernel_source=source, platform=platform, problem=problem, kernel_name=name
+        )
+        return kernel
+    kernel, _ = benchmark_services.create_kernel(problem, source, name=name)
+    return kernel
+
+
+def launchable_problems(user: Any) -> QuerySet[Problem]:
+    """The problems the run form offers: those the user may see, in address order."""
+    return benchmark_services.visible_problems(user).select_related("baseline_kernel").order_by("suite", "slug", "case")
+
+
+def own_kernels(user: Any) -> QuerySet[Kernel]:
+    """The kernels a user may choose to start a run from, besides a problem's baseline: their own."""
+    if user is None or not user.is_authenticated:
+        return Kernel.objects.none()
+    return Kernel.objects.filter(author=user)
 
 
 # --- lifecycle ----------------------------------------------------------------------------------------
@@ -219,6 +298,91 @@ def lineage(kernel: Kernel | None, stop_at: Kernel | None = None, limit: int = 2
 def run_lineage(run: Run) -> list[Kernel]:
     """The best kernel back to the starting one, newest first (empty before the first evaluation)."""
     return lineage(run.best_kernel, stop_at=run.start_kernel)
+
+
+def get_run_with_kernels(user: Any, pk: int) -> Run:
+    """get_run_for_user, with the starting and best kernels the run page shows read in the same query."""
+    run = get_run_for_user(user, pk)
+    return Run.objects.select_related("problem", "owner", "start_kernel", "best_kernel").get(pk=run.pk)
+
+
+def current_beam(run: Run) -> tuple[Iteration | None, list[dict[str, Any]]]:
+    """The latest iteration and its beam (the kernels the next iteration starts from, else the ones this
+    one started from), each with its latency and speedup over the starting kernel where known."""
+    iteration = run.iterations.order_by("-index").first()
+    beam_ids: list[int] = []
+    if iteration is not None:
+        beam_ids = list(iteration.next_beam_kernel_ids or iteration.beam_kernel_ids or [])
+    latencies = dict(
+        Candidate.objects.filter(iteration__run=run, kernel_id__in=beam_ids, latency_ms__isnull=False)
+        .values_list("kernel_id", "latency_ms")
+    )
+    if run.start_latency_ms is not None:
+        latencies.setdefault(run.start_kernel_id, run.start_latency_ms)
+    kernels = Kernel.objects.in_bulk(beam_ids)
+    beam = [
+        {"kernel": kernels[pk], "latency_ms": latencies.get(pk),
+         "speedup": (run.start_latency_ms / latencies[pk]) if run.start_latency_ms and latencies.get(pk) else None}
+        for pk in beam_ids if pk in kernels
+    ]
+    return iteration, beam
+
+
+def chart_points(run: Run) -> list[dict[str, Any]]:
+    """Best latency and peak fraction after each finished iteration (iteration 0: the starting kernel)."""
+    points = []
+    if run.start_latency_ms is not None:
+        points.append({"iteration": 0, "latency_ms": run.start_latency_ms, "peak_fraction": None})
+    for index, latency, peak in (
+        Iteration.objects.filter(run=run, finished__isnull=False).order_by("index")
+        .values_list("index", "best_latency_ms", "best_peak_fraction")
+    ):
+        points.append({"iteration": index, "latency_ms": latency, "peak_fraction": peak})
+    return points
+
+
+def run_memory(user: Any, run: Run, limit: int = 50) -> tuple[list[MemoryEntry], int]:
+    """The memory entries a run wrote that `user` may read (largest speedup first, at most `limit`), and
+    how many it wrote in all: the count is shown to everyone, the entries only to memory readers."""
+    entries = list(visible_entries(user).filter(source_run_id=run.pk).order_by("-speedup")[:limit])
+    return entries, MemoryEntry.objects.filter(source_run_id=run.pk).count()
+
+
+def iteration_plans(run: Run, index: int) -> tuple[Iteration, list[dict[str, Any]]]:
+    """One iteration of a run and its plans in order, each with its text, parent kernel and candidates."""
+    iteration = Iteration.objects.filter(run=run, index=index).first()
+    if iteration is None:
+        raise Http404(f"run {run.pk} has no iteration {index}")
+    plans: dict[str, dict[str, Any]] = {}
+    for candidate in iteration.candidates.select_related("parent_kernel").order_by("plan_index", "sample_index", "id"):
+        plan_key = candidate.key.rsplit(".", 1)[0]
+        plan = plans.setdefault(plan_key, {"key": plan_key, "text": candidate.plan, "parent": candidate.parent_kernel,
+                                           "candidates": []})
+        plan["candidates"].append(candidate)
+    return iteration, list(plans.values())
+
+
+def get_candidate(run: Run, key: str) -> Candidate:
+    """A run's candidate by its key ("2.0.1.0"), with its kernel, parent and evaluation."""
+    candidate = (
+        Candidate.objects.filter(iteration__run=run, key=key)
+        .select_related("iteration", "kernel", "parent_kernel", "evaluation", "evaluation__kernel").first()
+    )
+    if candidate is None:
+        raise Http404(f"run {run.pk} has no candidate {key!r} (yet)")
+    return candidate
+
+
+def get_run_kernel(run: Run, kernel_pk: int) -> tuple[Kernel, Candidate | None]:
+    """A kernel the run wrote, or its starting kernel, with the candidate that produced it (if any)."""
+    kernel = Kernel.objects.filter(pk=kernel_pk).select_related("parent").first()
+    if kernel is None or (kernel.run_id != run.pk and kernel.pk != run.start_kernel_id):
+        raise Http404(f"kernel {kernel_pk} was not written by run {run.pk}")
+    candidate = (
+        Candidate.objects.filter(iteration__run=run, kernel=kernel)
+        .select_related("iteration", "evaluation", "evaluation__kernel").first()
+    )
+    return kernel, candidate
 
 
 # Tokens per call assumed for an estimate when no earlier LLM run has measured them (prompt, completion).

@@ -9,6 +9,7 @@ import pytest
 from optimizer import services
 from optimizer.events import render_event
 from optimizer.models import Run, RunEvent, RunStatus
+from tests.pages.conftest import BASELINE
 
 pytestmark = pytest.mark.django_db
 
@@ -207,3 +208,12 @@ def test_the_owner_withdraws_a_pending_pause(login, engineer, problem) -> None:
     html = client.post(f"/runs/{run.pk}/resume/", HTTP_HX_REQUEST="true").content.decode()
     run.refresh_from_db()
     assert not run.pause_requested and run.status == RunStatus.RUNNING and ">Pause</button>" in html
+
+
+def test_the_run_form_starts_from_a_pasted_kernel_uploaded_for_its_author(login, engineer, problem) -> None:
+    source = BASELINE + "# pasted into the run form\n"
+    response = login(engineer).post("/runs/new/", _form(problem, start="upload", source=source))
+    run = Run.objects.get()
+    assert response.status_code == 302 and response["Location"] == f"/runs/{run.pk}/"
+    assert run.start_kernel.source == source.strip() and run.start_kernel.author == engineer
+    assert run.start_kernel.name == "uploaded from the run form" and run.start_kernel.origin == "uploaded"

@@ -69,15 +69,13 @@ class Command(BaseCommand):
         worker_id = "optimize-command:" + new_worker_id()
         try:
             problem = benchmark_services.get_problem_by_address(options["problem"], require_visible=False)
-            start_kernel = None
-            if options["kernel"]:
-                source = Path(options["kernel"]).read_text(encoding="utf-8")
-                start_kernel, _ = benchmark_services.create_kernel(problem, source, name=Path(options["kernel"]).name)
+            source = Path(options["kernel"]).read_text(encoding="utf-8") if options["kernel"] else None
             # Created and claimed in one transaction: a worker elsewhere never sees it queued.
             with transaction.atomic():
                 run = services.create_run(
-                    None, problem, start_kernel=start_kernel, agent=options["agent"], platform=options["platform"],
-                    backend=options["backend"], search=search, is_public=options["public"],
+                    None, problem, start_source=source, start_name=Path(options["kernel"] or "").name,
+                    agent=options["agent"], platform=options["platform"], backend=options["backend"],
+                    search=search, is_public=options["public"],
                 )
                 claim_run(worker_id, run.pk)
         except (ValueError, Http404, OSError) as error:
