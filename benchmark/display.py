@@ -10,9 +10,10 @@ Figures are built on the server with the plotly package and rendered without plo
 from __future__ import annotations
 
 from collections.abc import Iterable
+from itertools import groupby
 from typing import TYPE_CHECKING, Any
 
-from benchmark.models import Evaluation
+from benchmark.models import DEFAULT_CASE, Evaluation, Problem
 
 if TYPE_CHECKING:
     from benchmark.leaderboard import Leaderboard
@@ -180,4 +181,24 @@ def correctness_rows(evaluation: Evaluation) -> list[dict[str, Any]]:
                 ],
             }
         )
+    return rows
+
+
+def problem_rows(problems: Iterable[Problem]) -> list[dict[str, Any]]:
+    """The problems list's rows: one per problem (suite and slug), one cell per case with the mini case first,
+    each with its baseline's current evaluation. `problems` come ordered by suite and slug, their baselines'
+    evaluations prefetched as `current_evaluations` (services.problems_with_baselines)."""
+    rows: list[dict[str, Any]] = []
+    for (suite, slug), cases in groupby(problems, key=lambda problem: (problem.suite, problem.slug)):
+        ordered = sorted(cases, key=lambda problem: (problem.case != DEFAULT_CASE, problem.case))
+        rows.append({
+            "suite": suite,
+            "slug": slug,
+            "first": ordered[0],
+            "cases": [
+                {"problem": problem,
+                 "baseline": next(iter(getattr(problem.baseline_kernel, "current_evaluations", [])), None)}
+                for problem in ordered
+            ],
+        })
     return rows

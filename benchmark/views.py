@@ -5,7 +5,6 @@ Views parse, authorize, call one service and render; the work lives in `benchmar
 
 from __future__ import annotations
 
-from itertools import groupby
 from typing import Any
 
 from django.contrib import messages
@@ -20,40 +19,29 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 
 from accounts.roles import CURATOR, ENGINEER, require_role
 from benchmark import review, services
-from benchmark.display import correctness_rows, leaderboard_figure_html, profile_rows, timeline_figure_html
+from benchmark.display import (
+    correctness_rows,
+    leaderboard_figure_html,
+    problem_rows,
+    profile_rows,
+    timeline_figure_html,
+)
 from benchmark.forms import KernelUploadForm
 from benchmark.leaderboard import build_leaderboard
-from benchmark.models import DEFAULT_CASE, ErrorKind, Evaluation, KernelOrigin, Platform, Review
+from benchmark.models import ErrorKind, Evaluation, KernelOrigin, Platform, Review
 from benchmark.provenance import evaluation_provenance, generated_by
 
 KERNELS_PER_PAGE = 50
-
-
-def _first(items: list[Evaluation]) -> Evaluation | None:
-    return items[0] if items else None
 
 
 @require_GET
 def problem_list(request: HttpRequest) -> HttpResponse:
     """One row per problem, one cell per case (mini first), each with its baseline's result on trn1."""
     problems = services.problems_with_baselines(request.user, Platform.TRN1)
-    rows: list[dict[str, Any]] = []
-    for (suite, slug), cases in groupby(problems, key=lambda problem: (problem.suite, problem.slug)):
-        ordered = sorted(cases, key=lambda problem: (problem.case != DEFAULT_CASE, problem.case))
-        rows.append({
-            "suite": suite,
-            "slug": slug,
-            "first": ordered[0],
-            "cases": [
-                {"problem": problem,
-                 "baseline": _first(getattr(problem.baseline_kernel, "current_evaluations", []))}
-                for problem in ordered
-            ],
-        })
     return render(
         request,
         "benchmark/problem_list.html",
-        {"rows": rows, "can_upload": services.can_create_kernels(request.user)},
+        {"rows": problem_rows(problems), "can_upload": services.can_create_kernels(request.user)},
     )
 
 
