@@ -1,6 +1,7 @@
-"""Per-platform NeuronCore constants, one table per platform, each value with its source.
+"""NeuronCore hardware constants, one `NeuronCoreSpec` per Trainium generation, each value with its source.
 
-Pure Python: imported by the simulator (capacities, rules) and the performance model (rates). Keep every
+Pure Python: imported by the simulator (capacities, rules) and the performance model (rates). A platform
+(`benchmark.platforms`) names the spec it targets; this module knows chips, not platforms. Keep every
 constant here and nowhere else. Sources, abbreviated in the comments:
 
 - [ARCH-V2]  Neuron docs, "Trainium/Inferentia2 Architecture Guide for NKI" and "NeuronCore-v2 Architecture"
@@ -27,8 +28,8 @@ GIB = 1024 * MIB
 
 
 @dataclass(frozen=True)
-class Platform:
-    name: str
+class NeuronCoreSpec:
+    name: str  # the chip generation's instance family, e.g. "trn1"
     core: str
     partitions: int  # SBUF/PSUM partitions (the partition dimension limit)
     sbuf_bytes_per_partition: int
@@ -69,7 +70,7 @@ class Platform:
     hfu_peak_flops_per_s: float  # denominator of neuron-profile's hfu_estimated_percent
 
 
-TRN1 = Platform(
+TRN1 = NeuronCoreSpec(
     name="trn1",
     core="NeuronCore-v2",
     partitions=128,
@@ -106,7 +107,7 @@ TRN1 = Platform(
     hfu_peak_flops_per_s=4 * 23.75e12,  # [DESIGN] x [ISA]: bf16 rate (4x fp32) is what hfu divides by
 )
 
-TRN2 = Platform(
+TRN2 = NeuronCoreSpec(
     name="trn2",
     core="NeuronCore-v3",
     partitions=128,
@@ -141,11 +142,11 @@ TRN2 = Platform(
     hfu_peak_flops_per_s=79e12,  # [ARCH-V3]
 )
 
-PLATFORMS: dict[str, Platform] = {p.name: p for p in (TRN1, TRN2)}
+CORE_SPECS: dict[str, NeuronCoreSpec] = {spec.name: spec for spec in (TRN1, TRN2)}
 
 
-def get_platform(name: str) -> Platform:
+def get_core_spec(name: str) -> NeuronCoreSpec:
     try:
-        return PLATFORMS[name]
+        return CORE_SPECS[name]
     except KeyError:
-        raise ValueError(f"unknown platform {name!r}; expected one of {sorted(PLATFORMS)}") from None
+        raise ValueError(f"unknown platform {name!r}; expected one of {sorted(CORE_SPECS)}") from None

@@ -1,6 +1,8 @@
 """Problems, kernels and their evaluations: the state behind the benchmark pages, API and CLI.
 
-Models hold state only; evaluating, caching and importing live in `benchmark.services`.
+Models hold state only; evaluating, caching and importing live in `benchmark.services`. Platform, Backend
+and ErrorKind are defined once in the pure layer (`benchmark.platforms`, `benchmark.evaluation.result`);
+the fields here take their choices from them, and they are importable from here too.
 """
 
 from __future__ import annotations
@@ -9,6 +11,9 @@ from django.conf import settings
 from django.db import models
 from django.db.models import Q
 from django.urls import reverse
+
+from benchmark.evaluation.result import ErrorKind
+from benchmark.platforms import DEFAULT_BACKEND, DEFAULT_PLATFORM, Backend, Platform
 
 # A problem is addressed as `[SUITE/]SLUG[:CASE]`; without a case the mini one is meant, because it
 # evaluates in seconds (the published full shapes take minutes in the simulator).
@@ -124,35 +129,10 @@ class Kernel(models.Model):
         return reverse("benchmark:kernel_detail", args=[self.pk])
 
 
-class Platform(models.TextChoices):
-    TRN1 = "trn1", "trn1 (NeuronCore-v2)"
-    TRN2 = "trn2", "trn2 (NeuronCore-v3)"
-
-
-class Backend(models.TextChoices):
-    SIMULATOR = "simulator", "Simulator (CPU, predicted latency)"
-    NEURON = "neuron", "Neuron hardware (measured)"
-    # Runs the kernel as plain numpy with no latency: for testing the pipeline, never ranked.
-    NULL = "null", "Null (pipeline tests)"
-
-
 class EvaluationStatus(models.TextChoices):
     QUEUED = "queued", "Queued"
     RUNNING = "running", "Running"
     DONE = "done", "Done"
-
-
-class ErrorKind(models.TextChoices):
-    """The failure taxonomy shared by every layer (blank: no failure)."""
-
-    REJECTED = "rejected", "Rejected by the static check"
-    COMPILE_ERROR = "compile_error", "Compile error"
-    RUNTIME_ERROR = "runtime_error", "Runtime error"
-    INCORRECT = "incorrect", "Incorrect result"
-    TIMEOUT = "timeout", "Timed out"
-    RESOURCE_LIMIT = "resource_limit", "Resource limit exceeded"
-    SUSPICIOUS = "suspicious", "Suspicious (held for review)"
-    INFRASTRUCTURE_ERROR = "infrastructure_error", "Infrastructure error (ours, retried)"
 
 
 class Review(models.TextChoices):
@@ -185,8 +165,8 @@ class Evaluation(models.Model):
     objects = EvaluationQuerySet.as_manager()
 
     kernel = models.ForeignKey(Kernel, on_delete=models.CASCADE, related_name="evaluations")
-    platform = models.CharField(max_length=16, choices=Platform.choices, default=Platform.TRN1)
-    backend = models.CharField(max_length=32, choices=Backend.choices, default=Backend.SIMULATOR)
+    platform = models.CharField(max_length=16, choices=Platform.choices, default=DEFAULT_PLATFORM.value)
+    backend = models.CharField(max_length=32, choices=Backend.choices, default=DEFAULT_BACKEND.value)
     # For the simulator, the performance-model version: a new model means new numbers, a new cache entry.
     backend_version = models.CharField(max_length=64)
     status = models.CharField(max_length=16, choices=EvaluationStatus.choices, default=EvaluationStatus.QUEUED)

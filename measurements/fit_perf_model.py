@@ -26,7 +26,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmark.hardware import TRN1, Platform  # noqa: E402
+from benchmark.hardware import TRN1, NeuronCoreSpec  # noqa: E402
 from benchmark.perf import estimate, prepare  # noqa: E402
 from benchmark.perf.calibration import (  # noqa: E402
     DEFAULT_CACHE,
@@ -55,7 +55,7 @@ def _missing(case, platform):
     raise RuntimeError(f"no cached trace for {case.key}: run manage.py calibrate --only {case.problem} first")
 
 
-def evaluate(platform: Platform, prepared, measured) -> tuple[float, float | None, list[float]]:
+def evaluate(platform: NeuronCoreSpec, prepared, measured) -> tuple[float, float | None, list[float]]:
     errors, preds = [], []
     for p, m in zip(prepared, measured, strict=True):
         ms = estimate(p, platform).latency_ms

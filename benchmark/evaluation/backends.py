@@ -1,4 +1,5 @@
-"""Backends: what runs a kernel and says how fast it is, behind one small interface, chosen by name.
+"""Backend implementations: what runs a kernel and says how fast it is, behind one small interface, chosen
+by name (the names, with their labels, are `benchmark.platforms.Backend`).
 
 * `simulator` (default): our NKI CPU simulator runs the kernel (`benchmark.nki.simulate`), our
   performance model turns its instruction trace into a latency and a profile (`benchmark.perf.estimate`).
@@ -22,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from benchmark.evaluation.result import ErrorKind
+from benchmark.platforms import Backend
 
 
 class BackendUnavailable(Exception):
@@ -50,8 +52,8 @@ class ProfileReport:
     perf_model_version: str
 
 
-class Backend:
-    name = ""
+class BackendImplementation:
+    name: str = ""
     records_trace = False
 
     def version(self) -> str:
@@ -79,8 +81,8 @@ def _as_output_tuple(value: Any) -> tuple[np.ndarray, ...]:
     return tuple(np.asarray(v) for v in items)
 
 
-class NullBackend(Backend):
-    name = "null"
+class NullBackend(BackendImplementation):
+    name = Backend.NULL.value
 
     def version(self) -> str:
         return "null-1"
@@ -89,8 +91,8 @@ class NullBackend(Backend):
         return BackendRun(outputs=_as_output_tuple(kernel(*inputs)))
 
 
-class SimulatorBackend(Backend):
-    name = "simulator"
+class SimulatorBackend(BackendImplementation):
+    name = Backend.SIMULATOR.value
     records_trace = True
 
     def version(self) -> str:
@@ -168,10 +170,10 @@ def summarise_timings(samples_ms: Sequence[float], max_spread: float = MAX_TIMIN
     return median
 
 
-class NeuronBackend(Backend):
+class NeuronBackend(BackendImplementation):
     """Real Trainium through neuronxcc. Untested here (no hardware); the rules are the contract."""
 
-    name = "neuron"
+    name = Backend.NEURON.value
 
     def version(self) -> str:
         try:
@@ -206,10 +208,10 @@ class NeuronBackend(Backend):
         raise BackendUnavailable("the neuron backend measures latency in the kernel child; nothing to profile")
 
 
-BACKENDS: dict[str, type[Backend]] = {b.name: b for b in (SimulatorBackend, NeuronBackend, NullBackend)}
+BACKENDS: dict[str, type[BackendImplementation]] = {b.name: b for b in (SimulatorBackend, NeuronBackend, NullBackend)}
 
 
-def get_backend(name: str) -> Backend:
+def get_backend(name: str) -> BackendImplementation:
     try:
         return BACKENDS[name]()
     except KeyError:

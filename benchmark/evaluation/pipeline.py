@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from benchmark.evaluation import checks
-from benchmark.evaluation.backends import Backend, get_backend
+from benchmark.evaluation.backends import BackendImplementation, get_backend
 from benchmark.evaluation.inputs import DISTRIBUTIONS, MIN_SEEDS, draw_seeds, plan_distributions
 from benchmark.evaluation.result import STATUS_FAILED, STATUS_OK, ErrorKind, EvaluationResult
 from benchmark.evaluation.sandbox import ChildError, ChildProcess, Limits
@@ -31,6 +31,7 @@ from benchmark.evaluation.static_check import (
     check_reference_source,
     find_kernel_name,
 )
+from benchmark.platforms import get_definition
 
 
 @functools.lru_cache(maxsize=1)
@@ -61,7 +62,7 @@ class _Stop(Exception):
 
 @dataclass
 class _Attempt:
-    backend: Backend
+    backend: BackendImplementation
     kernel_source: str
     reference_source: str
     kernel_name: str
@@ -438,10 +439,8 @@ def evaluate(
     `seeds` reproduces an earlier evaluation (at least 3); by default fresh seeds are drawn.
     `distributions` restricts the input distributions (see benchmark.evaluation.inputs).
     """
-    from benchmark.hardware import get_platform
-
     started = time.monotonic()
-    get_platform(platform)  # unknown platform: the caller's mistake, raised as ValueError
+    get_definition(platform)  # unknown platform: the caller's mistake, raised as ValueError
     chosen = get_backend(backend)
     if seeds is not None and len(seeds) < MIN_SEEDS:
         raise ValueError(f"at least {MIN_SEEDS} seeds are needed, got {len(seeds)}")

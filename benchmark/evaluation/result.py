@@ -9,24 +9,29 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, field, fields
-from enum import StrEnum
 from typing import Any
 
+from benchmark.choices import Choices
 
-class ErrorKind(StrEnum):
-    """Why an evaluation did not produce a trusted, correct result. One code per pipeline step."""
 
-    REJECTED = "rejected"  # static check refused the source before anything ran
-    COMPILE_ERROR = "compile_error"  # the backend refused to build the kernel (NKI rules)
-    RUNTIME_ERROR = "runtime_error"  # the kernel raised while running
-    INCORRECT = "incorrect"  # it ran, but its outputs (or what it did to its inputs) are wrong
-    TIMEOUT = "timeout"  # wall-clock or CPU-time limit reached
-    RESOURCE_LIMIT = "resource_limit"  # memory (address space) or another OS limit reached
-    SUSPICIOUS = "suspicious"  # correct, but faster than physics allows: held for review
-    INFRASTRUCTURE_ERROR = "infrastructure_error"  # our fault (worker died, backend missing, broken reference)
+class ErrorKind(Choices):
+    """Why an evaluation did not produce a trusted, correct result. One code per pipeline step.
 
-    def __str__(self) -> str:
-        return self.value
+    The one definition of the failure taxonomy: `Evaluation.error_kind` takes its choices (and labels) from it.
+    """
+
+    REJECTED = "rejected", "Rejected by the static check"  # refused before anything ran
+    COMPILE_ERROR = "compile_error", "Compile error"  # the backend refused to build the kernel (NKI rules)
+    RUNTIME_ERROR = "runtime_error", "Runtime error"  # the kernel raised while running
+    # It ran, but its outputs (or what it did to its inputs) are wrong.
+    INCORRECT = "incorrect", "Incorrect result"
+    TIMEOUT = "timeout", "Timed out"  # wall-clock or CPU-time limit reached
+    # Memory (address space) or another OS limit reached.
+    RESOURCE_LIMIT = "resource_limit", "Resource limit exceeded"
+    # Correct, but faster than physics allows: held for review.
+    SUSPICIOUS = "suspicious", "Suspicious (held for review)"
+    # Our fault (worker died, backend missing, broken reference).
+    INFRASTRUCTURE_ERROR = "infrastructure_error", "Infrastructure error (ours, retried)"
 
 
 # Kinds that say something about the kernel. An infrastructure error says nothing about it: it is never

@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from ..hardware import get_platform
+from ..hardware import get_core_spec
 from . import dtypes as dt
 from . import runtime
 from .blas import single_threaded_blas
@@ -126,7 +126,7 @@ def simulate(kernel: Any, inputs: list[Any], *, platform: str = "trn1", record_t
 def _run(func: Any, code: Any, inputs: list[Any], names: list[str], platform: str, record_trace: bool,
          kwargs: dict[str, Any] | None, grid: tuple[int, ...], *, recycle: bool,
          parallel: dict[int, SplitLoop] | None = None) -> tuple[Simulator, list[Any], Any]:
-    sim = Simulator(get_platform(platform), record_trace=record_trace, kernel_file=code.co_filename,
+    sim = Simulator(get_core_spec(platform), record_trace=record_trace, kernel_file=code.co_filename,
                     recycler=BlockRecycler() if recycle else None,
                     liveness=kernel_liveness(func) if recycle or parallel else None,
                     splitter=LoopSplitter(parallel) if parallel else None)

@@ -12,7 +12,7 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
-from benchmark.hardware import Platform, get_platform
+from benchmark.hardware import NeuronCoreSpec, get_core_spec
 from benchmark.nki.trace import Engine, Trace
 from benchmark.perf.costs import instruction_costs
 from benchmark.perf.deps import Dependencies, build_dependencies, sequential_barriers
@@ -53,9 +53,9 @@ def prepare(trace: Trace) -> PreparedTrace:
     return PreparedTrace(trace, build_dependencies(trace), sequential_barriers(trace))
 
 
-def estimate(trace: Trace | PreparedTrace, platform: str | Platform = "trn1") -> PerfReport:
+def estimate(trace: Trace | PreparedTrace, platform: str | NeuronCoreSpec = "trn1") -> PerfReport:
     """Predicted latency and profile of one kernel run, from the simulator's instruction trace."""
-    p = platform if isinstance(platform, Platform) else get_platform(platform)
+    p = platform if isinstance(platform, NeuronCoreSpec) else get_core_spec(platform)
     prepared = trace if isinstance(trace, PreparedTrace) else prepare(trace)
     trace, deps = prepared.trace, prepared.deps
     costs = instruction_costs(trace, p)

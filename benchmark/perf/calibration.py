@@ -20,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
-from benchmark.hardware import Platform, get_platform
+from benchmark.hardware import NeuronCoreSpec, get_core_spec
 from benchmark.nki.trace import Trace
 from benchmark.perf import PERF_MODEL_VERSION, PreparedTrace, estimate, prepare
 
@@ -193,7 +193,7 @@ def recorded_simulate_seconds(case: Case, cache_dir: Path | None) -> float | Non
 
 # --- the comparison -----------------------------------------------------------------------------------------
 
-def compare_case(case: Case, prepared: PreparedTrace, platform: Platform,
+def compare_case(case: Case, prepared: PreparedTrace, platform: NeuronCoreSpec,
                  measured: dict[str, float | None] | None) -> CaseResult:
     t0 = time.perf_counter()
     report = estimate(prepared, platform)
@@ -216,13 +216,13 @@ def compare_case(case: Case, prepared: PreparedTrace, platform: Platform,
 def calibrate(
     nkibench_dir: Path,
     *,
-    platform: str | Platform = "trn1",
+    platform: str | NeuronCoreSpec = "trn1",
     csv_path: Path = DEFAULT_CSV,
     only: Iterable[str] = (),
     cache_dir: Path | None = DEFAULT_CACHE,
     simulate: Callable[[Case, str], Trace] = simulate_case,
 ) -> CalibrationReport:
-    p = platform if isinstance(platform, Platform) else get_platform(platform)
+    p = platform if isinstance(platform, NeuronCoreSpec) else get_core_spec(platform)
     measurements = load_measurements(csv_path)
     wanted = set(only)
     cases = [c for c in discover_cases(nkibench_dir) if not wanted or c.problem in wanted]

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from benchmark.hardware import Platform
+from benchmark.hardware import NeuronCoreSpec
 from benchmark.nki.trace import Engine, MemorySpace, Trace
 
 # Per-element cycle rates by op name, for ops whose cost differs from the 1-cycle-per-element default.
@@ -96,7 +96,7 @@ def _large_inputs(trace: Trace) -> np.ndarray:
     return np.bincount(owner[big], minlength=n)
 
 
-def instruction_costs(trace: Trace, platform: Platform) -> InstructionCosts:
+def instruction_costs(trace: Trace, platform: NeuronCoreSpec) -> InstructionCosts:
     c = trace.columns
     engine = np.asarray(c["engine"], dtype=np.int64)
     n_elem = np.asarray(c["free_elems"], dtype=np.float64)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from benchmark.hardware import get_platform
+from benchmark.hardware import get_core_spec
 
 
 def theoretical_peak_ms(platform: str, *, vector_flops: float, matmul_flops: float, hbm_bytes: float) -> float:
@@ -14,7 +14,7 @@ def theoretical_peak_ms(platform: str, *, vector_flops: float, matmul_flops: flo
     for name, value in (("vector_flops", vector_flops), ("matmul_flops", matmul_flops), ("hbm_bytes", hbm_bytes)):
         if value < 0:
             raise ValueError(f"theoretical_peak_ms: {name} must be >= 0, got {value}")
-    p = get_platform(platform)
+    p = get_core_spec(platform)
     seconds = max(
         vector_flops / p.vector_flops_per_s,
         matmul_flops / p.matmul_fp32_flops_per_s,

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from benchmark.hardware import Platform
+from benchmark.hardware import NeuronCoreSpec
 from benchmark.nki.trace import Engine, Trace
 from benchmark.perf.spills import SpillPlan
 
@@ -32,7 +32,7 @@ COUNTER_NAMES = (
 )
 
 
-def counters(trace: Trace, platform: Platform, spills: SpillPlan, latency_s: float,
+def counters(trace: Trace, platform: NeuronCoreSpec, spills: SpillPlan, latency_s: float,
              busy_s: dict[int, float]) -> dict[str, float]:
     c = trace.columns
     engine = np.asarray(c["engine"])

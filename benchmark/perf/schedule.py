@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from benchmark.hardware import Platform
+from benchmark.hardware import NeuronCoreSpec
 from benchmark.nki.trace import Engine, Trace
 from benchmark.perf.costs import InstructionCosts
 from benchmark.perf.deps import Dependencies
@@ -81,7 +81,7 @@ class Schedule:
 
 def replay(
     trace: Trace,
-    platform: Platform,
+    platform: NeuronCoreSpec,
     costs: InstructionCosts,
     deps: Dependencies,
     barriers: np.ndarray,

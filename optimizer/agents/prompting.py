@@ -1,5 +1,8 @@
 """Prompt templates (the `prompts/*.md` files) and what fills them: profile counters with their
-meanings, the hardware rules of the platform, and memory entries.
+meanings, the platform's language, hardware and rules, and memory entries.
+
+What the prompts say about the platform comes from its definition (`benchmark.platforms`): the language
+and hardware names, and the rules written for its kernel language (`RULES_BY_LANGUAGE`).
 
 A template is a system part and a user part separated by a line `<!-- user -->`; placeholders are
 `{{name}}` (double braces, so kernel code with `{}` needs no escaping). Rendering fails loudly on a
@@ -9,10 +12,12 @@ placeholder that has no value, so a template edit cannot silently send `{{kernel
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from functools import cache
 from pathlib import Path
 
-from benchmark.hardware import get_platform
+from benchmark.hardware import NeuronCoreSpec
+from benchmark.platforms import NKI, get_definition
 from optimizer.agents.base import (
     NEGATIVE,
     POSITIVE,
@@ -56,9 +61,20 @@ PROFILE_MEANINGS: dict[str, str] = {
 
 def hardware_rules(platform: str, extra: str = "") -> str:
     """The rules every kernel must follow on `platform`, in the words the simulator's errors use."""
-    p = get_platform(platform)
+    definition = get_definition(platform)
+    try:
+        write_rules = RULES_BY_LANGUAGE[definition.language]
+    except KeyError:
+        raise ValueError(f"no prompt rules for {definition.language!r} kernels (platform {platform!r})") from None
+    rules = write_rules(definition.hardware)
+    if extra.strip():
+        rules.append(extra.strip())
+    return "\n".join(rules)
+
+
+def _nki_rules(p: NeuronCoreSpec) -> list[str]:
     psum_fp32 = p.psum_bank_bytes_per_partition // 4
-    rules = [
+    return [
         f"# Hardware rules ({p.name}, {p.core})",
         f"- On-chip tiles have a partition dimension (the first one) of at most {p.partitions}.",
         f"- SBUF holds {p.sbuf_bytes_per_partition // 1024} KiB per partition; PSUM "
@@ -74,9 +90,10 @@ def hardware_rules(platform: str, extra: str = "") -> str:
         "amortize it; engines (Tensor, Vector, Scalar, GpSimd, DMA) run in parallel when data allows.",
         "- `nisa.activation(op, data, bias, scale)` computes op(data * scale + bias) in one Scalar Engine pass.",
     ]
-    if extra.strip():
-        rules.append(extra.strip())
-    return "\n".join(rules)
+
+
+# The rules the prompts state, per kernel language (a platform's `language`).
+RULES_BY_LANGUAGE: dict[str, Callable[[NeuronCoreSpec], list[str]]] = {NKI: _nki_rules}
 
 
 def format_profile(kernel: KernelView) -> str:
@@ -134,8 +151,14 @@ def render(role: str, values: dict[str, str]) -> list[dict[str, str]]:
             {"role": "user", "content": fill(user, values, role)}]
 
 
+def _platform_values(problem: ProblemContext) -> dict[str, str]:
+    definition = get_definition(problem.platform)
+    return {"language": definition.language_name, "hardware": definition.hardware_name}
+
+
 def _problem_values(problem: ProblemContext) -> dict[str, str]:
     return {
+        **_platform_values(problem),
         "problem_slug": problem.slug,
         "platform": problem.platform,
         "reference": problem.reference_source.strip(),
@@ -183,6 +206,7 @@ def summarizer_messages(request: SummaryRequest) -> list[dict[str, str]]:
     if request.polarity not in (POSITIVE, NEGATIVE):
         raise ValueError(f"summary polarity must be {POSITIVE!r} or {NEGATIVE!r}, got {request.polarity!r}")
     return render("summarizer", {
+        **_platform_values(request.problem),
         "problem_slug": request.problem.slug,
         "direction": direction,
         "slow_kernel": request.slow_source.strip(),
