@@ -11,6 +11,7 @@ from django.conf import settings
 from django.db import models
 from django.db.models import Q
 from django.urls import reverse
+from django.utils import timezone
 
 from benchmark.evaluation.result import ErrorKind
 from benchmark.platforms import DEFAULT_BACKEND, DEFAULT_PLATFORM, Backend, Platform
@@ -246,6 +247,12 @@ class Evaluation(models.Model):
         if self.review == Review.ACCEPTED:
             return self.error_kind in ("", ErrorKind.SUSPICIOUS)
         return not self.error_kind and not self.review
+
+    def hold(self, reason: str) -> None:
+        """Put the result in the curators' queue (unsaved: the caller saves within its transaction)."""
+        self.review = Review.HELD
+        self.held_reason = reason
+        self.held_at = timezone.now()
 
     @property
     def outcome(self) -> str:

@@ -2,14 +2,14 @@
 
 A correct result is held (Evaluation.review = "held") when it looks too good to trust:
 * the evaluation pipeline flagged it `suspicious` (faster than the theoretical peak, work the simulator
-  cannot see, input-dependent traces): `save_result` holds it as it stores the result;
+  cannot see, input-dependent traces): `benchmark.services.save_result` holds it as it stores the result;
 * an optimization run found its speedup over the parent kernel above the run's `suspicious_speedup`:
-  the run adapter (optimizer.adapters.RunRecorder) calls `hold_evaluation` when it saves the step.
+  the run's recorder calls `hold_evaluation` when it saves the step.
 
 A held result is never ranked (`Evaluation.is_rankable`, `EvaluationQuerySet.rankable`): not on the
 leaderboard, not as a problem page's best, not in a run's beam. A curator accepts it (it then counts like
 any correct result) or rejects it (it never counts); who decided and when is kept on the row. Web pages
-and the API both call the functions here.
+and the API both call the functions here. This module builds on `benchmark.services`, never the reverse.
 """
 
 from __future__ import annotations
@@ -23,8 +23,8 @@ from django.http import Http404
 from django.utils import timezone
 
 from accounts.roles import is_curator
-from benchmark.models import ErrorKind, Evaluation, EvaluationStatus, Review
-from benchmark.services import visible_problems
+from benchmark.models import Evaluation, EvaluationStatus, Review
+from benchmark.services.access import visible_problems
 
 REVIEW_NOTE_LIMIT = 2000
 
@@ -61,14 +61,6 @@ def recent_decisions(user: Any, limit: int = 20) -> list[Evaluation]:
     )
 
 
-def hold_for_suspicion(evaluation: Evaluation) -> None:
-    """Called by `save_result` on an unsaved row: a suspicious result enters the queue unless already decided."""
-    if evaluation.error_kind == ErrorKind.SUSPICIOUS and not evaluation.review:
-        evaluation.review = Review.HELD
-        evaluation.held_reason = evaluation.error_message
-        evaluation.held_at = timezone.now()
-
-
 def hold_evaluation(evaluation_id: int, reason: str) -> bool:
     """Hold a finished, correct result for review (an optimization run's speedup rule); True if newly held.
 
@@ -81,9 +73,7 @@ def hold_evaluation(evaluation_id: int, reason: str) -> bool:
             return False
         if not evaluation.correct:
             return False
-        evaluation.review = Review.HELD
-        evaluation.held_reason = reason
-        evaluation.held_at = timezone.now()
+        evaluation.hold(reason)
         evaluation.save(update_fields=["review", "held_reason", "held_at"])
     return True
 

@@ -10,6 +10,7 @@ from django.utils import timezone
 from benchmark import services
 from benchmark.evaluation.result import ErrorKind
 from benchmark.models import Evaluation, EvaluationStatus
+from benchmark.services import evaluations
 
 
 @pytest.fixture
@@ -43,7 +44,7 @@ def test_each_platform_is_its_own_cache_entry(fake_pipeline, baseline):
 
 def test_a_new_backend_version_is_a_new_cache_entry(fake_pipeline, baseline, monkeypatch):
     old = services.request_evaluation(baseline, "trn1")
-    monkeypatch.setattr(services, "backend_version", lambda backend: "nki-sim 0 + perf perf-999")
+    monkeypatch.setattr(evaluations, "backend_version", lambda backend: "nki-sim 0 + perf perf-999")
     new = services.request_evaluation(baseline, "trn1")
     assert new.pk != old.pk and new.backend_version.endswith("perf-999")
     assert len(fake_pipeline.calls) == 2

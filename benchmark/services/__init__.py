@@ -1,0 +1,76 @@
+"""What the benchmark app does: problems from suites, kernels, and cached, sandboxed evaluations.
+
+Views, the ninja API and the management commands all call these functions; none of them does the work
+itself. `from benchmark import services` and `from benchmark.services import X` reach every public name
+below; each lives in the module of its concern, and the modules depend on each other in this order only:
+
+    access        who may see and change what: can_create_kernels, visible_problems/kernels,
+                  get_problem/kernel/evaluation_for_user, parse_problem_address, get_problem_by_address
+    evaluations   the evaluation lifecycle and its executor: request_evaluation, run_evaluation_now,
+                  get/set_executor, save_result, wait_for_evaluations, evaluation_is_stale,
+                  evaluate_source, backend_version, limits_for, evaluation_request_for
+    kernels       storing kernels and users' problems: create_kernel, create_custom_problem, upload_kernel,
+                  source_sha256, kernel_source_limit, CUSTOM_SUITE  (uses access, evaluations)
+    ranking       what counts and what is best: best_evaluation, best_of, preferred_evaluation,
+                  kernel_row_sort_key, theoretical_peaks, current_evaluations, problems_with_baselines
+                  (uses access, evaluations)
+    suites        problems in bulk: load_suite, import_nkibench, LoadSummary, ImportSummary, IMPORTED_SUITE
+                  (uses evaluations, kernels)
+
+`benchmark.review` (the curators' queue) builds on `access`; nothing here imports it.
+"""
+
+from __future__ import annotations
+
+from benchmark.services.access import (
+    can_create_kernels,
+    get_evaluation_for_user,
+    get_kernel_for_user,
+    get_problem_by_address,
+    get_problem_for_user,
+    parse_problem_address,
+    visible_kernels,
+    visible_problems,
+)
+from benchmark.services.evaluations import (
+    backend_version,
+    evaluate_source,
+    evaluation_is_stale,
+    evaluation_request_for,
+    get_executor,
+    limits_for,
+    request_evaluation,
+    run_evaluation_now,
+    save_result,
+    set_executor,
+    wait_for_evaluations,
+)
+from benchmark.services.kernels import (
+    CUSTOM_SUITE,
+    create_custom_problem,
+    create_kernel,
+    kernel_source_limit,
+    source_sha256,
+    upload_kernel,
+)
+from benchmark.services.ranking import (
+    best_evaluation,
+    best_of,
+    current_evaluations,
+    kernel_row_sort_key,
+    preferred_evaluation,
+    problems_with_baselines,
+    theoretical_peaks,
+)
+from benchmark.services.suites import IMPORTED_SUITE, ImportSummary, LoadSummary, import_nkibench, load_suite
+
+__all__ = [
+    "CUSTOM_SUITE", "IMPORTED_SUITE", "ImportSummary", "LoadSummary", "backend_version", "best_evaluation",
+    "best_of", "can_create_kernels", "create_custom_problem", "create_kernel", "current_evaluations",
+    "evaluate_source", "evaluation_is_stale", "evaluation_request_for", "get_evaluation_for_user",
+    "get_executor", "get_kernel_for_user", "get_problem_by_address", "get_problem_for_user",
+    "import_nkibench", "kernel_row_sort_key", "kernel_source_limit", "limits_for", "load_suite",
+    "parse_problem_address", "preferred_evaluation", "problems_with_baselines", "request_evaluation",
+    "run_evaluation_now", "save_result", "set_executor", "source_sha256", "theoretical_peaks",
+    "upload_kernel", "visible_kernels", "visible_problems", "wait_for_evaluations"
+]

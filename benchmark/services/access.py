@@ -1,0 +1,90 @@
+"""Who may see and change what, and problems by address: the one helper per object that views, the API and
+commands use to fetch a row for a user (404 when it is not visible to them, 403 when they may not write).
+
+A problem is addressed as `[SUITE/]SLUG[:CASE]`; the suite defaults to nkibench and the case to mini.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.core.exceptions import PermissionDenied
+from django.db.models import Q, QuerySet
+from django.http import Http404
+
+from accounts.roles import is_engineer
+from benchmark.models import DEFAULT_CASE, DEFAULT_SUITE, Evaluation, Kernel, Problem, Visibility
+
+
+def can_create_kernels(user: Any) -> bool:
+    """Engineers (and the roles above them) upload kernels; anonymous visitors only read."""
+    return is_engineer(user)
+
+
+def visible_problems(user: Any) -> QuerySet[Problem]:
+    """Public problems, plus the private ones (uploaded references) the user owns."""
+    problems = Problem.objects.all()
+    if user is not None and user.is_authenticated:
+        if user.is_superuser:
+            return problems
+        return problems.filter(Q(visibility=Visibility.PUBLIC) | Q(owner=user))
+    return problems.filter(visibility=Visibility.PUBLIC)
+
+
+def get_problem_for_user(user: Any, pk: int) -> Problem:
+    try:
+        return visible_problems(user).get(pk=pk)
+    except Problem.DoesNotExist:
+        raise Http404(f"no problem with id {pk}") from None
+
+
+def visible_kernels(user: Any) -> QuerySet[Kernel]:
+    return Kernel.objects.filter(problem__in=visible_problems(user))
+
+
+def get_kernel_for_user(user: Any, pk: int, *, write: bool = False) -> Kernel:
+    try:
+        kernel = visible_kernels(user).select_related("problem", "author", "parent").get(pk=pk)
+    except Kernel.DoesNotExist:
+        raise Http404(f"no kernel with id {pk}") from None
+    if write and not can_create_kernels(user):
+        raise PermissionDenied("only engineers can upload kernels or request evaluations")
+    return kernel
+
+
+def get_evaluation_for_user(user: Any, pk: int) -> Evaluation:
+    try:
+        return (
+            Evaluation.objects.select_related("kernel", "kernel__problem")
+            .filter(kernel__problem__in=visible_problems(user))
+            .get(pk=pk)
+        )
+    except Evaluation.DoesNotExist:
+        raise Http404(f"no evaluation with id {pk}") from None
+
+
+def parse_problem_address(address: str) -> tuple[str, str, str]:
+    """`silu` -> (nkibench, silu, mini); `silu:full`; `imported/silu:1`."""
+    text = address.strip()
+    if not text:
+        raise ValueError("empty problem address; expected [SUITE/]SLUG[:CASE], e.g. silu:mini")
+    suite, _, rest = text.rpartition("/")
+    slug, _, case = rest.partition(":")
+    if not slug:
+        raise ValueError(f"problem address {address!r} has no slug; expected [SUITE/]SLUG[:CASE]")
+    return suite or DEFAULT_SUITE, slug, case or DEFAULT_CASE
+
+
+def get_problem_by_address(address: str, user: Any = None, *, require_visible: bool = True) -> Problem:
+    suite, slug, case = parse_problem_address(address)
+    problems = visible_problems(user) if require_visible else Problem.objects.all()
+    try:
+        return problems.get(suite=suite, slug=slug, case=case)
+    except Problem.DoesNotExist:
+        known = sorted(
+            Problem.objects.filter(suite=suite, slug=slug).values_list("case", flat=True)
+        )
+        hint = f"; cases of {slug}: {', '.join(known)}" if known else ""
+        if not Problem.objects.filter(suite=suite).exists():
+            hint = f"; suite {suite!r} is not loaded (python manage.py load_suite {suite})"
+        raise Http404(f"no problem {suite}/{slug}:{case}{hint}") from None

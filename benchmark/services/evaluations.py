@@ -1,0 +1,375 @@
+"""The evaluation lifecycle: the cache of (kernel, platform, backend, version) rows, the executor that runs
+them in the background, saving a result onto its row, and evaluating a source without storing anything.
+
+An evaluation's life: `request_evaluation` gets or creates the row. A finished row is returned as is,
+except an infrastructure error (ours), which runs again. Otherwise the row is marked running and, once the
+transaction commits, handed to the process-wide executor; the future's callback saves the result
+(`save_result`). Tests and `wait=True` callers run it in the calling thread instead (`run_evaluation_now`);
+the kernel still runs in the sandbox's child processes either way.
+
+`benchmark.evaluation` loads its modules on first use, so numpy and the pipeline are imported with the
+first evaluation, not when a web process starts.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Iterable, Sequence
+from concurrent.futures import Future
+from concurrent.futures import wait as wait_futures
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any
+
+from django.core.exceptions import ValidationError
+from django.db import close_old_connections, transaction
+from django.utils import timezone
+
+from benchmark import conf
+from benchmark import evaluation as pipeline
+from benchmark.evaluation.result import ErrorKind
+from benchmark.models import DEFAULT_CASE, Evaluation, EvaluationStatus, Kernel, Problem
+from benchmark.platforms import DEFAULT_PLATFORM, Backend, Platform, get_definition
+
+if TYPE_CHECKING:
+    from benchmark.evaluation import EvaluationResult, Limits
+
+logger = logging.getLogger(__name__)
+
+
+# --------------------------------------------------------------------------------------------------
+# What an evaluation runs with
+
+
+def backend_version(backend: str) -> str:
+    """The version an evaluation is cached under: for the simulator, simulator + performance-model versions."""
+    try:
+        return pipeline.get_backend(backend).version()
+    except ValueError as error:
+        raise ValidationError(str(error)) from None
+
+
+def _limits(large: bool) -> Limits:
+    seconds = conf.timeout_seconds(large)
+    return pipeline.Limits(wall_seconds=float(seconds), cpu_seconds=seconds, memory_bytes=conf.memory_bytes(large))
+
+
+def limits_for(problem: Problem) -> Limits:
+    """Sandbox limits by problem size: seconds and a few GiB for mini shapes, more for the full ones."""
+    large = (problem.hbm_bytes or 0) > conf.LARGE_PROBLEM_HBM_BYTES or (
+        problem.hbm_bytes is None and problem.case not in (DEFAULT_CASE, "custom")
+    )
+    return _limits(large)
+
+
+def evaluation_request_for(evaluation: Evaluation) -> dict[str, Any]:
+    """The keyword arguments of `benchmark.evaluation.evaluate` for this evaluation."""
+    kernel, problem = evaluation.kernel, evaluation.kernel.problem
+    return _evaluate_kwargs(
+        kernel.source,
+        problem.reference_source,
+        platform=evaluation.platform,
+        backend=evaluation.backend,
+        peak_counts=problem.peak_counts,
+        tolerance=problem.tolerance,
+        limits=limits_for(problem),
+    )
+
+
+def _evaluate_kwargs(
+    kernel_source: str,
+    reference_source: str,
+    *,
+    platform: str,
+    backend: str,
+    peak_counts: tuple[int, int, int] | None,
+    tolerance: float | None,
+    limits: Limits | None = None,
+) -> dict[str, Any]:
+    kwargs: dict[str, Any] = {
+        "kernel_source": kernel_source,
+        "reference_source": reference_source,
+        "platform": platform,
+        "backend": backend,
+        "peak_counts": peak_counts,
+        "tolerance": tolerance,
+    }
+    if limits is not None:
+        kwargs["limits"] = limits
+    return kwargs
+
+
+# --------------------------------------------------------------------------------------------------
+# The executor, and the evaluations this process has handed to it
+
+
+@dataclass
+class _InFlight:
+    """Evaluations this process has handed to the executor and not yet saved."""
+
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    futures: dict[int, Future] = field(default_factory=dict)
+
+
+_in_flight = _InFlight()
+_executor_lock = threading.Lock()
+_executor: Any = None
+
+
+def get_executor() -> Any:
+    """The process-wide evaluation executor (a local process pool unless configured otherwise)."""
+    global _executor
+    with _executor_lock:
+        if _executor is None:
+            _executor = pipeline.LocalExecutor(max_workers=conf.evaluation_workers())
+        return _executor
+
+
+def set_executor(executor: Any) -> Any:
+    """Swap the executor (a Ray executor, or a test double); returns the previous one."""
+    global _executor
+    with _executor_lock:
+        previous, _executor = _executor, executor
+    return previous
+
+
+# --------------------------------------------------------------------------------------------------
+# Requesting, running and saving
+
+
+def request_evaluation(
+    kernel: Kernel,
+    platform: str = DEFAULT_PLATFORM,
+    backend: str | None = None,
+    *,
+    user: Any = None,
+    wait: bool = False,
+    abandoned_before: datetime | None = None,
+) -> Evaluation:
+    """Return the cached evaluation for (kernel, platform, backend, version), or start one.
+
+    Without a backend, the platform's default one. A finished evaluation is returned as it is, except an
+    infrastructure error (our fault), which is run again. A pending one is returned as it is while this
+    process is running it; one left pending by a process that died is started again once it is older than
+    ACCELOPT_EVALUATION_STALE_AFTER_S, or at once if it started before `abandoned_before` (a caller that
+    knows the process which started it died: the run worker that took over a crashed worker's run).
+    """
+    backend = _check_platform_and_backend(platform, backend)
+    version = backend_version(backend)
+    evaluation, created = Evaluation.objects.get_or_create(
+        kernel=kernel,
+        platform=platform,
+        backend=backend,
+        backend_version=version,
+        defaults={"requested_by": user if user is not None and user.is_authenticated else None},
+    )
+    if not created and not _needs_run(evaluation, abandoned_before):
+        if wait:
+            wait_for_evaluations([evaluation])
+            evaluation.refresh_from_db()
+        return evaluation
+    if not created:
+        _reset(evaluation)
+    if wait or conf.evaluations_inline():
+        return run_evaluation_now(evaluation)
+    _submit(evaluation)
+    return evaluation
+
+
+def _check_platform_and_backend(platform: str, backend: str | None) -> str:
+    """The backend to use (the platform's default when None); ValidationError for what cannot be evaluated."""
+    if platform not in Platform.values:
+        raise ValidationError(f"unknown platform {platform!r}; expected one of {', '.join(Platform.values)}")
+    definition = get_definition(platform)
+    if backend is None:
+        backend = definition.default_backend.value
+    if backend not in Backend.values:
+        raise ValidationError(f"unknown backend {backend!r}; expected one of {', '.join(Backend.values)}")
+    if backend not in definition.backends:
+        supported = ", ".join(b.value for b in definition.backends)
+        raise ValidationError(f"backend {backend!r} does not evaluate {platform} kernels; expected one of {supported}")
+    return backend
+
+
+def _needs_run(evaluation: Evaluation, abandoned_before: datetime | None = None) -> bool:
+    if evaluation.status == EvaluationStatus.DONE:
+        return evaluation.error_kind == ErrorKind.INFRASTRUCTURE_ERROR
+    with _in_flight.lock:
+        if evaluation.pk in _in_flight.futures:
+            return False
+    since = evaluation.started or evaluation.created
+    if since is None or (abandoned_before is not None and since < abandoned_before):
+        return True
+    return timezone.now() - since > timedelta(seconds=conf.stale_after_seconds())
+
+
+def _reset(evaluation: Evaluation) -> None:
+    evaluation.status = EvaluationStatus.QUEUED
+    evaluation.started = None
+    evaluation.finished = None
+    evaluation.save(update_fields=["status", "started", "finished"])
+
+
+def run_evaluation_now(evaluation: Evaluation) -> Evaluation:
+    """Run one evaluation in the calling thread (the sandbox is still a child process) and save it."""
+    _mark_running(evaluation)
+    try:
+        result = pipeline.evaluate(**evaluation_request_for(evaluation))
+    except Exception as exc:  # our own pipeline failed: record it as ours, to be retried
+        logger.exception("evaluation %s failed inside the pipeline", evaluation.pk)
+        result = _infrastructure_failure(exc)
+    return save_result(evaluation.pk, result) or evaluation
+
+
+def _mark_running(evaluation: Evaluation) -> None:
+    evaluation.status = EvaluationStatus.RUNNING
+    evaluation.started = timezone.now()
+    evaluation.attempts += 1
+    evaluation.save(update_fields=["status", "started", "attempts"])
+
+
+def _submit(evaluation: Evaluation) -> None:
+    executor = get_executor()
+    request = pipeline.EvaluationRequest(**evaluation_request_for(evaluation))
+    # "running" from the moment the executor has it: a pool gives no start signal back to this process.
+    _mark_running(evaluation)
+    evaluation_id = evaluation.pk
+
+    def submit() -> None:
+        future = executor.submit(request)
+        with _in_flight.lock:
+            _in_flight.futures[evaluation_id] = future
+        future.add_done_callback(lambda done: _save_future(evaluation_id, done))
+
+    # The callback saves from another thread: it must find the committed row, not a pending transaction.
+    transaction.on_commit(submit)
+
+
+def _save_future(evaluation_id: int, future: Future) -> None:
+    """Future callback (an executor thread): save the result, or record the failure as ours."""
+    try:
+        try:
+            result = future.result()
+        except Exception as exc:  # the worker died or the executor broke: not the kernel's fault
+            logger.warning("evaluation %s: executor failed: %s", evaluation_id, exc)
+            result = _infrastructure_failure(exc)
+        save_result(evaluation_id, result)
+    except Exception:
+        logger.exception("evaluation %s: could not save the result", evaluation_id)
+    finally:
+        with _in_flight.lock:
+            _in_flight.futures.pop(evaluation_id, None)
+        close_old_connections()
+
+
+def _infrastructure_failure(exc: BaseException) -> dict[str, Any]:
+    return {
+        "status": "done",
+        "compiled": None,
+        "runnable": None,
+        "correct": None,
+        "error_kind": ErrorKind.INFRASTRUCTURE_ERROR.value,
+        "error_message": f"the evaluation service failed ({type(exc).__name__}: {exc}); "
+        "this is not the kernel's fault and it will be retried",
+    }
+
+
+def save_result(evaluation_id: int, result: EvaluationResult | dict[str, Any]) -> Evaluation | None:
+    """Copy an EvaluationResult (or its dict) onto the evaluation row; None if the row is gone.
+
+    A suspicious result is held for a curator as it is stored (the queue and the decisions: benchmark.review).
+    """
+    data = result if isinstance(result, dict) else result.to_dict()
+    with transaction.atomic():
+        evaluation = Evaluation.objects.select_for_update().filter(pk=evaluation_id).first()
+        if evaluation is None:  # the kernel was deleted while it ran
+            return None
+        evaluation.status = EvaluationStatus.DONE
+        evaluation.compiled = data.get("compiled")
+        evaluation.runnable = data.get("runnable")
+        evaluation.correct = data.get("correct")
+        evaluation.error_kind = data.get("error_kind") or ""
+        evaluation.error_message = data.get("error_message") or ""
+        evaluation.error_line = data.get("error_line")
+        evaluation.correctness = {
+            key: data.get(key)
+            for key in ("relative_l2_errors", "output_errors", "tolerance", "distributions")
+            if data.get(key) is not None
+        }
+        evaluation.seeds = list(data.get("seeds") or [])
+        evaluation.latency_ms = data.get("latency_ms")
+        evaluation.peak_fraction = data.get("peak_fraction")
+        evaluation.profile = data.get("profile") or {}
+        evaluation.timeline = data.get("timeline") or {}
+        evaluation.provenance = {
+            key: data.get(key)
+            for key in ("backend", "backend_version", "perf_model_version", "platform", "project_version", "seeds")
+            if data.get(key) is not None
+        }
+        evaluation.result = {key: value for key, value in data.items() if key not in ("timeline",)}
+        evaluation.wall_time_s = data.get("wall_time_s")
+        evaluation.finished = timezone.now()
+        # A row a curator already decided on keeps the decision when it is stored again.
+        if evaluation.error_kind == ErrorKind.SUSPICIOUS and not evaluation.review:
+            evaluation.hold(evaluation.error_message)
+        evaluation.save()
+    return evaluation
+
+
+def wait_for_evaluations(evaluations: Iterable[Evaluation], timeout: float | None = None) -> None:
+    """Block until this process's pending evaluations among these are saved, or `timeout` seconds pass.
+
+    Returns early on timeout; the caller refreshes the rows to see which finished.
+    """
+    with _in_flight.lock:
+        futures = [_in_flight.futures[e.pk] for e in evaluations if e.pk in _in_flight.futures]
+    done, _ = wait_futures(futures, timeout=timeout)
+    # The callback saves after its future completes; a done future has been saved once it leaves the registry.
+    for future in done:
+        while True:
+            with _in_flight.lock:
+                if all(pending is not future for pending in _in_flight.futures.values()):
+                    break
+            time.sleep(0.01)
+
+
+def evaluation_is_stale(evaluation: Evaluation) -> bool:
+    """Pending, not run by this process, and older than the stale limit: its worker is gone."""
+    return evaluation.is_pending and _needs_run(evaluation)
+
+
+# --------------------------------------------------------------------------------------------------
+# Evaluating without storing
+
+
+def evaluate_source(
+    kernel_source: str,
+    *,
+    problem: Problem | None = None,
+    reference_source: str | None = None,
+    platform: str = DEFAULT_PLATFORM,
+    backend: str | None = None,
+    seeds: Sequence[int] | None = None,
+) -> EvaluationResult:
+    """Evaluate a kernel without storing anything (the `evaluate` command): an EvaluationResult.
+
+    Without a backend, the platform's default one (an unknown platform is the pipeline's ValueError).
+
+    `seeds` repeats an earlier evaluation's inputs (its recorded seeds); by default fresh ones are drawn.
+    """
+    if problem is None and reference_source is None:
+        raise ValueError("evaluate_source needs a problem or a reference source")
+    kwargs = _evaluate_kwargs(
+        kernel_source,
+        problem.reference_source if problem is not None else reference_source,
+        platform=platform,
+        backend=backend if backend is not None else get_definition(platform).default_backend.value,
+        peak_counts=problem.peak_counts if problem is not None else None,
+        tolerance=problem.tolerance if problem is not None else None,
+        limits=limits_for(problem) if problem is not None else _limits(large=False),
+    )
+    if seeds is not None:
+        kwargs["seeds"] = list(seeds)
+    return pipeline.evaluate(**kwargs)

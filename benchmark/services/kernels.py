@@ -1,0 +1,118 @@
+"""Kernels and the problems users bring: storing a source (one row per problem and sha256), a user's own
+reference file as a private problem, and an engineer's upload, which stores the kernel and starts its
+evaluation.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+from typing import Any
+
+from django.core.exceptions import PermissionDenied, ValidationError
+from django.utils.text import slugify
+
+from benchmark.evaluation.static_check import MAX_SOURCE_BYTES
+from benchmark.models import Evaluation, Kernel, KernelOrigin, Problem, Visibility
+from benchmark.platforms import DEFAULT_PLATFORM
+from benchmark.services.access import can_create_kernels
+from benchmark.services.evaluations import request_evaluation
+
+# The suite of the problems users create from their own reference files (private to them).
+CUSTOM_SUITE = "custom"
+
+
+def kernel_source_limit() -> int:
+    """The static check's source-size limit; an upload over it is refused before it is stored."""
+    return MAX_SOURCE_BYTES
+
+
+def source_sha256(source: str) -> str:
+    return hashlib.sha256(source.encode("utf-8")).hexdigest()
+
+
+def create_kernel(
+    problem: Problem,
+    source: str,
+    *,
+    origin: str = KernelOrigin.UPLOADED,
+    author: Any = None,
+    parent: Kernel | None = None,
+    run_id: int | None = None,
+    name: str = "",
+) -> tuple[Kernel, bool]:
+    """Store a kernel for a problem, or return the existing one with the same source (created=False).
+
+    The source is stored even if it does not parse: the evaluation is what tells the author what is wrong.
+    """
+    if not isinstance(source, str):
+        raise ValidationError("the kernel source must be text")
+    if "\x00" in source:
+        raise ValidationError("the kernel source contains NUL bytes; upload a Python text file")
+    size = len(source.encode("utf-8"))
+    limit = kernel_source_limit()
+    if size > limit:
+        raise ValidationError(
+            f"the kernel source is {size / 1024:.1f} KiB; the limit is {limit // 1024} KiB"
+        )
+    if not source.strip():
+        raise ValidationError("the kernel source is empty")
+    sha = source_sha256(source)
+    kernel, created = Kernel.objects.get_or_create(
+        problem=problem,
+        sha256=sha,
+        defaults={
+            "source": source,
+            "origin": origin,
+            "author": author if author is not None and author.is_authenticated else None,
+            "parent": parent,
+            "run_id": run_id,
+            "name": name[:200],
+        },
+    )
+    return kernel, created
+
+
+def create_custom_problem(user: Any, reference_source: str, *, name: str = "") -> Problem:
+    """A private problem from a user's own reference file (NKIBench's reference format).
+
+    No FLOP or byte counts are known for it, so its kernels get a latency but no peak fraction.
+    """
+    if not reference_source.strip():
+        raise ValidationError("the reference file is empty")
+    sha = source_sha256(reference_source)
+    base = slugify(Path(name).stem if name else "") or "reference"
+    problem, _ = Problem.objects.get_or_create(
+        suite=CUSTOM_SUITE,
+        slug=f"{base[:80]}-{sha[:8]}",
+        case="custom",
+        defaults={
+            "title": Path(name).stem if name else "Uploaded reference",
+            "reference_source": reference_source,
+            "visibility": Visibility.PRIVATE,
+            "owner": user if user is not None and user.is_authenticated else None,
+        },
+    )
+    return problem
+
+
+def upload_kernel(
+    user: Any,
+    *,
+    kernel_source: str,
+    platform: str = DEFAULT_PLATFORM,
+    problem: Problem | None = None,
+    reference_source: str | None = None,
+    kernel_name: str = "",
+    reference_name: str = "",
+) -> tuple[Kernel, bool, Evaluation]:
+    """An engineer's upload: store the kernel (under their own reference if given) and start its evaluation."""
+    if not can_create_kernels(user):
+        raise PermissionDenied("only engineers can upload kernels")
+    if problem is None:
+        if reference_source is None:
+            raise ValidationError("choose a problem, or upload your own reference file")
+        problem = create_custom_problem(user, reference_source, name=reference_name)
+    kernel, created = create_kernel(problem, kernel_source, origin=KernelOrigin.UPLOADED, author=user, name=kernel_name)
+    evaluation = request_evaluation(kernel, platform, user=user)
+    return kernel, created, evaluation

@@ -1,0 +1,95 @@
+"""Which numbers count and which is best: the rankable evaluations under the current backend version, the
+best per problem or kernel, the theoretical peaks they are measured against, and the querysets the
+problem and kernel pages list.
+
+Only a rankable result counts (`Evaluation.is_rankable`): correct, timed, and not held for review.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from django.db.models import Prefetch, QuerySet
+
+from benchmark.models import Evaluation, Problem
+from benchmark.platforms import DEFAULT_BACKEND, DEFAULT_PLATFORM, Platform, get_definition
+from benchmark.services.access import visible_problems
+from benchmark.services.evaluations import backend_version
+
+
+def best_evaluation(problem: Problem, platform: str = DEFAULT_PLATFORM, backend: str | None = None) -> Evaluation | None:
+    """The fastest rankable evaluation (correct, not held for review) of the problem's kernels under the
+    current version of the backend (by default the platform's own)."""
+    if backend is None:
+        backend = get_definition(platform).default_backend.value
+    return (
+        Evaluation.objects.rankable()
+        .filter(kernel__problem=problem, platform=platform, backend=backend, backend_version=backend_version(backend))
+        .select_related("kernel")
+        .order_by("latency_ms", "id")
+        .first()
+    )
+
+
+def best_of(evaluations: Iterable[Evaluation], platform: str) -> Evaluation | None:
+    """The fastest rankable evaluation (correct, not held for review) among already-fetched ones (no query)."""
+    candidates = [e for e in evaluations if e.platform == platform and e.is_rankable]
+    return min(candidates, key=lambda e: (e.latency_ms, e.pk), default=None)
+
+
+def preferred_evaluation(evaluations: Sequence[Evaluation]) -> Evaluation | None:
+    """Which evaluation a kernel page opens on: the newest under the current backend version, else the newest."""
+    current = {backend: backend_version(backend) for backend in {e.backend for e in evaluations}}
+    for evaluation in evaluations:
+        if evaluation.backend_version == current[evaluation.backend]:
+            return evaluation
+    return evaluations[0] if evaluations else None
+
+
+def kernel_row_sort_key(row: dict[str, Any]) -> tuple[float, int]:
+    """Problem pages list kernels fastest first on the default platform; unevaluated and failing ones after."""
+    best = row["best"].get(DEFAULT_PLATFORM)
+    return (best.latency_ms if best is not None else float("inf"), -row["kernel"].pk)
+
+
+def theoretical_peaks(problem: Problem) -> dict[str, float | None]:
+    """Theoretical peak latency (ms) per platform, or None where the problem has no peak counts."""
+    # Imported here: benchmark.perf loads numpy, which a web process otherwise never needs to import.
+    from benchmark.perf.peak import theoretical_peak_ms
+
+    peaks: dict[str, float | None] = {}
+    for platform in Platform.values:
+        if not problem.has_peak_counts:
+            peaks[platform] = None
+            continue
+        peaks[platform] = theoretical_peak_ms(
+            platform,
+            vector_flops=problem.vector_flops,
+            matmul_flops=problem.matmul_flops,
+            hbm_bytes=problem.hbm_bytes,
+        )
+    return peaks
+
+
+def current_evaluations(platform: str | None = None, backend: str = DEFAULT_BACKEND) -> QuerySet[Evaluation]:
+    """Evaluations under the current backend version (what pages show by default)."""
+    evaluations = Evaluation.objects.filter(backend=backend, backend_version=backend_version(backend))
+    if platform is not None:
+        evaluations = evaluations.filter(platform=platform)
+    return evaluations
+
+
+def problems_with_baselines(user: Any, platform: str = DEFAULT_PLATFORM) -> QuerySet[Problem]:
+    """Visible problems with their baseline kernel and its current evaluations (three queries)."""
+    return (
+        visible_problems(user)
+        .select_related("baseline_kernel")
+        .prefetch_related(
+            Prefetch(
+                "baseline_kernel__evaluations",
+                queryset=current_evaluations(platform),
+                to_attr="current_evaluations",
+            )
+        )
+    )
