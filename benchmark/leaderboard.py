@@ -5,8 +5,8 @@ hardware, and how the kernel was found (the run, its agent and models, its LLM c
 from `suites/nkibench/accelopt_trn1_best.csv`: the trn1 latencies of the best kernels AccelOpt published
 (measured on trn1; copied from the AccelOpt authors' NKIBench results, via
 /work/shared/calibration/trn1_accelopt_best.csv of this project's calibration set), so users see where
-their simulated numbers stand. Runs are looked up by id (Kernel.run_id), so benchmark does not import
-the optimizer app.
+their simulated numbers stand. The run behind a generated kernel comes from the app that generated it,
+through `benchmark.provenance.generating_runs` (benchmark imports no app above it).
 """
 
 from __future__ import annotations
@@ -18,9 +18,9 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from django.apps import apps
-
 from benchmark.models import DEFAULT_SUITE, Backend, Evaluation, Platform, Problem
+from benchmark.platforms import DEFAULT_PLATFORM
+from benchmark.provenance import generating_runs
 
 REFERENCE_CSV = Path(__file__).resolve().parent / "suites" / "nkibench" / "accelopt_trn1_best.csv"
 RANKED_BACKENDS = (Backend.SIMULATOR, Backend.NEURON)
@@ -99,7 +99,7 @@ def reference_results() -> dict[str, ReferenceResult]:
 
 def reference_for(problem: Problem, platform: str) -> ReferenceResult | None:
     """The published result for a problem's full case on trn1 (its name is the slug plus the shape)."""
-    if platform != Platform.TRN1 or problem.case != "full":
+    if platform != Platform.TRN1 or problem.case != "full":  # the CSV holds AccelOpt's trn1 measurements
         return None
     name = "_".join([problem.slug, *(f"{k}{v}" for k, v in sorted(problem.parameters.items()))])
     return reference_results().get(name)
@@ -111,7 +111,7 @@ def _ranked(evaluations: Any) -> Any:
     return evaluations.rankable().filter(backend__in=RANKED_BACKENDS)
 
 
-def build_leaderboard(platform: str = Platform.TRN1, *, suite: str = DEFAULT_SUITE) -> Leaderboard:
+def build_leaderboard(platform: str = DEFAULT_PLATFORM, *, suite: str = DEFAULT_SUITE) -> Leaderboard:
     problems = list(Problem.objects.filter(suite=suite).select_related("baseline_kernel").order_by("slug", "case"))
     best: dict[int, Evaluation] = {}
     for evaluation in _ranked(Evaluation.objects.filter(kernel__problem__in=problems, platform=platform)).select_related(
@@ -128,11 +128,7 @@ def build_leaderboard(platform: str = Platform.TRN1, *, suite: str = DEFAULT_SUI
     ):
         baselines.setdefault((evaluation.kernel_id, evaluation.backend, evaluation.backend_version), evaluation)
         fastest_baseline.setdefault(evaluation.kernel_id, evaluation)
-    run_ids = {e.kernel.run_id for e in best.values() if e.kernel.run_id}
-    runs = {}
-    if run_ids and apps.is_installed("optimizer"):
-        Run = apps.get_model("optimizer", "Run")
-        runs = Run.objects.in_bulk(run_ids)
+    runs = generating_runs(e.kernel for e in best.values())
     rows = []
     for problem in problems:
         evaluation = best.get(problem.pk)

@@ -107,8 +107,9 @@ class Kernel(models.Model):
     author = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="kernels"
     )
-    # The optimization run that wrote it. A plain integer, not a foreign key, so that benchmark does not
-    # depend on the optimizer app (dependencies point optimizer -> benchmark).
+    # The optimization run that wrote it, as that run's id in the app that generated the kernel. A plain id,
+    # not a foreign key: a foreign key would make benchmark depend on the optimizer app (dependencies point
+    # optimizer -> benchmark). Only the generator registered in benchmark.provenance resolves it.
     run_id = models.PositiveBigIntegerField(null=True, blank=True, db_index=True)
     created = models.DateTimeField(auto_now_add=True)
 
