@@ -17,16 +17,17 @@ if TYPE_CHECKING:
     from benchmark.evaluation.pipeline import evaluate
     from benchmark.evaluation.result import ErrorKind, EvaluationResult
     from benchmark.evaluation.sandbox import Limits
+    from benchmark.evaluation.sizing import reference_io_bytes
 
 _WHERE = {
     "RELATIVE_L2_TOLERANCE": "checks", "ErrorKind": "result", "EvaluationRequest": "executors",
     "EvaluationResult": "result", "Executor": "executors", "Limits": "sandbox", "LocalExecutor": "executors",
-    "evaluate": "pipeline", "get_backend": "backends",
+    "evaluate": "pipeline", "get_backend": "backends", "reference_io_bytes": "sizing",
 }
 
 __all__ = [
     "RELATIVE_L2_TOLERANCE", "ErrorKind", "EvaluationRequest", "EvaluationResult", "Executor", "Limits",
-    "LocalExecutor", "evaluate", "get_backend",
+    "LocalExecutor", "evaluate", "get_backend", "reference_io_bytes",
 ]
 
 

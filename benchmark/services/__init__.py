@@ -8,7 +8,8 @@ below; each lives in the module of its concern, and the modules depend on each o
                   get_problem/kernel/evaluation_for_user, parse_problem_address, get_problem_by_address
     evaluations   the evaluation lifecycle and its executor: request_evaluation, run_evaluation_now,
                   get/set_executor, save_result, wait_for_evaluations, evaluation_is_stale,
-                  evaluate_source, backend_version, limits_for, evaluation_request_for
+                  evaluate_source, backend_version, limits_for, reference_limits, reference_size,
+                  evaluation_request_for
     kernels       storing kernels and users' problems: create_kernel, create_custom_problem, upload_kernel,
                   source_sha256, kernel_source_limit, CUSTOM_SUITE  (uses access, evaluations)
     ranking       what counts and what is best: best_evaluation, best_of, preferred_evaluation,
@@ -39,6 +40,8 @@ from benchmark.services.evaluations import (
     evaluation_request_for,
     get_executor,
     limits_for,
+    reference_limits,
+    reference_size,
     request_evaluation,
     run_evaluation_now,
     save_result,
@@ -70,7 +73,8 @@ __all__ = [
     "evaluate_source", "evaluation_is_stale", "evaluation_request_for", "get_evaluation_for_user",
     "get_executor", "get_kernel_for_user", "get_problem_by_address", "get_problem_for_user",
     "import_nkibench", "kernel_row_sort_key", "kernel_source_limit", "limits_for", "load_suite",
-    "parse_problem_address", "preferred_evaluation", "problems_with_baselines", "request_evaluation",
-    "run_evaluation_now", "save_result", "set_executor", "source_sha256", "theoretical_peaks",
-    "upload_kernel", "visible_kernels", "visible_problems", "wait_for_evaluations"
+    "parse_problem_address", "preferred_evaluation", "problems_with_baselines", "reference_limits",
+    "reference_size", "request_evaluation", "run_evaluation_now", "save_result", "set_executor",
+    "source_sha256", "theoretical_peaks", "upload_kernel", "visible_kernels", "visible_problems",
+    "wait_for_evaluations"
 ]

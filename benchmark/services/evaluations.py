@@ -30,7 +30,7 @@ from django.utils import timezone
 from benchmark import conf
 from benchmark import evaluation as pipeline
 from benchmark.evaluation.result import ErrorKind
-from benchmark.models import DEFAULT_CASE, Evaluation, EvaluationStatus, Kernel, Problem
+from benchmark.models import Evaluation, EvaluationStatus, Kernel, Problem
 from benchmark.platforms import DEFAULT_PLATFORM, Backend, Platform, get_definition
 
 if TYPE_CHECKING:
@@ -51,17 +51,39 @@ def backend_version(backend: str) -> str:
         raise ValidationError(str(error)) from None
 
 
+def limits_for(problem: Problem) -> Limits:
+    """Sandbox limits by the problem's size, the bytes its inputs and outputs move (`Problem.hbm_bytes`):
+    seconds and a few GiB for the mini shapes, more for the full ones."""
+    return _limits(_is_large(problem.hbm_bytes))
+
+
+def reference_limits(reference_source: str) -> Limits:
+    """Sandbox limits for a reference file of no stored problem, by its measured size (`reference_size`)."""
+    return _limits(_is_large(reference_size(reference_source)))
+
+
+def reference_size(reference_source: str) -> int | None:
+    """The bytes a reference's inputs and outputs take, measured by running it once in the sandbox (about a
+    second for a full-size NKIBench reference); None if it could not run there.
+
+    It runs with the large memory limit, so a full-size reference fits, and the small time limit, so an
+    upload waits seconds, not the large limit's half hour. A reference that cannot finish in them is
+    unknown, and so evaluated with the large limits.
+    """
+    limits = pipeline.Limits(wall_seconds=float(conf.timeout_seconds(False)), cpu_seconds=conf.timeout_seconds(False),
+                             memory_bytes=conf.memory_bytes(True))
+    return pipeline.reference_io_bytes(reference_source, limits)
+
+
+def _is_large(io_bytes: int | None) -> bool:
+    # Unknown (a reference that could not be measured, a problem stored without counts): the large limits
+    # fail no honest kernel for want of memory or time, where the small ones would fail a full-size one.
+    return io_bytes is None or io_bytes > conf.LARGE_PROBLEM_HBM_BYTES
+
+
 def _limits(large: bool) -> Limits:
     seconds = conf.timeout_seconds(large)
     return pipeline.Limits(wall_seconds=float(seconds), cpu_seconds=seconds, memory_bytes=conf.memory_bytes(large))
-
-
-def limits_for(problem: Problem) -> Limits:
-    """Sandbox limits by problem size: seconds and a few GiB for mini shapes, more for the full ones."""
-    large = (problem.hbm_bytes or 0) > conf.LARGE_PROBLEM_HBM_BYTES or (
-        problem.hbm_bytes is None and problem.case not in (DEFAULT_CASE, "custom")
-    )
-    return _limits(large)
 
 
 def evaluation_request_for(evaluation: Evaluation) -> dict[str, Any]:
@@ -368,7 +390,7 @@ def evaluate_source(
         backend=backend if backend is not None else get_definition(platform).default_backend.value,
         peak_counts=problem.peak_counts if problem is not None else None,
         tolerance=problem.tolerance if problem is not None else None,
-        limits=limits_for(problem) if problem is not None else _limits(large=False),
+        limits=limits_for(problem) if problem is not None else reference_limits(reference_source),
     )
     if seeds is not None:
         kwargs["seeds"] = list(seeds)

@@ -16,7 +16,7 @@ from benchmark.evaluation.static_check import MAX_SOURCE_BYTES
 from benchmark.models import Evaluation, Kernel, KernelOrigin, Problem, Visibility
 from benchmark.platforms import DEFAULT_PLATFORM
 from benchmark.services.access import can_create_kernels
-from benchmark.services.evaluations import request_evaluation
+from benchmark.services.evaluations import reference_size, request_evaluation
 
 # The suite of the problems users create from their own reference files (private to them).
 CUSTOM_SUITE = "custom"
@@ -76,13 +76,15 @@ def create_kernel(
 def create_custom_problem(user: Any, reference_source: str, *, name: str = "") -> Problem:
     """A private problem from a user's own reference file (NKIBench's reference format).
 
-    No FLOP or byte counts are known for it, so its kernels get a latency but no peak fraction.
+    When it is created its size is measured by running the reference once in the sandbox (`hbm_bytes`:
+    the bytes of its inputs and outputs), so its evaluations get the limits of its size. No FLOP counts
+    are known for it, so its kernels get a latency but no peak fraction.
     """
     if not reference_source.strip():
         raise ValidationError("the reference file is empty")
     sha = source_sha256(reference_source)
     base = slugify(Path(name).stem if name else "") or "reference"
-    problem, _ = Problem.objects.get_or_create(
+    problem, created = Problem.objects.get_or_create(
         suite=CUSTOM_SUITE,
         slug=f"{base[:80]}-{sha[:8]}",
         case="custom",
@@ -93,6 +95,9 @@ def create_custom_problem(user: Any, reference_source: str, *, name: str = "") -
             "owner": user if user is not None and user.is_authenticated else None,
         },
     )
+    if created:
+        problem.hbm_bytes = reference_size(reference_source)
+        problem.save(update_fields=["hbm_bytes"])
     return problem
 
 
