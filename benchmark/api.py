@@ -222,7 +222,7 @@ def _evaluation_out(
 
 def _kernel_out(request: HttpRequest, kernel: Kernel) -> dict[str, Any]:
     generated = generated_by([kernel])
-    evaluations = kernel.evaluations.select_related("reviewed_by").order_by("-created", "-id")
+    evaluations = services.kernel_evaluations(kernel)
     return {
         "id": kernel.pk,
         "problem_id": kernel.problem_id,
@@ -240,20 +240,9 @@ def _kernel_out(request: HttpRequest, kernel: Kernel) -> dict[str, Any]:
     }
 
 
-def _problem_for(request: HttpRequest, reference: str) -> Problem:
-    """A problem by id ("12") or address ("silu", "silu:full", "imported/silu:1")."""
-    if reference.isdigit():
-        return services.get_problem_for_user(request.auth, int(reference))
-    return services.get_problem_by_address(reference, request.auth)
-
-
 @router.get("/problems", auth=api_optional_auth, response=list[ProblemOut], summary="List problems")
 def list_problems(request: HttpRequest, suite: str = "", case: str = "") -> list[dict[str, Any]]:
-    problems = services.visible_problems(request.auth)
-    if suite:
-        problems = problems.filter(suite=suite)
-    if case:
-        problems = problems.filter(case=case)
+    problems = services.find_problems(request.auth, suite=suite, case=case)
     return [_problem_out(request, problem) for problem in problems]
 
 
@@ -264,7 +253,7 @@ def list_problems(request: HttpRequest, suite: str = "", case: str = "") -> list
     summary="Read a problem (by id or address such as silu:mini)",
 )
 def read_problem(request: HttpRequest, reference: str) -> dict[str, Any]:
-    return _problem_out(request, _problem_for(request, reference), detail=True)
+    return _problem_out(request, services.get_problem_by_reference(request.auth, reference), detail=True)
 
 
 @router.post(
@@ -278,13 +267,13 @@ def create_kernel(request: HttpRequest, payload: KernelIn) -> Status:
         raise HttpError(
             400, "give either 'problem' (an id or address such as silu:mini) or 'reference_source'"
         )
-    problem = _problem_for(request, payload.problem) if payload.problem is not None else None
-    if problem is None:
-        problem = services.create_custom_problem(request.auth, payload.reference_source or "")
-    kernel, created = services.create_kernel(problem, payload.source, author=request.auth, name=payload.name)
-    evaluation = None
-    if payload.evaluate:
-        evaluation = services.request_evaluation(kernel, payload.platform, user=request.auth, wait=payload.wait)
+    problem = None
+    if payload.problem is not None:
+        problem = services.get_problem_by_reference(request.auth, payload.problem)
+    kernel, created, evaluation = services.upload_kernel(
+        request.auth, kernel_source=payload.source, kernel_name=payload.name, platform=payload.platform,
+        problem=problem, reference_source=payload.reference_source, evaluate=payload.evaluate, wait=payload.wait,
+    )
     body = {
         "created": created,
         "kernel": _kernel_out(request, kernel),

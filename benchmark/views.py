@@ -10,7 +10,6 @@ from typing import Any
 from django.contrib import messages
 from django.core.exceptions import ValidationError
 from django.core.paginator import Paginator
-from django.db.models import Prefetch
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
@@ -48,30 +47,14 @@ def problem_list(request: HttpRequest) -> HttpResponse:
 @require_GET
 def problem_detail(request: HttpRequest, pk: int) -> HttpResponse:
     problem = services.get_problem_for_user(request.user, pk)
-    kernels = problem.kernels.select_related("author").prefetch_related(
-        Prefetch("evaluations", queryset=services.current_evaluations(), to_attr="current_evaluations")
-    )
-    kernel_rows = []
-    for kernel in kernels:
-        best = {platform: services.best_of(kernel.current_evaluations, platform) for platform in Platform.values}
-        latest = {
-            platform: next((e for e in kernel.current_evaluations if e.platform == platform), None)
-            for platform in Platform.values
-        }
-        # Best correct result per platform; failing or pending kernels show their latest evaluation.
-        cells = [best[platform] or latest[platform] for platform in Platform.values]
-        kernel_rows.append({"kernel": kernel, "best": best, "cells": cells})
-    kernel_rows.sort(key=services.kernel_row_sort_key)
     return render(
         request,
         "benchmark/problem_detail.html",
         {
             "problem": problem,
             "peaks": services.theoretical_peaks(problem),
-            "other_cases": services.visible_problems(request.user)
-            .filter(suite=problem.suite, slug=problem.slug)
-            .exclude(pk=problem.pk),
-            "kernel_rows": kernel_rows,
+            "other_cases": services.other_cases(request.user, problem),
+            "kernel_rows": services.problem_kernel_rows(problem),
             "platforms": Platform.values,
             "can_upload": services.can_create_kernels(request.user),
         },
@@ -80,21 +63,12 @@ def problem_detail(request: HttpRequest, pk: int) -> HttpResponse:
 
 @require_GET
 def kernel_list(request: HttpRequest) -> HttpResponse:
-    kernels = (
-        services.visible_kernels(request.user)
-        .select_related("problem", "author")
-        .prefetch_related(
-            Prefetch("evaluations", queryset=services.current_evaluations(), to_attr="current_evaluations")
-        )
-    )
     origin = request.GET.get("origin", "")
-    if origin in KernelOrigin.values:
-        kernels = kernels.filter(origin=origin)
     problem_filter = request.GET.get("problem", "")
-    if problem_filter.isdigit():
-        kernels = kernels.filter(problem_id=int(problem_filter))
-    if request.GET.get("mine") and request.user.is_authenticated:
-        kernels = kernels.filter(author=request.user)
+    kernels = services.find_kernels(
+        request.user, origin=origin, problem_id=int(problem_filter) if problem_filter.isdigit() else None,
+        mine=bool(request.GET.get("mine")),
+    )
     page = Paginator(kernels, KERNELS_PER_PAGE).get_page(request.GET.get("page"))
     rows = [
         {"kernel": kernel, "latest": {e.platform: e for e in reversed(kernel.current_evaluations)}}
@@ -157,7 +131,7 @@ def kernel_upload(request: HttpRequest) -> HttpResponse:
 @require_GET
 def kernel_detail(request: HttpRequest, pk: int) -> HttpResponse:
     kernel = services.get_kernel_for_user(request.user, pk)
-    evaluations = list(kernel.evaluations.select_related("requested_by", "reviewed_by").order_by("-created", "-id"))
+    evaluations = services.kernel_evaluations(kernel)
     generated = generated_by([kernel])
     selected = None
     if request.GET.get("evaluation", "").isdigit():

@@ -139,10 +139,7 @@ def _run_for(request: HttpRequest, run_id: int, *, write: bool = False) -> Run:
     summary="Queue an optimization run",
 )
 def create_run(request: HttpRequest, payload: RunIn) -> Status:
-    if payload.problem.isdigit():
-        problem = benchmark_services.get_problem_for_user(request.auth, int(payload.problem))
-    else:
-        problem = benchmark_services.get_problem_by_address(payload.problem, request.auth)
+    problem = benchmark_services.get_problem_by_reference(request.auth, payload.problem)
     start_kernel = None
     if payload.start_kernel_id is not None:
         start_kernel = benchmark_services.get_kernel_for_user(request.auth, payload.start_kernel_id)

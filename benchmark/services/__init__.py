@@ -5,7 +5,8 @@ itself. `from benchmark import services` and `from benchmark.services import X` 
 below; each lives in the module of its concern, and the modules depend on each other in this order only:
 
     access        who may see and change what: can_create_kernels, visible_problems/kernels,
-                  get_problem/kernel/evaluation_for_user, parse_problem_address, get_problem_by_address
+                  get_problem/kernel/evaluation_for_user, parse_problem_address, get_problem_by_address,
+                  get_problem_by_reference (id or address), find_problems, other_cases, kernel_evaluations
     evaluations   the evaluation lifecycle and its executor: request_evaluation, run_evaluation_now,
                   get/set_executor, save_result, wait_for_evaluations, evaluation_is_stale,
                   evaluate_source, backend_version, limits_for, reference_limits, reference_size,
@@ -13,8 +14,8 @@ below; each lives in the module of its concern, and the modules depend on each o
     kernels       storing kernels and users' problems: create_kernel, create_custom_problem, upload_kernel,
                   source_sha256, kernel_source_limit, CUSTOM_SUITE  (uses access, evaluations)
     ranking       what counts and what is best: best_evaluation, best_of, preferred_evaluation,
-                  kernel_row_sort_key, theoretical_peaks, current_evaluations, problems_with_baselines
-                  (uses access, evaluations)
+                  kernel_row_sort_key, theoretical_peaks, current_evaluations, problems_with_baselines,
+                  problem_kernel_rows, find_kernels (uses access, evaluations)
     suites        problems in bulk: load_suite, import_nkibench, LoadSummary, ImportSummary, IMPORTED_SUITE
                   (uses evaluations, kernels)
 
@@ -25,10 +26,14 @@ from __future__ import annotations
 
 from benchmark.services.access import (
     can_create_kernels,
+    find_problems,
     get_evaluation_for_user,
     get_kernel_for_user,
     get_problem_by_address,
+    get_problem_by_reference,
     get_problem_for_user,
+    kernel_evaluations,
+    other_cases,
     parse_problem_address,
     visible_kernels,
     visible_problems,
@@ -60,8 +65,10 @@ from benchmark.services.ranking import (
     best_evaluation,
     best_of,
     current_evaluations,
+    find_kernels,
     kernel_row_sort_key,
     preferred_evaluation,
+    problem_kernel_rows,
     problems_with_baselines,
     theoretical_peaks,
 )
@@ -70,11 +77,12 @@ from benchmark.services.suites import IMPORTED_SUITE, ImportSummary, LoadSummary
 __all__ = [
     "CUSTOM_SUITE", "IMPORTED_SUITE", "ImportSummary", "LoadSummary", "backend_version", "best_evaluation",
     "best_of", "can_create_kernels", "create_custom_problem", "create_kernel", "current_evaluations",
-    "evaluate_source", "evaluation_is_stale", "evaluation_request_for", "get_evaluation_for_user",
-    "get_executor", "get_kernel_for_user", "get_problem_by_address", "get_problem_for_user",
-    "import_nkibench", "kernel_row_sort_key", "kernel_source_limit", "limits_for", "load_suite",
-    "parse_problem_address", "preferred_evaluation", "problems_with_baselines", "reference_limits",
-    "reference_size", "request_evaluation", "run_evaluation_now", "save_result", "set_executor",
-    "source_sha256", "theoretical_peaks", "upload_kernel", "visible_kernels", "visible_problems",
-    "wait_for_evaluations"
+    "evaluate_source", "evaluation_is_stale", "evaluation_request_for", "find_kernels", "find_problems",
+    "get_evaluation_for_user", "get_executor", "get_kernel_for_user", "get_problem_by_address",
+    "get_problem_by_reference", "get_problem_for_user", "import_nkibench", "kernel_evaluations",
+    "kernel_row_sort_key", "kernel_source_limit", "limits_for", "load_suite", "other_cases",
+    "parse_problem_address", "preferred_evaluation", "problem_kernel_rows", "problems_with_baselines",
+    "reference_limits", "reference_size", "request_evaluation", "run_evaluation_now", "save_result",
+    "set_executor", "source_sha256", "theoretical_peaks", "upload_kernel", "visible_kernels",
+    "visible_problems", "wait_for_evaluations"
 ]

@@ -88,3 +88,30 @@ def get_problem_by_address(address: str, user: Any = None, *, require_visible: b
         if not Problem.objects.filter(suite=suite).exists():
             hint = f"; suite {suite!r} is not loaded (python manage.py load_suite {suite})"
         raise Http404(f"no problem {suite}/{slug}:{case}{hint}") from None
+
+
+def get_problem_by_reference(user: Any, reference: str) -> Problem:
+    """A problem by id ("12") or address ("silu", "silu:full", "imported/silu:1"), as the API names one."""
+    if reference.isdigit():
+        return get_problem_for_user(user, int(reference))
+    return get_problem_by_address(reference, user)
+
+
+def find_problems(user: Any, *, suite: str = "", case: str = "") -> QuerySet[Problem]:
+    """The problems `user` may see, narrowed to one suite and/or case when given."""
+    problems = visible_problems(user)
+    if suite:
+        problems = problems.filter(suite=suite)
+    if case:
+        problems = problems.filter(case=case)
+    return problems
+
+
+def other_cases(user: Any, problem: Problem) -> QuerySet[Problem]:
+    """The problem's other shape cases (same suite and slug) that `user` may see."""
+    return visible_problems(user).filter(suite=problem.suite, slug=problem.slug).exclude(pk=problem.pk)
+
+
+def kernel_evaluations(kernel: Kernel) -> list[Evaluation]:
+    """A kernel's evaluations, newest first, with who requested and who reviewed each."""
+    return list(kernel.evaluations.select_related("requested_by", "reviewed_by").order_by("-created", "-id"))

@@ -110,8 +110,14 @@ def upload_kernel(
     reference_source: str | None = None,
     kernel_name: str = "",
     reference_name: str = "",
-) -> tuple[Kernel, bool, Evaluation]:
-    """An engineer's upload: store the kernel (under their own reference if given) and start its evaluation."""
+    evaluate: bool = True,
+    wait: bool = False,
+) -> tuple[Kernel, bool, Evaluation | None]:
+    """An engineer's upload: store the kernel (under their own reference if given) and start its evaluation.
+
+    The one path for the upload page, POST /api/kernels and a kernel pasted into the run form. The API may
+    skip the evaluation (`evaluate=False`, then the evaluation is None) or wait for its result (`wait`).
+    """
     if not can_create_kernels(user):
         raise PermissionDenied("only engineers can upload kernels")
     if problem is None:
@@ -119,5 +125,5 @@ def upload_kernel(
             raise ValidationError("choose a problem, or upload your own reference file")
         problem = create_custom_problem(user, reference_source, name=reference_name)
     kernel, created = create_kernel(problem, kernel_source, origin=KernelOrigin.UPLOADED, author=user, name=kernel_name)
-    evaluation = request_evaluation(kernel, platform, user=user)
+    evaluation = request_evaluation(kernel, platform, user=user, wait=wait) if evaluate else None
     return kernel, created, evaluation

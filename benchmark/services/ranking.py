@@ -12,9 +12,9 @@ from typing import Any
 
 from django.db.models import Prefetch, QuerySet
 
-from benchmark.models import Evaluation, Problem
+from benchmark.models import Evaluation, Kernel, KernelOrigin, Problem
 from benchmark.platforms import DEFAULT_BACKEND, DEFAULT_PLATFORM, Platform, get_definition
-from benchmark.services.access import visible_problems
+from benchmark.services.access import visible_kernels, visible_problems
 from benchmark.services.evaluations import backend_version
 
 
@@ -93,3 +93,43 @@ def problems_with_baselines(user: Any, platform: str = DEFAULT_PLATFORM) -> Quer
             )
         )
     )
+
+
+def problem_kernel_rows(problem: Problem) -> list[dict[str, Any]]:
+    """The problem page's table: each kernel with its best rankable result per platform (`best`) and one cell
+    per platform (that result, else the latest evaluation, so failing or pending kernels show something),
+    fastest on the default platform first."""
+    kernels = problem.kernels.select_related("author").prefetch_related(
+        Prefetch("evaluations", queryset=current_evaluations(), to_attr="current_evaluations")
+    )
+    rows = []
+    for kernel in kernels:
+        best = {platform: best_of(kernel.current_evaluations, platform) for platform in Platform.values}
+        latest = {
+            platform: next((e for e in kernel.current_evaluations if e.platform == platform), None)
+            for platform in Platform.values
+        }
+        cells = [best[platform] or latest[platform] for platform in Platform.values]
+        rows.append({"kernel": kernel, "best": best, "cells": cells})
+    rows.sort(key=kernel_row_sort_key)
+    return rows
+
+
+def find_kernels(
+    user: Any, *, origin: str = "", problem_id: int | None = None, mine: bool = False
+) -> QuerySet[Kernel]:
+    """The kernels list: visible kernels with their problem, author and current evaluations (as
+    `current_evaluations`), narrowed by origin (an unknown one does not narrow), problem and, for a
+    signed-in user, authorship."""
+    kernels = (
+        visible_kernels(user)
+        .select_related("problem", "author")
+        .prefetch_related(Prefetch("evaluations", queryset=current_evaluations(), to_attr="current_evaluations"))
+    )
+    if origin in KernelOrigin.values:
+        kernels = kernels.filter(origin=origin)
+    if problem_id is not None:
+        kernels = kernels.filter(problem_id=problem_id)
+    if mine and user is not None and user.is_authenticated:
+        kernels = kernels.filter(author=user)
+    return kernels

@@ -115,3 +115,21 @@ def test_anonymous_callers_cannot_request_evaluations(client, silu_mini, fake_pi
     )
     assert response.status_code == 401
     assert fake_pipeline.calls == []
+
+
+def test_a_kernel_stored_without_evaluating_has_no_evaluation(client, engineer, bearer, fake_pipeline, source):
+    response = client.post(
+        "/api/kernels", {"problem": "silu:mini", "source": source, "evaluate": False},
+        content_type="application/json", headers=bearer(engineer),
+    )
+    assert response.status_code == 201
+    assert response.json()["evaluation"] is None and response.json()["kernel"]["evaluations"] == []
+    assert fake_pipeline.calls == []
+
+
+def test_a_kernel_needs_exactly_one_of_problem_and_reference(client, engineer, bearer, silu_mini, source):
+    for payload in ({"source": source}, {"problem": "silu:mini", "reference_source": "# ref", "source": source}):
+        response = client.post("/api/kernels", payload, content_type="application/json", headers=bearer(engineer))
+        assert response.status_code == 400
+        assert response.json()["detail"].startswith("give either 'problem'")
+    assert not Kernel.objects.filter(source=source).exists()
