@@ -18,7 +18,6 @@ from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from accounts.roles import ENGINEER, require_role
-from benchmark import services as benchmark_services
 from benchmark.diffing import changed_line_count, side_by_side
 from benchmark.models import Kernel
 from benchmark.provenance import evaluation_provenance
@@ -97,7 +96,7 @@ def run_create(request: HttpRequest) -> HttpResponse:
 @require_GET
 def run_estimate(request: HttpRequest) -> HttpResponse:
     """The LLM cost estimate under the run form, re-rendered by htmx as the parameters change."""
-    form = RunForm(request.GET, user=request.user, problems=benchmark_services.visible_problems(request.user))
+    form = RunForm(request.GET, user=request.user, problems=services.launchable_problems(request.user))
     form.is_valid()  # the estimate reads whatever numbers are valid so far
     return render(request, "optimizer/partials/estimate.html", {
         "estimate": _estimate(form), "agent": form.cleaned_data.get("agent"),
