@@ -128,7 +128,7 @@ def _entry_out(entry: MemoryEntry, *, detail: bool = False) -> dict[str, Any]:
                 "changed_by": _user_name(v.changed_by),
                 "changed_at": v.changed_at,
             }
-            for v in entry.versions.select_related("changed_by")
+            for v in services.entry_history(entry)
         ]
     return data
 
@@ -227,5 +227,4 @@ for _name, _action, _summary in (
 
 @router.post("/memory/prune", auth=api_role(CURATOR), response=BulkPruneOut, summary="Prune several entries")
 def bulk_prune(request: HttpRequest, payload: BulkPruneIn) -> dict[str, Any]:
-    entries = services.visible_entries(request.auth).filter(pk__in=payload.ids)
-    return {"pruned": services.prune_entries(entries, request.auth)}
+    return {"pruned": services.prune_visible_entries(request.auth, payload.ids)}

@@ -102,6 +102,11 @@ def entry_families() -> list[str]:
 # --- entries ------------------------------------------------------------------------------------------
 
 
+def entry_history(entry: MemoryEntry, *, newest_first: bool = False) -> QuerySet[MemoryEntryVersion]:
+    """An entry's versions with who made each change, oldest first (newest first if asked)."""
+    return entry.versions.select_related("changed_by").order_by("-number" if newest_first else "number")
+
+
 def content_sha256(slow_kernel: str, fast_kernel: str) -> str:
     digest = hashlib.sha256()
     digest.update(slow_kernel.encode())
@@ -257,6 +262,12 @@ def prune_entries(entries: Iterable[MemoryEntry], user: Any = None) -> int:
         prune_entry(entry, user)
         changed += entry.versions.count() != before
     return changed
+
+
+def prune_visible_entries(user: Any, ids: Iterable[int]) -> int:
+    """Bulk prune by id, as the memory browser and POST /api/memory/prune ask: the entries among `ids` that
+    `user` may see (others are ignored); returns how many changed status."""
+    return prune_entries(visible_entries(user).filter(pk__in=list(ids)), user)
 
 
 def restore_entry(entry: MemoryEntry, user: Any = None) -> MemoryEntry:

@@ -79,7 +79,7 @@ def entry_detail(request: HttpRequest, pk: int) -> HttpResponse:
         "entry": entry,
         "rows": rows,
         "changed": changed_line_count(rows),
-        "versions": entry.versions.select_related("changed_by").order_by("-number"),
+        "versions": services.entry_history(entry, newest_first=True),
         "can_curate": services.can_curate_memory(request.user),
     })
 
@@ -139,8 +139,7 @@ def bulk_prune(request: HttpRequest) -> HttpResponse:
     if not ids:
         messages.error(request, "Select the entries to prune first.")
     else:
-        entries = list(services.visible_entries(request.user).filter(pk__in=ids))
-        changed = services.prune_entries(entries, request.user)
+        changed = services.prune_visible_entries(request.user, ids)
         messages.success(request, f"Pruned {changed} entr{'y' if changed == 1 else 'ies'}; restore any of them from its page.")
     return redirect(_next(request, reverse("memory:entries")))
 
