@@ -3,31 +3,41 @@ by name (the names, with their labels, are `benchmark.platforms.Backend`).
 
 * `simulator` (default): our NKI CPU simulator runs the kernel (`benchmark.nki.simulate`), our
   performance model turns its instruction trace into a latency and a profile (`benchmark.perf.estimate`).
-* `neuron`: real hardware through neuronxcc. Needs a trn host; anywhere else it reports the
-  infrastructure error "neuron backend not available on this host".
+* `neuron`: real Trainium through the Neuron SDK (`benchmark.evaluation.neuron`): compiled and run with
+  `nki.baremetal`, timed with `nki.benchmark`, profiled with `neuron-profile`, one NeuronCore per
+  evaluation. Without a Neuron device it reports an infrastructure error saying so.
 * `null`: calls the kernel as a plain Python function on numpy arrays, with no trace and no latency. It
   exists to test the sandbox and the pipeline without a simulator.
 
-`prepare` and `run` execute inside the kernel child; `profile` inside the profile child; `version` in the
-parent. Timing rules for measured backends are in `summarise_timings` (and docs/evaluation.md).
+`prepare`, `run` and `measure` execute inside the kernel child; `profile` and `measured_profile` inside the
+profile child; `version` and `placement` in the parent. Timing rules for measured backends are in
+`summarise_timings` (and docs/evaluation.md).
 """
 
 from __future__ import annotations
 
-import importlib.util
+import contextlib
 import statistics
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
+from benchmark.evaluation.guards import GuardAllowances
+from benchmark.evaluation.isolation import SandboxExtras
 from benchmark.evaluation.result import ErrorKind
+from benchmark.evaluation.sandbox import Limits
 from benchmark.platforms import Backend
 
 
 class BackendUnavailable(Exception):
-    """The backend cannot run on this host (an infrastructure error, never the kernel's fault)."""
+    """The backend cannot run on this host (an infrastructure error, never the kernel's fault). `retry`: whether
+    another attempt may fare better (a NeuronCore that went away: yes; no Neuron device at all: no)."""
+
+    def __init__(self, message: str, *, retry: bool = False) -> None:
+        super().__init__(message)
+        self.retry = retry
 
 
 class UnstableTiming(Exception):
@@ -52,15 +62,41 @@ class ProfileReport:
     perf_model_version: str
 
 
+@dataclass(frozen=True)
+class Placement:
+    """Where one evaluation attempt's children run, as its backend decides it in the parent: their limits and
+    what is shared with them beyond the sandbox. The simulator and null backends need nothing; the neuron
+    backend leases a NeuronCore for the attempt and shares its device and a directory for the profiler's
+    files (`artefacts`, as the children see it)."""
+
+    kernel_limits: Limits
+    profile_limits: Limits
+    kernel_extras: SandboxExtras | None = None
+    profile_extras: SandboxExtras | None = None
+    artefacts: str = ""
+
+
 class BackendImplementation:
     name: str = ""
     records_trace = False
+    # Measured backends time the kernel once every seed is correct (`measure`, in the kernel child) and read
+    # its profile from files the kernel child left (`measured_profile`, in the profile child).
+    measures = False
 
     def version(self) -> str:
         raise NotImplementedError
 
     def perf_model_version(self) -> str:
         return ""
+
+    @contextlib.contextmanager
+    def placement(self, limits: Limits, platform: str) -> Iterator[Placement]:
+        """In the parent, around one attempt: the children's limits and extras (and what the attempt holds)."""
+        yield Placement(kernel_limits=limits, profile_limits=limits)
+
+    def guard_allowances(self) -> GuardAllowances | None:
+        """What this backend's own SDK needs past the kernel child's audit guard (None: nothing)."""
+        return None
 
     def prepare(self) -> None:
         """Make the kernel's imports resolvable in this (child) process; raise BackendUnavailable."""
@@ -73,6 +109,14 @@ class BackendImplementation:
         return None
 
     def profile(self, trace: Any, platform: str) -> ProfileReport:
+        raise NotImplementedError
+
+    def measure(self, kernel: Callable[..., Any], platform: str) -> float:
+        """Measured backends: the kernel's latency in ms on the inputs of its last run (timing rules below)."""
+        raise NotImplementedError
+
+    def measured_profile(self, artefacts: str, platform: str) -> ProfileReport:
+        """Measured backends: the profile read from the files the kernel child left in `artefacts`."""
         raise NotImplementedError
 
 
@@ -170,49 +214,22 @@ def summarise_timings(samples_ms: Sequence[float], max_spread: float = MAX_TIMIN
     return median
 
 
-class NeuronBackend(BackendImplementation):
-    """Real Trainium through neuronxcc. Untested here (no hardware); the rules are the contract."""
+def _neuron_backend() -> type[BackendImplementation]:
+    # Imported on first use: the neuron package builds on this module.
+    from benchmark.evaluation.neuron import NeuronBackend
 
-    name = Backend.NEURON.value
-
-    def version(self) -> str:
-        try:
-            from importlib.metadata import version
-
-            return f"neuronxcc {version('neuronxcc')}"
-        except Exception:
-            return "neuronxcc unavailable"
-
-    def prepare(self) -> None:
-        if importlib.util.find_spec("neuronxcc") is None:
-            raise BackendUnavailable("neuron backend not available on this host (neuronxcc is not importable)")
-
-    def run(self, kernel: Callable[..., Any], inputs: Sequence[np.ndarray], platform: str) -> BackendRun:
-        import neuronxcc.nki as nki  # real SDK
-
-        run_on_device = nki.baremetal(kernel)
-        outputs = _as_output_tuple(run_on_device(*inputs))
-        benchmarked = nki.benchmark(warmup=WARMUP_ITERATIONS, iters=TIMED_ITERATIONS)(kernel)
-        for _ in range(MAX_TIMING_ATTEMPTS):
-            samples = []
-            for _ in range(MEASUREMENT_REPEATS):
-                benchmarked(*inputs)
-                samples.append(benchmarked.benchmark_result.nc_latency.get_latency_percentile(50) / 1000.0)
-            try:
-                return BackendRun(outputs=outputs, latency_ms=summarise_timings(samples))
-            except UnstableTiming as exc:
-                last = exc
-        raise BackendUnavailable(f"timing on this host is unstable: {last}")
-
-    def profile(self, trace: Any, platform: str) -> ProfileReport:
-        raise BackendUnavailable("the neuron backend measures latency in the kernel child; nothing to profile")
+    return NeuronBackend
 
 
-BACKENDS: dict[str, type[BackendImplementation]] = {b.name: b for b in (SimulatorBackend, NeuronBackend, NullBackend)}
+BACKENDS: dict[str, Callable[[], type[BackendImplementation]]] = {
+    SimulatorBackend.name: lambda: SimulatorBackend, Backend.NEURON.value: _neuron_backend,
+    NullBackend.name: lambda: NullBackend,
+}
 
 
 def get_backend(name: str) -> BackendImplementation:
     try:
-        return BACKENDS[name]()
+        implementation = BACKENDS[name]
     except KeyError:
         raise ValueError(f"unknown backend {name!r}; expected one of {sorted(BACKENDS)}") from None
+    return implementation()()

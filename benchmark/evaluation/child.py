@@ -113,14 +113,15 @@ class KernelRole:
         try:
             self.backend.prepare()
         except BackendUnavailable as exc:
-            return {"ok": False, "kind": "infrastructure_error", "retry": False, "message": str(exc)}, {}
+            return {"ok": False, "kind": "infrastructure_error", "retry": exc.retry, "message": str(exc)}, {}
         _remember_source(KERNEL_FILENAME, header["source"])
         try:
             code = compile(header["source"], KERNEL_FILENAME, "exec")
         except SyntaxError as exc:
             return {"ok": False, "kind": "rejected", "message": f"syntax error: {exc.msg}", "line": exc.lineno}, {}
         if self.guards.get("audit", True):
-            install_audit_guard(_read_roots())
+            # A measured backend's SDK works in this process too; it declares what it needs (GuardAllowances).
+            install_audit_guard(_read_roots(), self.backend.guard_allowances())
         module = types.ModuleType("accelopt_kernel")
         module.__file__ = KERNEL_FILENAME
         if self.guards.get("imports", True):
@@ -160,6 +161,22 @@ class KernelRole:
             reply["trace"] = meta
             out_arrays.update(trace_arrays)
         return reply, out_arrays
+
+    # -- measured backends (neuron) -------------------------------------------------------------------
+
+    def measure(self, header: dict[str, Any], arrays: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+        """Time the loaded kernel on its last inputs; sent by the parent once every seed was correct."""
+        from benchmark.evaluation.backends import BackendUnavailable, UnstableTiming
+
+        try:
+            latency_ms = self.backend.measure(self.kernel, self.platform)
+        except (BackendUnavailable, UnstableTiming) as exc:  # the host's, not the kernel's; retrying rarely helps
+            prefix = "timing on this host is unstable: " if isinstance(exc, UnstableTiming) else ""
+            return {"ok": False, "kind": "infrastructure_error", "retry": getattr(exc, "retry", False),
+                    "message": prefix + str(exc)}, {}
+        except BaseException as exc:  # noqa: BLE001 - reported, not swallowed
+            return _failure(self.classify(exc), exc, KERNEL_FILENAME), {}
+        return {"ok": True, "latency_ms": latency_ms}, {}
 
 
 class ReferenceRole:
@@ -263,6 +280,17 @@ class ProfileRole:
 
         trace = decode_trace(header["trace"], arrays, "trace.")
         report = self.backend.profile(trace, header["platform"])
+        return {"ok": True, "latency_ms": report.latency_ms, "profile": report.profile,
+                "timeline": report.timeline, "perf_model_version": report.perf_model_version}, {}
+
+    def measured_profile(self, header: dict[str, Any], arrays: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+        """A measured backend's profile, from the files the kernel child left in `artefacts` (neuron-profile)."""
+        from benchmark.evaluation.backends import BackendUnavailable
+
+        try:
+            report = self.backend.measured_profile(header["artefacts"], header["platform"])
+        except BackendUnavailable as exc:
+            return {"ok": False, "kind": "infrastructure_error", "retry": exc.retry, "message": str(exc)}, {}
         return {"ok": True, "latency_ms": report.latency_ms, "profile": report.profile,
                 "timeline": report.timeline, "perf_model_version": report.perf_model_version}, {}
 

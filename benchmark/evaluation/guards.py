@@ -20,6 +20,7 @@ import builtins
 import os
 import sys
 from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Any
 
 from benchmark.evaluation.static_check import _import_allowed, attribute_forbidden
@@ -69,22 +70,75 @@ def kernel_builtins() -> dict[str, Any]:
     return namespace
 
 
-def install_audit_guard(read_roots: Iterable[str]) -> None:
-    """Refuse file, process, network and introspection events for the rest of this process's life."""
-    roots = tuple(os.path.realpath(r).rstrip(os.sep) + os.sep for r in read_roots if r)
+@dataclass(frozen=True)
+class GuardAllowances:
+    """What a backend's own SDK does in the kernel's process that the guard would otherwise refuse, declared by
+    the backend (the neuron backend: neuronxcc compiles, writes its NEFF and trace, and starts the compiler and
+    neuron-bench). Only these Python-level guards loosen, and only this far; the OS sandbox is unchanged."""
+
+    read_roots: tuple[str, ...] = ()  # further directories the process may read (the SDK's packages, tools)
+    write_roots: tuple[str, ...] = ()  # directories it may write, create, rename and remove in
+    executables: tuple[str, ...] = ()  # programs it may start, by file name (neuronx-cc, neuron-bench, ...)
+    native_code: bool = False  # ctypes, mmap and environment changes (the SDK's runtime bindings)
+
+
+_WRITE_EVENTS = frozenset({"os.mkdir", "os.remove", "os.rename", "os.rmdir", "os.chdir", "os.truncate",
+                           "shutil.copyfile", "shutil.rmtree", "glob.glob"})
+_NATIVE_EVENTS = frozenset({"mmap.__new__", "os.putenv", "os.unsetenv"})
+
+
+def install_audit_guard(read_roots: Iterable[str], allowances: GuardAllowances | None = None) -> None:
+    """Refuse file, process, network and introspection events for the rest of this process's life (less what
+    a backend's `allowances` name)."""
+    allowed = allowances or GuardAllowances()
+    roots = tuple(os.path.realpath(r).rstrip(os.sep) + os.sep for r in (*read_roots, *allowed.read_roots) if r)
+    write_roots = tuple(os.path.realpath(r).rstrip(os.sep) + os.sep for r in allowed.write_roots if r)
 
     def readable(path: str) -> bool:
         real = os.path.realpath(path)
-        return any(real.startswith(root) for root in roots)
+        return any(real.startswith(root) for root in roots + write_roots)
+
+    def writable(path: Any) -> bool:
+        if not write_roots or not isinstance(path, (str, bytes, os.PathLike)):
+            return False
+        real = os.path.realpath(os.fsdecode(path))
+        return any((real + os.sep).startswith(root) for root in write_roots)
+
+    def may_start(program: Any) -> bool:
+        if not allowed.executables or not isinstance(program, (str, bytes, os.PathLike)):
+            return False
+        return os.path.basename(os.fsdecode(program)) in allowed.executables
+
+    def allowance(event: str, args: tuple[Any, ...]) -> bool:
+        """True when the backend's allowances admit this event (checked before the refusals)."""
+        if event in _WRITE_EVENTS:
+            return bool(args) and writable(args[0]) and (event != "os.rename" or writable(args[1]))
+        if event == "subprocess.Popen":  # (executable, args, cwd, env): without an executable, argv[0]
+            program = args[0] if args and args[0] else None
+            if program is None and len(args) > 1 and args[1]:
+                argv = args[1]
+                program = argv.split()[0] if isinstance(argv, (str, bytes)) else next(iter(argv), None)
+            return may_start(program)
+        if event in ("os.posix_spawn", "os.exec"):
+            return bool(args) and may_start(args[0])
+        if allowed.native_code and (event in _NATIVE_EVENTS or event.startswith(("ctypes.", "_ctypes."))):
+            return True
+        return False
 
     def hook(event: str, args: tuple[Any, ...]) -> None:
+        if allowances is not None and event != "open" and allowance(event, args):
+            return
         if event == "open":
             path, mode, flags = (tuple(args) + (None, None, None))[:3]
             if isinstance(path, int):
+                if allowed.executables:  # the pipes of a program the SDK started (subprocess wraps their fds)
+                    return
                 raise GuardViolation(f"opening file descriptor {path} is not allowed in the evaluation sandbox")
             writing = (isinstance(mode, str) and any(c in mode for c in "wax+")) or (
                 isinstance(flags, int) and flags & _WRITE_FLAGS)
             path_text = os.fsdecode(path) if isinstance(path, (str, bytes, os.PathLike)) else str(path)
+            if writing and writable(path_text):
+                return
             if writing or not readable(path_text):
                 raise GuardViolation(f"opening {path_text!r} is not allowed in the evaluation sandbox")
         elif event in ("os.listdir", "os.scandir"):

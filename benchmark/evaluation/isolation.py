@@ -35,6 +35,7 @@ import subprocess
 import sys
 import threading
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from benchmark.evaluation.sandbox_user import ALLOW_ROOT_VARIABLE, SETUP_COMMAND, SandboxUnavailable, UidLease
@@ -60,6 +61,40 @@ NAMESPACE_HINT = (
     "kernel.apparmor_restrict_unprivileged_userns=0` (Ubuntu 23.10+); in a container, allow unshare/clone "
     "(Docker: `--security-opt seccomp=unconfined --security-opt apparmor=unconfined`, or --privileged). "
     "Then check with `make sandbox`")
+
+
+@dataclass(frozen=True)
+class SandboxExtras:
+    """What a backend shares with its children beyond the sandbox above, declared by the backend (the neuron
+    backend: its device nodes and the profiler's files; docs/evaluation.md section 2). Nothing else changes:
+    the namespaces, the uid, the read-only root and the limits stay as they are.
+
+    Paths are (host path, path in the child). Under the opt-out there is no mount namespace, so the binds
+    do nothing and the child uses the host paths; only `environment` and `python_path` apply."""
+
+    devices: tuple[tuple[str, str], ...] = ()  # device nodes, bound with device access (--dev-bind)
+    read_only: tuple[tuple[str, str], ...] = ()  # e.g. the SDK's tools, sysfs entries of the devices
+    read_write: tuple[tuple[str, str], ...] = ()  # one directory per evaluation for the profiler's files
+    environment: tuple[tuple[str, str], ...] = ()  # added to the child's scrubbed environment
+    python_path: tuple[str, ...] = ()  # put before PYTHONPATH, bound read-only at the same path
+
+
+def extra_bind_arguments(extras: SandboxExtras | None, bound: Sequence[str]) -> tuple[list[str], list[str]]:
+    """bwrap options for `extras`: the device binds (before /dev is made read-only) and the others."""
+    if extras is None:
+        return [], []
+    devices: list[str] = []
+    for host, inside in extras.devices:
+        devices += ["--dev-bind", host, inside]
+    others: list[str] = []
+    for path in extras.python_path:
+        if not _is_under(path, bound):
+            others += ["--ro-bind", path, path]
+    for host, inside in extras.read_only:
+        others += ["--ro-bind", host, inside]
+    for host, inside in extras.read_write:
+        others += ["--bind", host, inside]
+    return devices, others
 
 
 def var_dir() -> Path:
@@ -120,7 +155,7 @@ def _is_under(path: str, parents: Sequence[str]) -> bool:
     return any(path == p or path.startswith(p.rstrip("/") + "/") for p in parents)
 
 
-def bwrap_arguments(bwrap: str, scratch_bytes: int) -> list[str]:
+def bwrap_arguments(bwrap: str, scratch_bytes: int, extras: SandboxExtras | None = None) -> list[str]:
     """bwrap and its options up to (not including) the command."""
     known = _bwrap_options(bwrap)
     args = [bwrap, "--unshare-user", "--unshare-ipc", "--unshare-pid", "--unshare-uts", "--unshare-cgroup-try",
@@ -140,14 +175,15 @@ def bwrap_arguments(bwrap: str, scratch_bytes: int) -> list[str]:
     hidden = str(var_dir())
     if _is_under(hidden, binds) and os.path.isdir(hidden):
         args += ["--tmpfs", hidden, "--remount-ro", hidden]
-    args += ["--proc", "/proc", "--dev", "/dev", "--remount-ro", "/dev"]
+    device_binds, extra_binds = extra_bind_arguments(extras, binds)
+    args += ["--proc", "/proc", "--dev", "/dev", *device_binds, "--remount-ro", "/dev"]
     if "--size" in known:
         args += ["--size", str(int(scratch_bytes))]
-    args += ["--tmpfs", SCRATCH, "--chdir", SCRATCH, "--remount-ro", "/"]
+    args += ["--tmpfs", SCRATCH, *extra_binds, "--chdir", SCRATCH, "--remount-ro", "/"]
     return args
 
 
-def command(argv: Sequence[str], scratch_bytes: int) -> list[str]:
+def command(argv: Sequence[str], scratch_bytes: int, extras: SandboxExtras | None = None) -> list[str]:
     """`argv` wrapped in its namespaces. Raises SandboxUnavailable when bwrap or unshare is missing."""
     found = tools()
     missing = [name for name, path in found.items() if path is None]
@@ -158,7 +194,7 @@ def command(argv: Sequence[str], scratch_bytes: int) -> list[str]:
             f"{OPT_OUT_HINT}")
     # The network namespace is unshare's: bwrap's --unshare-net would bring the loopback device up.
     return [found["unshare"], "--user", "--map-current-user", "--net", "--",
-            *bwrap_arguments(found["bwrap"], scratch_bytes), "--", *argv]
+            *bwrap_arguments(found["bwrap"], scratch_bytes, extras), "--", *argv]
 
 
 def popen_credentials(lease: UidLease | None) -> dict[str, object]:

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from benchmark.evaluation import checks
-from benchmark.evaluation.backends import BackendImplementation, get_backend
+from benchmark.evaluation.backends import BackendImplementation, BackendUnavailable, Placement, get_backend
 from benchmark.evaluation.inputs import DISTRIBUTIONS, MIN_SEEDS, draw_seeds, plan_distributions
 from benchmark.evaluation.result import STATUS_FAILED, STATUS_OK, ErrorKind, EvaluationResult
 from benchmark.evaluation.sandbox import ChildError, ChildProcess, Limits
@@ -116,10 +116,15 @@ class _Attempt:
         # All children start together, so their interpreter start-ups overlap; the profile child (our code
         # only) waits for the trace while the kernel runs.
         with contextlib.ExitStack() as children:
+            # The backend's placement holds what the attempt runs on (the neuron backend: one NeuronCore) until
+            # the children are gone, and says what the kernel and profile children share beyond the sandbox.
+            placement = self.place(children)
             reference = children.enter_context(ChildProcess("reference", config, self.limits))
-            kernel = children.enter_context(ChildProcess("kernel", config, self.limits))
-            profiler = (children.enter_context(ChildProcess("profile", {"backend": self.backend.name}, self.limits))
-                        if self.backend.records_trace else None)
+            kernel = children.enter_context(ChildProcess("kernel", config, placement.kernel_limits,
+                                                         placement.kernel_extras))
+            profiler = (children.enter_context(ChildProcess("profile", {"backend": self.backend.name},
+                                                            placement.profile_limits, placement.profile_extras))
+                        if self.backend.records_trace or self.backend.measures else None)
             self.load_reference(reference)
             self.load_kernel(kernel)
             # One seed at a time, everything of a seed dropped before the next: the parent's memory is a
@@ -132,8 +137,27 @@ class _Attempt:
                     trace = {"instructions": len(trace["arrays"]["trace.col.engine"])}
                 traces.append(trace)
                 del trace
+            if self.backend.measures:  # timed only once every seed is correct
+                traces = [self.measure(kernel, placement.artefacts)]
             kernel.close()
             return self.profile(traces, profiler)
+
+    def place(self, children: contextlib.ExitStack) -> Placement:
+        try:
+            return children.enter_context(self.backend.placement(self.limits, self.platform))
+        except BackendUnavailable as exc:
+            raise self.fail(ErrorKind.INFRASTRUCTURE_ERROR, str(exc), retry=exc.retry) from None
+
+    def measure(self, kernel: ChildProcess, artefacts: str) -> dict[str, Any]:
+        """A measured backend's latency, timed in the kernel child on the last seed's inputs."""
+        correct = {"compiled": True, "runnable": True, "correct": True}
+        try:
+            measured, _ = kernel.request({"op": "measure"})
+        except ChildError as exc:
+            raise self.child_failed(exc, "kernel", **correct) from None
+        if not measured["ok"]:
+            raise self.kernel_reply_failed(measured, **correct)
+        return {"measured_ms": float(measured["latency_ms"]), "artefacts": artefacts}
 
     def load_reference(self, reference: ChildProcess) -> None:
         try:
@@ -329,6 +353,23 @@ class _Attempt:
                                 detail=report.get("detail", ""), retry=True, **correct)
             latency_ms, profile, timeline = report["latency_ms"], report["profile"], report["timeline"]
             perf_version = report.get("perf_model_version") or perf_version
+        elif first is not None and "measured_ms" in first:
+            # Measured on the device; the profile is read from the files the kernel child left, in the profile
+            # child (only our code and the profiler run there), and marked measured by the backend.
+            latency_ms = first["measured_ms"]
+            if profiler is None:
+                raise self.fail(ErrorKind.INFRASTRUCTURE_ERROR, f"backend {self.backend.name!r} measures but has "
+                                "no profiler", **correct)
+            profiler.restart_clock()
+            try:
+                report, _ = profiler.request({"op": "measured_profile", "platform": self.platform,
+                                              "artefacts": first["artefacts"]})
+            except ChildError as exc:
+                raise self.child_failed(exc, "profile", **correct) from None
+            if not report["ok"]:
+                raise self.fail(ErrorKind.INFRASTRUCTURE_ERROR, f"the profiler failed: {report['message']}",
+                                detail=report.get("detail", ""), retry=report.get("retry", True), **correct)
+            profile = report["profile"]
         elif first is not None:
             latency_ms = first["latency_ms"]
 

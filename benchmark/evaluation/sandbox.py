@@ -65,7 +65,7 @@ class ChildError(Exception):
         self.diagnostics = diagnostics
 
 
-def child_environment(private_dir: str) -> dict[str, str]:
+def child_environment(private_dir: str, extras: isolation.SandboxExtras | None = None) -> dict[str, str]:
     env = {
         "PATH": "/usr/local/bin:/usr/bin:/bin",
         "LANG": "C.UTF-8",
@@ -76,6 +76,9 @@ def child_environment(private_dir: str) -> dict[str, str]:
         "TMPDIR": private_dir,
     }
     env.update({name: "1" for name in _THREAD_VARS})
+    if extras is not None:  # a backend's declared additions (SandboxExtras), nothing from our own environment
+        env.update(dict(extras.environment))
+        env["PYTHONPATH"] = os.pathsep.join([*extras.python_path, PROJECT_ROOT])
     return env
 
 
@@ -103,7 +106,9 @@ class _StderrTail(threading.Thread):
 class ChildProcess:
     """One sandboxed `benchmark.evaluation.child` process with a given role."""
 
-    def __init__(self, role: str, config: dict[str, Any], limits: Limits) -> None:
+    def __init__(self, role: str, config: dict[str, Any], limits: Limits,
+                 extras: isolation.SandboxExtras | None = None) -> None:
+        """`extras`: what the backend shares with this child beyond the sandbox (isolation.SandboxExtras)."""
         self.role = role
         self.limits = limits
         self.deadline = time.monotonic() + limits.wall_seconds
@@ -121,7 +126,7 @@ class ChildProcess:
                 if os.geteuid() == 0:
                     self.lease = lease_uid()
                 isolation.ensure_available(self.lease)
-                argv = isolation.command(argv, limits.scratch_bytes)
+                argv = isolation.command(argv, limits.scratch_bytes, extras)
                 cwd, home = "/", isolation.SCRATCH
             else:
                 self.private_dir = tempfile.mkdtemp(prefix=f"accelopt-{role}-")
@@ -129,7 +134,7 @@ class ChildProcess:
                 cwd = home = self.private_dir
             self.proc = subprocess.Popen(
                 argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=cwd,
-                env=child_environment(home), start_new_session=True, close_fds=True,
+                env=child_environment(home, extras), start_new_session=True, close_fds=True,
                 **isolation.popen_credentials(self.lease),
             )
         except BaseException as exc:

@@ -74,7 +74,7 @@ def test_a_worker_that_keeps_dying_is_an_infrastructure_error_never_a_kernel_res
 def test_a_missing_hardware_backend_is_ours_and_not_retried() -> None:
     result = evaluate(NUMPY_ADD_KERNEL, ADD_REFERENCE, backend="neuron", limits=FAST_LIMITS)
     assert result.error_kind is ErrorKind.INFRASTRUCTURE_ERROR
-    assert result.error_message == "neuron backend not available on this host (neuronxcc is not importable)"
+    assert result.error_message.startswith("neuron backend not available on this host: no Neuron device")
     assert result.attempts == 1
     assert not result.is_kernel_result
 
