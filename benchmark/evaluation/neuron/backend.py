@@ -54,7 +54,7 @@ from benchmark.evaluation.backends import (
 from benchmark.evaluation.guards import GuardAllowances
 from benchmark.evaluation.isolation import SandboxExtras, isolation_required
 from benchmark.evaluation.neuron import cores, summary
-from benchmark.evaluation.neuron.failures import NeuronFailure, classified
+from benchmark.evaluation.neuron.failures import DEVICE_LOST_MARK, NeuronFailure, classified
 from benchmark.evaluation.neuron.host import NeuronHost, artefact_root
 from benchmark.evaluation.result import ErrorKind
 from benchmark.evaluation.sandbox import Limits
@@ -96,6 +96,7 @@ class NeuronBackend(BackendImplementation):
     def __init__(self) -> None:
         self._runs = 0
         self._last_inputs: list[Any] | None = None
+        self._nodes: tuple[str, ...] = ()  # the device nodes the kernel child saw before the guard went up
 
     # -- parent -------------------------------------------------------------------------------------
 
@@ -125,8 +126,8 @@ class NeuronBackend(BackendImplementation):
         try:
             yield self._placement(host, limits, lease.core, directory)
         except BaseException as exc:
-            if getattr(exc, "retry", False):  # a retried infrastructure failure: retry on another core
-                lease.quarantine()
+            if getattr(exc, "retry", False) and DEVICE_LOST_MARK in _message(exc):
+                lease.quarantine()  # the core went bad: the retry leases another one
             raise
         finally:
             lease.release()
@@ -193,9 +194,10 @@ class NeuronBackend(BackendImplementation):
             raise BackendUnavailable("neuron backend not available on this host (neuronxcc is not importable)")
         if not os.environ.get("NEURON_RT_VISIBLE_CORES"):
             raise BackendUnavailable("the kernel child was not pinned to a NeuronCore (NEURON_RT_VISIBLE_CORES)")
-        if not self._device_nodes():
-            raise BackendUnavailable("no Neuron device is visible in the evaluation sandbox (/dev/neuron*)",
-                                     retry=True)
+        self._nodes = self._device_nodes()
+        if not self._nodes:
+            raise BackendUnavailable(f"{DEVICE_LOST_MARK}: no Neuron device is visible in the evaluation sandbox "
+                                     "(/dev/neuron*)", retry=True)
 
     def _device_nodes(self) -> tuple[str, ...]:
         directory = os.environ.get(ENV_DEV_DIR, "/dev")
@@ -259,10 +261,10 @@ class NeuronBackend(BackendImplementation):
             if "not allowed" in str(exc):
                 raise
             raise classified(exc, neff_written=neff is not None and os.path.exists(neff),
-                             device_nodes=self._device_nodes()) from None
+                             device_nodes=self._nodes) from None
         except Exception as exc:  # noqa: BLE001 - every SDK failure is classified
             written = neff is None or os.path.exists(neff)  # timing runs an already compiled kernel
-            raise classified(exc, neff_written=written, device_nodes=self._device_nodes()) from None
+            raise classified(exc, neff_written=written, device_nodes=self._nodes) from None
 
     def classify(self, exc: BaseException) -> ErrorKind | None:
         return exc.kind if isinstance(exc, NeuronFailure) else None
@@ -280,6 +282,12 @@ class NeuronBackend(BackendImplementation):
         except (summary.ProfilerFailed, summary.SummaryError) as exc:
             raise BackendUnavailable(str(exc), retry=True) from None
         return ProfileReport(latency_ms=None, profile=profile, timeline=None, perf_model_version="")
+
+
+def _message(exc: BaseException) -> str:
+    """The message of a pipeline stop (its result's) or of any exception."""
+    result = getattr(exc, "result", None)
+    return str(getattr(result, "error_message", "") or exc)
 
 
 def _under(path: str, parent: str) -> bool:

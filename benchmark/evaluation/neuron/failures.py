@@ -82,8 +82,11 @@ def classify_failure(message: str, *, neff_written: bool, device_nodes: tuple[st
     return ErrorKind.COMPILE_ERROR
 
 
+# Starts the message of every failure that sets its NeuronCore aside (cores.py) for the retry.
+DEVICE_LOST_MARK = "the NeuronCore became unusable"
+
 _PREFIX = {
-    ErrorKind.INFRASTRUCTURE_ERROR: "the NeuronCore became unusable (retried on another core): ",
+    ErrorKind.INFRASTRUCTURE_ERROR: f"{DEVICE_LOST_MARK} (retried on another core): ",
     ErrorKind.TIMEOUT: "the kernel did not finish on the device within NEURON_RT_EXEC_TIMEOUT: ",
     ErrorKind.RUNTIME_ERROR: "the kernel failed on the device: ",
     ErrorKind.COMPILE_ERROR: "the kernel did not compile: ",
