@@ -3,7 +3,9 @@
 `calibrate(nkibench_dir, ...)` reads a directory laid out like the public AccelOpt repository's NKIBench/
 (`summary.json`, `kernels/`, `reference/`), simulates each baseline kernel once (slow: the simulator runs the
 full-size problem) and caches its trace, replays it, and compares with the measured CSV row of the same
-problem and shape. The management command `calibrate` only parses options and prints this module's result.
+problem and shape. `refit_from_measurements(nkibench_dir, csv)` refits the model's [FIT] constants to a
+calibration CSV (the shipped one, or one `manage.py hardware_check` wrote on a Trainium host) on the same
+cached traces. The management command `calibrate` only parses options and prints this module's results.
 """
 
 from __future__ import annotations
@@ -13,9 +15,10 @@ import importlib.util
 import json
 import math
 import pickle
+import re
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -266,3 +269,223 @@ def format_report(report: CalibrationReport) -> str:
     lines.append(f"median |log(pred/measured)| = {mae}   Spearman = {rho}   over "
                  f"{sum(c.log_error is not None for c in report.cases)} problems")
     return "\n".join(lines)
+
+
+# --- refitting the [FIT] constants from a measurements file -------------------------------------------------
+# `manage.py calibrate --measurements FILE`: the fit measurements/fit_perf_model.py did by hand, as a library
+# step, so a team with Trainium hardware can refit the model from its own `manage.py hardware_check` CSV.
+# A coordinate descent over a small grid per constant (the grid the perf-2 fit searched), from the current
+# constants, minimising the median |log(predicted / measured)| with a penalty when the Spearman rank
+# correlation falls under 0.9. Fourteen points: a calibration, not a measurement of the hardware.
+
+CALIBRATION_COLUMNS = ("problem", "shape", "latency_ms", *COMPARED_COUNTERS)  # the CSV's header, in order
+
+FIT_GRID: dict[str, tuple[float, ...]] = {
+    "reciprocal_cycles_per_elem": (3.0, 3.5, 4.0),
+    "nl_binary_cycles_per_elem": (1.2, 1.33, 1.5),
+    "tensor_efficiency": (0.65, 0.7, 0.75, 0.8, 1.0),
+    "engine_dispatch_cycles": (0.0, 32.0, 64.0),
+    "dma_efficiency": (0.7, 0.85, 1.0),
+    "dma_fixed_s": (1e-6, 2e-6, 4e-6),
+    "sbuf_usable_fraction": (0.8, 0.9, 1.0),
+}
+SPEARMAN_FLOOR = 0.9
+# How much better a refit must score to be a different fit. The timing rule lets a measurement spread 1%
+# (docs/evaluation.md, section 4), so each log error is known to about 0.01: constants whose objectives are
+# closer than that cannot be told apart by the measurements, and the current ones are kept.
+OBJECTIVE_TOLERANCE = 0.01
+
+
+def fitting_tolerance(value: float, grid: Iterable[float]) -> float:
+    """How far a refit value may lie from `value` and still be the same fit: half the gap to the nearest
+    other grid point (the grid cannot tell values closer than that apart)."""
+    others = [abs(g - value) for g in grid if not math.isclose(g, value, rel_tol=1e-9, abs_tol=1e-15)]
+    return min(others) / 2 if others else abs(value) * 0.5
+
+
+def fit_objective(median_abs_log_error: float, rho: float | None) -> float:
+    return median_abs_log_error + (0.5 * (SPEARMAN_FLOOR - rho) if rho is not None and rho < SPEARMAN_FLOOR else 0.0)
+
+
+@dataclass
+class FitResult:
+    platform: str
+    start_version: str
+    version: str  # the model version these constants are: the start's when they reproduce it, else the next
+    constants: dict[str, float]
+    start: dict[str, float]
+    tolerance: dict[str, float]
+    median_abs_log_error: float
+    spearman: float | None
+    start_median_abs_log_error: float
+    start_spearman: float | None
+    cases: list[dict[str, float | str]]
+    measurements: str  # the file, and its sha256
+    measurements_sha256: str
+
+    @property
+    def objective(self) -> float:
+        return fit_objective(self.median_abs_log_error, self.spearman)
+
+    @property
+    def start_objective(self) -> float:
+        return fit_objective(self.start_median_abs_log_error, self.start_spearman)
+
+    @property
+    def changed(self) -> dict[str, tuple[float, float]]:
+        """Constants the refit moved to another grid point (whether that matters: `reproduces`)."""
+        return {name: (self.start[name], value) for name, value in self.constants.items()
+                if abs(value - self.start[name]) > self.tolerance[name]}
+
+    @property
+    def reproduces(self) -> bool:
+        """The measurements cannot tell the current constants from the refit's: they score within
+        OBJECTIVE_TOLERANCE of them (or the refit moved nothing)."""
+        return not self.changed or self.start_objective - self.objective <= OBJECTIVE_TOLERANCE
+
+    def to_dict(self) -> dict:
+        data = asdict(self)
+        data["reproduces"] = self.reproduces
+        data["changed"] = {k: list(v) for k, v in self.changed.items()}
+        data["objective"], data["start_objective"] = self.objective, self.start_objective
+        data["objective_tolerance"] = OBJECTIVE_TOLERANCE
+        return data
+
+
+def _scores(platform: NeuronCoreSpec, prepared: list[PreparedTrace],
+            measured: list[float]) -> tuple[float, float | None, list[float]]:
+    predicted = [estimate(p, platform).latency_ms for p in prepared]
+    errors = [math.log(p / m) for p, m in zip(predicted, measured, strict=True)]
+    return float(np.median(np.abs(errors))), spearman(predicted, measured), predicted
+
+
+def next_version(version: str) -> str:
+    """perf-2 -> perf-3 (a version without a trailing number gets "-refit")."""
+    match = re.fullmatch(r"(.*?)(\d+)", version)
+    return f"{match.group(1)}{int(match.group(2)) + 1}" if match else f"{version}-refit"
+
+
+def refit(prepared: list[PreparedTrace], measured: list[float], start: NeuronCoreSpec, *,
+          grid: dict[str, tuple[float, ...]] = FIT_GRID, rounds: int = 3) -> tuple[NeuronCoreSpec, int]:
+    """The constants of `grid` fitted to `measured` latencies (ms) by coordinate descent from `start`; also
+    the number of rounds run. A value is taken only when it lowers the objective."""
+    best = start
+    mae, rho, _ = _scores(best, prepared, measured)
+    best_objective = fit_objective(mae, rho)
+    done = 0
+    for _ in range(rounds):
+        done += 1
+        improved = False
+        for name, values in grid.items():
+            for value in values:
+                if math.isclose(value, getattr(best, name), rel_tol=1e-12, abs_tol=0.0):
+                    continue  # the current value: its objective is known
+                trial = replace(best, **{name: value})
+                mae, rho, _ = _scores(trial, prepared, measured)
+                objective = fit_objective(mae, rho)
+                if objective < best_objective - 1e-6:
+                    best, best_objective, improved = trial, objective, True
+        if not improved:
+            break
+    return best, done
+
+
+def refit_from_measurements(
+    nkibench_dir: Path,
+    measurements_csv: Path,
+    *,
+    platform: str | NeuronCoreSpec = "trn1",
+    cache_dir: Path | None = DEFAULT_CACHE,
+    rounds: int = 3,
+    simulate: Callable[[Case, str], Trace] = simulate_case,
+) -> FitResult:
+    """Refit the [FIT] constants to the latencies of a calibration CSV (hardware_check's, or the shipped one),
+    on the traces of the same kernels (simulated once, then cached like `calibrate`'s)."""
+    start = platform if isinstance(platform, NeuronCoreSpec) else get_core_spec(platform)
+    measurements = load_measurements(measurements_csv)
+    cases, prepared, measured = [], [], []
+    for case in discover_cases(nkibench_dir):
+        row = measurements.get(case.key)
+        if row is None or not row.get("latency_ms"):
+            continue
+        trace, _ = cached_trace(case, start.name, cache_dir, simulate)
+        cases.append(case)
+        prepared.append(prepare(trace))
+        measured.append(float(row["latency_ms"]))
+    if len(cases) < 3:
+        raise ValueError(f"calibrate: {measurements_csv} measures {len(cases)} of the kernels in {nkibench_dir}; "
+                         "a refit needs at least 3 (hardware_check and calibrate must use the same --nkibench)")
+    start_mae, start_rho, _ = _scores(start, prepared, measured)
+    fitted, _ = refit(prepared, measured, start, rounds=rounds)
+    mae, rho, predicted = _scores(fitted, prepared, measured)
+    constants = {name: float(getattr(fitted, name)) for name in FIT_GRID}
+    initial = {name: float(getattr(start, name)) for name in FIT_GRID}
+    tolerance = {name: fitting_tolerance(initial[name], FIT_GRID[name]) for name in FIT_GRID}
+    result = FitResult(
+        platform=start.name, start_version=PERF_MODEL_VERSION, version=PERF_MODEL_VERSION, constants=constants,
+        start=initial, tolerance=tolerance, median_abs_log_error=mae, spearman=rho,
+        start_median_abs_log_error=start_mae, start_spearman=start_rho,
+        cases=[{"problem": c.problem, "key": c.key, "measured_ms": m, "predicted_ms": p, "log_error": math.log(p / m)}
+               for c, m, p in zip(cases, measured, predicted, strict=True)],
+        measurements=str(measurements_csv),
+        measurements_sha256=hashlib.sha256(Path(measurements_csv).read_bytes()).hexdigest(),
+    )
+    if not result.reproduces:
+        result.version = next_version(PERF_MODEL_VERSION)
+    return result
+
+
+def record_fit(result: FitResult, directory: Path) -> Path:
+    """Write the fit as `<directory>/<version>-<platform>-<measurements sha8>.json`: the model version it is,
+    the constants, what changed and the scores. Applying it is a reviewed commit: the constants into
+    benchmark/hardware.py, the version into PERF_MODEL_VERSION (docs/operations.md)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / f"{result.version}-{result.platform}-{result.measurements_sha256[:8]}.json"
+    path.write_text(json.dumps(result.to_dict(), indent=2) + "\n")
+    return path
+
+
+def format_fit(result: FitResult) -> str:
+    lines = [f"platform {result.platform}, refit of {result.start_version} from {result.measurements}",
+             f"{'constant':30} {'current':>12} {'refit':>12} {'tolerance':>10}"]
+    for name, value in result.constants.items():
+        mark = "" if name not in result.changed else "  changed"
+        lines.append(f"{name:30} {result.start[name]:>12.4g} {value:>12.4g} {result.tolerance[name]:>10.3g}{mark}")
+    rho = f"{result.spearman:.3f}" if result.spearman is not None else "-"
+    start_rho = f"{result.start_spearman:.3f}" if result.start_spearman is not None else "-"
+    lines.append(f"median |log(pred/measured)| {result.start_median_abs_log_error:.3f} -> "
+                 f"{result.median_abs_log_error:.3f}, Spearman {start_rho} -> {rho}, over {len(result.cases)} problems; "
+                 f"objective {result.start_objective:.4f} -> {result.objective:.4f} (tolerance {OBJECTIVE_TOLERANCE})")
+    if result.reproduces:
+        lines.append(f"the refit reproduces {result.start_version}'s constants within their fitting tolerance (the "
+                     "measurements cannot tell them apart): no new model version")
+    else:
+        lines.append(f"new model version {result.version}: copy the changed constants into benchmark/hardware.py "
+                     f"and set PERF_MODEL_VERSION = {result.version!r} (benchmark/perf/__init__.py)")
+    return "\n".join(lines)
+
+
+def calibration_row(problem: str, shape: dict[str, int], latency_ms: float, profile: dict[str, object]) -> dict[str, str]:
+    """One row of a calibration CSV (the columns of measurements/data/trn1_nkibench_baselines.csv); a counter
+    the profile lacks is left blank, as the shipped CSV leaves it."""
+    row = {"problem": problem, "shape": json.dumps(dict(sorted(shape.items()))), "latency_ms": _csv_number(latency_ms)}
+    for name in COMPARED_COUNTERS:
+        value = profile.get(name)
+        row[name] = _csv_number(value) if isinstance(value, int | float) and not isinstance(value, bool) else ""
+    return row
+
+
+def _csv_number(value: float) -> str:
+    number = float(value)
+    return str(int(number)) if number.is_integer() and abs(number) < 2**53 else repr(number)
+
+
+def write_calibration_csv(rows: Iterable[dict[str, str]], path: Path) -> Path:
+    import csv
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=list(CALIBRATION_COLUMNS), lineterminator="\n")
+        writer.writeheader()
+        writer.writerows(rows)
+    return path
