@@ -8,6 +8,7 @@ typo fails at start-up instead of quietly running with a default.
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import secrets
 from pathlib import Path
@@ -78,6 +79,17 @@ def env_list(name: str, default: list[str]) -> list[str]:
     if value is None:
         return list(default)
     return [item.strip() for item in value.split(",") if item.strip()]
+
+
+def env_json(name: str, default: Any) -> Any:
+    """A JSON value (object, list, number...), for structured settings such as resources per backend."""
+    value = _raw(name)
+    if value is None:
+        return default
+    try:
+        return json.loads(value)
+    except json.JSONDecodeError as error:
+        raise ImproperlyConfigured(f"{name} must be JSON ({error.msg} at column {error.colno}); got {value!r}") from None
 
 
 def env_secret(name: str, default: str = "") -> str:

@@ -10,8 +10,9 @@ from __future__ import annotations
 from typing import Any
 
 from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
 
-from accelopt_site.env import env_bool, env_int
+from accelopt_site.env import env_bool, env_int, env_json, env_str
 
 MIB = 1024 * 1024
 # A problem whose inputs and outputs move more than this many HBM bytes gets the large limits: the
@@ -58,3 +59,26 @@ def stale_after_seconds() -> int:
     """A pending evaluation this process is not running, older than this, is taken to be orphaned."""
     return int(_setting("ACCELOPT_EVALUATION_STALE_AFTER_S",
                         lambda: env_int("ACCELOPT_EVALUATION_STALE_AFTER_S", 2 * timeout_seconds(True) + 600, minimum=1)))
+
+
+def ray_address() -> str:
+    """The Ray cluster evaluations run on ("head-host:6379", or "auto" on a node of it); empty: this
+    process's local executor (the embedded default, no Ray needed)."""
+    return str(_setting("ACCELOPT_RAY_ADDRESS", lambda: env_str("ACCELOPT_RAY_ADDRESS", "")))
+
+
+def ray_resources() -> dict[str, Any]:
+    """What one evaluation reserves on a Ray node, per backend: `ResourceSpec`s from JSON over the defaults in
+    benchmark.evaluation.ray_cluster, e.g. {"simulator": {"num_cpus": 1, "memory_mb": 2048}}."""
+    from benchmark.evaluation.ray_cluster import parse_resources  # pure: Ray itself is not imported
+
+    data = _setting("ACCELOPT_RAY_RESOURCES", lambda: env_json("ACCELOPT_RAY_RESOURCES", {}))
+    try:
+        return parse_resources(data)
+    except ValueError as error:
+        raise ImproperlyConfigured(f"ACCELOPT_RAY_RESOURCES: {error}") from None
+
+
+def ray_max_retries() -> int:
+    """Times an evaluation whose Ray worker or node died is tried again before it is an infrastructure error."""
+    return int(_setting("ACCELOPT_RAY_MAX_RETRIES", lambda: env_int("ACCELOPT_RAY_MAX_RETRIES", 2, minimum=0)))

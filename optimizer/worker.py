@@ -7,7 +7,9 @@
   the benchmark cache and memory entries are keyed, so nothing is evaluated or remembered twice. An
   evaluation the dead worker left running is restarted at once by the taker (DjangoEvaluator): its
   result died with that process, whether or not the pipeline had finished computing it.
-* Between two steps the worker honours cancel and pause requests (optimizer.services sets the flags).
+* Between two steps the worker honours cancel and pause requests (optimizer.services sets the flags). A
+  cancel that arrives while a step waits on evaluations stops it at once: the evaluator withdraws the
+  run's evaluations from the executor (on Ray, their tasks are killed) and the step is dropped.
 * Embedded mode (default): `EmbeddedWorkerMiddleware` wraps the ASGI application and starts one worker
   as an asyncio task in the web process when the server starts. ACCELOPT_EMBEDDED_WORKER=0 turns it
   off; then run `python manage.py run_worker` as its own process (scale-out).
@@ -36,6 +38,7 @@ from optimizer.adapters import (
     DjangoEvaluator,
     DjangoOptimizationMemory,
     LostClaim,
+    RunCancelled,
     RunRecorder,
     problem_context,
 )
@@ -189,7 +192,13 @@ async def drive_run(
                 kind = "run.cancelled" if stopped == RunStatus.CANCELLED else "run.paused"
                 await _record_then_publish(run_id, _record_lifecycle, kind, {"iteration": search.state.iteration})
                 return stopped
-            await search.step()
+            try:
+                await search.step()
+            except RunCancelled as cancelled:
+                # Cancelled mid-step: its evaluations were withdrawn and the step is dropped (nothing of it was
+                # saved); the check above records the cancel.
+                logger.info("%s", cancelled)
+                continue
             if on_step is not None:
                 await on_step(search)
         return RunStatus.SUCCEEDED if search.state.status == SUCCEEDED else RunStatus.FAILED

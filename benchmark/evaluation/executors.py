@@ -1,11 +1,18 @@
-"""Executors: where evaluations run. One interface; `LocalExecutor` is the default, Ray comes later.
+"""Executors: where evaluations run. One interface, two implementations:
 
-Every evaluation already runs in its own sandboxed children, so the local executor is a thread pool
-whose threads only drive children (they wait on pipes, not on the GIL).
+* `LocalExecutor` (the embedded default): every evaluation already runs in its own sandboxed children, so
+  it is a thread pool whose threads only drive children (they wait on pipes, not on the GIL).
+* `RayExecutor` (`benchmark.evaluation.ray_executor`, the `scale` extra): each evaluation is a Ray task
+  with declared resources; the task calls the same `EvaluationRequest.run()`, so the sandbox, the checks
+  and the typed result are exactly the local ones.
+
+`benchmark.services.get_executor` picks one from the settings (ACCELOPT_RAY_ADDRESS set or not); Ray is
+imported only then.
 """
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -31,6 +38,14 @@ class EvaluationRequest:
     tolerance: float | None = None
     distributions: Sequence[str] | None = None
 
+    @property
+    def key(self) -> str:
+        """Names the evaluation across processes (the Ray queue board): kernel and reference digests,
+        platform and backend, which is what makes an evaluation row unique for a stored problem."""
+        kernel = hashlib.sha256(self.kernel_source.encode("utf-8")).hexdigest()
+        reference = hashlib.sha256(self.reference_source.encode("utf-8")).hexdigest()
+        return f"{kernel[:16]}:{reference[:8]}:{self.platform}:{self.backend}"
+
     def run(self) -> EvaluationResult:
         return evaluate(
             self.kernel_source, self.reference_source, platform=self.platform, backend=self.backend,
@@ -40,7 +55,13 @@ class EvaluationRequest:
 
 
 class Executor:
-    """submit() returns a Future of an EvaluationResult; the future never fails for a kernel's sake."""
+    """submit() returns a Future of an EvaluationResult; the future never fails for a kernel's sake.
+
+    `future.cancel()` withdraws an evaluation: one still queued always, one already running only where
+    the executor can stop it (Ray kills the task's worker; a local thread runs to its end).
+    """
+
+    kind = "abstract"
 
     def submit(self, request: EvaluationRequest) -> Future[EvaluationResult]:
         raise NotImplementedError
@@ -54,6 +75,10 @@ class Executor:
     def shutdown(self, wait: bool = True) -> None:
         raise NotImplementedError
 
+    def describe(self) -> dict[str, Any]:
+        """What /healthz says about this executor (JSON-able)."""
+        return {"kind": self.kind}
+
     def __enter__(self) -> Executor:
         return self
 
@@ -62,6 +87,8 @@ class Executor:
 
 
 class LocalExecutor(Executor):
+    kind = "local"
+
     def __init__(self, max_workers: int = 2) -> None:
         if max_workers < 1:
             raise ValueError(f"LocalExecutor needs at least 1 worker, got {max_workers}")
@@ -73,3 +100,7 @@ class LocalExecutor(Executor):
 
     def shutdown(self, wait: bool = True) -> None:
         self._pool.shutdown(wait=wait, cancel_futures=not wait)
+
+    def describe(self) -> dict[str, Any]:
+        return {"kind": self.kind, "workers": self.max_workers}
+

@@ -8,7 +8,7 @@ below; each lives in the module of its concern, and the modules depend on each o
                   get_problem/kernel/evaluation_for_user, parse_problem_address, get_problem_by_address,
                   get_problem_by_reference (id or address), find_problems, other_cases, kernel_evaluations
     evaluations   the evaluation lifecycle and its executor: request_evaluation, run_evaluation_now,
-                  get/set_executor, save_result, wait_for_evaluations, evaluation_is_stale,
+                  get/set_executor, save_result, cancel_evaluations, wait_for_evaluations, evaluation_is_stale,
                   evaluate_source, backend_version, limits_for, reference_limits, reference_size,
                   evaluation_request_for
     kernels       storing kernels and users' problems: create_kernel, create_custom_problem, upload_kernel,
@@ -40,6 +40,7 @@ from benchmark.services.access import (
 )
 from benchmark.services.evaluations import (
     backend_version,
+    cancel_evaluations,
     evaluate_source,
     evaluation_is_stale,
     evaluation_request_for,
@@ -76,6 +77,7 @@ from benchmark.services.suites import IMPORTED_SUITE, ImportSummary, LoadSummary
 
 __all__ = [
     "CUSTOM_SUITE", "IMPORTED_SUITE", "ImportSummary", "LoadSummary", "backend_version", "best_evaluation",
+    "cancel_evaluations",
     "best_of", "can_create_kernels", "create_custom_problem", "create_kernel", "current_evaluations",
     "evaluate_source", "evaluation_is_stale", "evaluation_request_for", "find_kernels", "find_problems",
     "get_evaluation_for_user", "get_executor", "get_kernel_for_user", "get_problem_by_address",

@@ -141,10 +141,16 @@ _executor: Any = None
 
 
 def get_executor() -> Any:
-    """The process-wide evaluation executor (a local process pool unless configured otherwise)."""
+    """The process-wide evaluation executor: the local pool, or Ray when ACCELOPT_RAY_ADDRESS is set."""
     global _executor
     with _executor_lock:
-        if _executor is None:
+        if _executor is None and conf.ray_address():
+            # Ray (the `scale` extra) is imported only when a cluster is configured
+            from benchmark.evaluation.ray_executor import RayExecutor
+
+            _executor = RayExecutor(conf.ray_address(), resources=conf.ray_resources(),
+                                    max_retries=conf.ray_max_retries())
+        elif _executor is None:
             _executor = pipeline.LocalExecutor(max_workers=conf.evaluation_workers())
         return _executor
 
@@ -338,6 +344,15 @@ def save_result(evaluation_id: int, result: EvaluationResult | dict[str, Any]) -
             evaluation.hold(evaluation.error_message)
         evaluation.save()
     return evaluation
+
+
+def cancel_evaluations(evaluations: Iterable[Evaluation]) -> int:
+    """Withdraw these evaluations from this process's executor (a cancelled run's): queued ones never start,
+    running ones stop where the executor can stop them (Ray kills the task). Returns how many were
+    withdrawn; each is saved as an infrastructure error by its callback, so a later request runs it again."""
+    with _in_flight.lock:
+        futures = [_in_flight.futures[e.pk] for e in evaluations if e.pk in _in_flight.futures]
+    return sum(1 for future in futures if future.cancel())
 
 
 def wait_for_evaluations(evaluations: Iterable[Evaluation], timeout: float | None = None) -> None:

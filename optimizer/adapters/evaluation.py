@@ -22,6 +22,16 @@ from benchmark import services as benchmark_services
 from benchmark.models import Evaluation, EvaluationStatus, Kernel, KernelOrigin, Review
 from optimizer.models import Run, RunEvent
 
+CANCEL_CHECK_S = 1.0  # how often a step waiting on evaluations looks for a cancel request
+
+
+class RunCancelled(BaseException):
+    """The run was cancelled while a step waited on its evaluations; they were withdrawn from the executor.
+
+    A BaseException, like asyncio.CancelledError: it is a stop signal, not a failure, so the search's
+    `except Exception` (which fails the run) lets it through to the worker, which records the cancel.
+    """
+
 
 @dataclass(frozen=True)
 class _Result:
@@ -123,9 +133,13 @@ class DjangoEvaluator:
         """Wait until every evaluation is done. An infrastructure error is returned as it is: the search
         retries it (a new request runs it again), so it is never taken for the kernel's fault."""
         deadline = time.monotonic() + self.timeout_s
+        cancel_checked = time.monotonic()
         done: dict[int, Evaluation] = {}
         while pending:
             benchmark_services.wait_for_evaluations(pending.values(), timeout=self.poll_interval_s)
+            if time.monotonic() - cancel_checked >= CANCEL_CHECK_S:
+                cancel_checked = time.monotonic()
+                self._stop_if_cancelled(pending)
             for index, evaluation in list(pending.items()):
                 evaluation.refresh_from_db()
                 if evaluation.status == EvaluationStatus.DONE:
@@ -140,3 +154,9 @@ class DjangoEvaluator:
             for index, evaluation in list(pending.items()):
                 pending[index] = self.request(evaluation.kernel)
         return done
+
+    def _stop_if_cancelled(self, pending: dict[int, Evaluation]) -> None:
+        """A cancelled run's evaluations stop now (Ray kills the tasks), not when they would have finished."""
+        if Run.objects.filter(pk=self.run_id, cancel_requested=True).exists():
+            benchmark_services.cancel_evaluations(pending.values())
+            raise RunCancelled(f"run {self.run_id} was cancelled while {len(pending)} evaluations were pending")
