@@ -141,12 +141,15 @@ class KernelRole:
     def run(self, header: dict[str, Any], arrays: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
         import numpy as np
 
+        from benchmark.evaluation.backends import BackendUnavailable
         from benchmark.evaluation.protocol import encode_trace, join_inputs
 
         inputs = join_inputs(header["input_count"], arrays, header.get("scalars", []))
         try:
             run = self.backend.run(self.kernel, inputs, self.platform)
             outputs = [np.asarray(o) for o in run.outputs]
+        except BackendUnavailable as exc:  # the backend's own trouble (a measured backend's SDK), not the kernel's
+            return {"ok": False, "kind": "infrastructure_error", "retry": exc.retry, "message": str(exc)}, {}
         except BaseException as exc:  # noqa: BLE001 - reported, not swallowed
             return _failure(self.classify(exc), exc, KERNEL_FILENAME), {}
         if any(o.dtype.kind not in "biufc" for o in outputs):

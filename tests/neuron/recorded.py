@@ -3,7 +3,7 @@
 `build()` turns each row of measurements/data/trn1_nkibench_baselines.csv (the trn1 measurements of the 14
 NKIBench baselines, the calibration CSV) into the summary-json entry neuron-profile would print for it: the
 CSV's field names and values, and `total_time` in seconds from its `latency_ms`. It also notes the shapes of
-the problem's mini-case kernel inputs, by which the neuronxcc double recognises the problem. The result is
+the problem's kernel inputs (full and mini case), by which the neuronxcc double recognises the problem. The result is
 committed as tests/neuron/doubles/sdk/recorded/trn1_nkibench_summary.json (the doubles read it inside the
 sandbox); test_recorded_fixture checks that the committed file is exactly what `build()` makes.
 
@@ -38,7 +38,7 @@ def _number(text: str) -> int | float:
     return int(value) if value.is_integer() and "." not in text and "e" not in text.lower() else value
 
 
-def mini_input_shapes(reference_source: str) -> list[Any]:
+def input_shapes(reference_source: str) -> list[Any]:
     """The shapes of the kernel's inputs for a reference (seed 0), scalars as "scalar"."""
     module = types.ModuleType("recorded_reference")
     exec(compile(reference_source, "<reference>", "exec"), module.__dict__)
@@ -49,7 +49,8 @@ def mini_input_shapes(reference_source: str) -> list[Any]:
     return [list(np.shape(a)) if isinstance(a, np.ndarray) else "scalar" for a in inputs]
 
 
-def build() -> dict[str, Any]:
+def build(full_shapes: bool = True) -> dict[str, Any]:
+    """The fixture; `full_shapes=False` leaves the full cases' input shapes out (they take seconds to render)."""
     suite = load_suite("nkibench")
     cases: dict[str, Any] = {}
     with CSV_PATH.open(newline="") as handle:
@@ -62,7 +63,8 @@ def build() -> dict[str, Any]:
             spec = suite.problem(row["problem"])
             cases[case_key(row["problem"], shape)] = {
                 "problem": row["problem"], "shape": shape, "latency_ms": float(row["latency_ms"]),
-                "summary": summary, "mini_input_shapes": mini_input_shapes(spec.reference_source("mini")),
+                "summary": summary, "mini_input_shapes": input_shapes(spec.reference_source("mini")),
+                "full_input_shapes": input_shapes(spec.reference_source("full")) if full_shapes else None,
             }
     return {"source": "measurements/data/trn1_nkibench_baselines.csv (trn1 measurements of the NKIBench "
                       "baselines); summary entries as neuron-profile's summary-json names them",

@@ -109,6 +109,15 @@ def test_a_neuron_profile_that_fails_is_ours_and_retried_on_the_same_terms(neuro
     assert not cores.quarantined(str(neuron_host.locks), 0)
 
 
+def test_the_sdk_refused_by_the_sandbox_is_ours_not_the_kernels(neuron_host) -> None:
+    # The SDK (not the kernel) starts a program outside ACCELOPT_NEURON_EXECUTABLES: a setup to fix, not a
+    # kernel to reject.
+    result = evaluate(add_kernel({"start": "sh"}), ADD_REFERENCE, backend="neuron", limits=LIMITS)
+    assert result.error_kind is ErrorKind.INFRASTRUCTURE_ERROR and result.attempts == 1
+    assert result.error_message.startswith("the evaluation sandbox refused the Neuron SDK itself")
+    assert "subprocess.Popen is not allowed" in result.error_message
+
+
 def test_no_neuron_device_is_ours_and_not_retried(neuron_host) -> None:
     (neuron_host.dev / "neuron0").unlink()
     result = evaluate(add_kernel(), ADD_REFERENCE, backend="neuron", limits=LIMITS)

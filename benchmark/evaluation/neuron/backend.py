@@ -81,8 +81,10 @@ EXEC_TIMEOUT_S = 30
 
 
 def _runtime_path(host: NeuronHost) -> str:
-    # The SDK finds neuronx-cc (the venv's bin) and neuron-bench/neuron-profile (the tools' bin) on PATH.
-    return os.pathsep.join([os.path.join(host.tools_dir, "bin"), os.path.dirname(sys.executable),
+    # The SDK finds neuronx-cc (the venv's bin, or <SDK path>/bin after `pip install --target`) and
+    # neuron-bench/neuron-profile (the tools' bin) on PATH.
+    sdk_bins = [os.path.join(p, "bin") for p in host.sdk_path if os.path.isdir(os.path.join(p, "bin"))]
+    return os.pathsep.join([os.path.join(host.tools_dir, "bin"), *sdk_bins, os.path.dirname(sys.executable),
                             "/usr/local/bin", "/usr/bin", "/bin"])
 
 
@@ -232,8 +234,8 @@ class NeuronBackend(BackendImplementation):
 
         if self._last_inputs is None:
             raise BackendUnavailable("measure before any run: the kernel has no inputs to be timed on")
-        timed = nki.benchmark(kernel, warmup=WARMUP_ITERATIONS, iters=TIMED_ITERATIONS,
-                              additional_compile_opt=os.environ.get(ENV_COMPILE_OPTIONS, ""))
+        timed = nki.benchmark(warmup=WARMUP_ITERATIONS, iters=TIMED_ITERATIONS,
+                              additional_compile_opt=os.environ.get(ENV_COMPILE_OPTIONS, ""))(kernel)
         last: UnstableTiming | None = None
         for _ in range(MAX_TIMING_ATTEMPTS):
             samples = []
@@ -255,8 +257,14 @@ class NeuronBackend(BackendImplementation):
 
         try:
             yield
-        except (MemoryError, GuardViolation, NeuronFailure, BackendUnavailable):
-            raise  # the generic rules: resource_limit, rejected
+        except GuardViolation as exc:
+            if _kernel_on_stack(exc):
+                raise  # the kernel tried it: rejected
+            # The SDK itself was refused: our configuration (GuardAllowances), never the kernel's fault.
+            raise BackendUnavailable(f"the evaluation sandbox refused the Neuron SDK itself ({exc}); if the SDK "
+                                     "needs it, allow it (ACCELOPT_NEURON_EXECUTABLES, docs/operations.md)") from None
+        except (MemoryError, NeuronFailure, BackendUnavailable):
+            raise  # the generic rules: resource_limit
         except ImportError as exc:
             if "not allowed" in str(exc):
                 raise
@@ -282,6 +290,18 @@ class NeuronBackend(BackendImplementation):
         except (summary.ProfilerFailed, summary.SummaryError) as exc:
             raise BackendUnavailable(str(exc), retry=True) from None
         return ProfileReport(latency_ms=None, profile=profile, timeline=None, perf_model_version="")
+
+
+def _kernel_on_stack(exc: BaseException) -> bool:
+    """Whether the kernel's own code was running when `exc` was raised (its frames are in the traceback)."""
+    from benchmark.evaluation.child import KERNEL_FILENAME
+
+    tb = exc.__traceback__
+    while tb is not None:
+        if tb.tb_frame.f_code.co_filename == KERNEL_FILENAME:
+            return True
+        tb = tb.tb_next
+    return False
 
 
 def _message(exc: BaseException) -> str:

@@ -15,9 +15,11 @@ Every call is appended to `calls.jsonl` in the attempt's artefact directory, wit
 was pinned to (`NEURON_RT_VISIBLE_CORES`) and the device nodes it could see: the tests read it back.
 
 Latencies and the profile come from `recorded/trn1_nkibench_summary.json` (the real trn1 measurements of
-measurements/data/trn1_nkibench_baselines.csv) when the inputs have the shapes of an NKIBench mini case,
+measurements/data/trn1_nkibench_baselines.csv) when the inputs have the shapes of an NKIBench case (full or
+mini),
 otherwise from the kernel's module-level `NEURON_DOUBLE` dict, which tests use to steer the device:
-`latency_us` (a number or a list, one per benchmark call), `hold_s` (sleep in baremetal), and
+`latency_us` (a number or a list, one per benchmark call), `hold_s` (sleep in baremetal), `start` (a
+program baremetal starts, as the compiler would), and
 `fail`: {"at": "run" | "measure", "status": "NRT_...", "hang": bool, "on_cores": ["0", ...]}.
 """
 
@@ -42,6 +44,8 @@ isa = _modules["neuronxcc.nki.isa"]
 typing = _modules["neuronxcc.nki.typing"]
 compiler = _modules["neuronxcc.nki.compiler"]
 jit = _modules["neuronxcc.nki"].jit
+trace = _modules["neuronxcc.nki"].trace  # AccelOpt's NKIBench kernels import it (a decorator, like jit)
+simulate_kernel = _modules["neuronxcc.nki"].simulate_kernel
 for _name in ("language", "isa", "typing", "compiler"):
     sys.modules[f"neuronxcc.nki.{_name}"] = _modules[f"neuronxcc.nki.{_name}"]
 
@@ -80,15 +84,25 @@ def _shapes(inputs: tuple[Any, ...]) -> list[Any]:
     return [list(np.shape(a)) if isinstance(a, np.ndarray) else "scalar" for a in inputs]
 
 
+def _names(code: Any) -> set[str]:
+    """Every name a code object and the code nested in it refer to."""
+    found = set(code.co_names)
+    for const in code.co_consts:
+        if hasattr(const, "co_names"):
+            found |= _names(const)
+    return found
+
+
 def _recorded_case(kernel: Any, inputs: tuple[Any, ...]) -> tuple[str | None, dict[str, Any] | None]:
-    """The NKIBench case whose mini inputs have these shapes (bmm and bmm_softmax share theirs: then the one
-    the kernel module's docstring names, "NKIBench baseline for <problem>: ..."), and its recorded summary."""
+    """The NKIBench case whose mini or full inputs have these shapes, and its recorded summary. bmm and
+    bmm_softmax take the same inputs: a kernel that computes an exp is taken for bmm_softmax."""
     recorded = json.loads(RECORDED.read_text())
     shapes = _shapes(inputs)
-    found = [(key, case) for key, case in recorded["cases"].items() if case["mini_input_shapes"] == shapes]
+    found = [(key, case) for key, case in recorded["cases"].items()
+             if shapes in (case["mini_input_shapes"], case["full_input_shapes"])]
     if len(found) > 1:
-        doc = (getattr(_function(kernel), "__globals__", {}).get("__doc__") or "").split("\n", 1)[0]
-        found = [(key, case) for key, case in found if f" for {case['problem']}:" in doc]
+        softmax = "exp" in _names(_function(kernel).__code__)
+        found = [(key, case) for key, case in found if ("softmax" in case["problem"]) == softmax]
     if len(found) != 1:
         return None, None
     key, case = found[0]
@@ -116,6 +130,8 @@ def baremetal(kernel: Any = None, **options: Any) -> Any:
         steering = _steering(kernel)
         _record("baremetal", options=options, input_shapes=_shapes(inputs), kernel=_function(kernel).__name__)
         time.sleep(float(steering.get("hold_s", 0)))
+        if steering.get("start"):  # the SDK starting a program the sandbox does not allow it
+            subprocess.run([steering["start"]], capture_output=True, check=False)
         simulation = _simulate(kernel, list(inputs))  # compiling: an NKI rule broken raises here, no NEFF yet
         case, recorded = _recorded_case(kernel, inputs)
         outputs = simulation.outputs
