@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from . import alu
+from . import alu, host_reads
 from . import dtypes as dt
 from . import isa as _isa
 from .errors import NKICompileError, unsupported
@@ -532,6 +532,7 @@ def _install_operators() -> None:
     View.__getitem__ = view_getitem
     View.__setitem__ = view_setitem
     Derived.reshape = t_reshape
+    host_reads.install()
 
 
 _install_operators()
