@@ -18,6 +18,7 @@ from urllib.parse import parse_qsl, unquote, urlsplit
 from django.core.exceptions import ImproperlyConfigured
 
 _TRUE = {"1", "true", "yes", "on"}
+REDIS_SOCKET_TIMEOUT_S = 15
 _FALSE = {"0", "false", "no", "off"}
 
 
@@ -197,6 +198,9 @@ def channel_layers_from_url(redis_url: str) -> dict[str, Any]:
     return {
         "default": {
             "BACKEND": "channels_redis.core.RedisChannelLayer",
-            "CONFIG": {"hosts": [redis_url]},
+            # redis-py 8 reads with a 5 s socket timeout by default, which ends the layer's blocking 5 s
+            # BZPOPMIN early: every idle websocket consumer crashed after ~5 s (channels_redis issue 422).
+            # A timeout above the blocking one keeps them alive and still notices a dead Redis.
+            "CONFIG": {"hosts": [{"address": redis_url, "socket_timeout": REDIS_SOCKET_TIMEOUT_S}]},
         }
     }

@@ -1,5 +1,6 @@
 """Site URLs. Apps mount at the root and own their first path segment (benchmark: problems/, kernels/,
-leaderboard/; optimizer: runs/; memory: memory/). Reserved here: admin/, accounts/, api/, healthz, static/."""
+leaderboard/; optimizer: runs/; memory: memory/). Reserved here: admin/, accounts/, api/, healthz, ops/,
+static/."""
 
 from __future__ import annotations
 
@@ -8,10 +9,12 @@ from django.urls import include, path
 
 from accelopt_site import views
 from accelopt_site.api import api
+from accelopt_site.evaluation_queue import evaluation_queue
 
 urlpatterns = [
     path("", views.home, name="home"),
     path("healthz", views.healthz, name="healthz"),
+    path("ops/evaluations/", evaluation_queue, name="evaluation_queue"),
     path("admin/", admin.site.urls),
     path("accounts/", include("accounts.urls")),
     path("api/", api.urls),

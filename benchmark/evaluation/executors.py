@@ -23,6 +23,17 @@ from benchmark.evaluation.result import EvaluationResult
 from benchmark.evaluation.sandbox import Limits
 
 
+def source_digest(source: str) -> str:
+    """SHA-256 of a source text, as `Kernel.sha256` stores it."""
+    return hashlib.sha256(source.encode("utf-8")).hexdigest()
+
+
+def evaluation_key(kernel_sha256: str, reference_sha256: str, platform: str, backend: str) -> str:
+    """Kernel and reference digests, platform and backend: what makes an evaluation row unique for a stored
+    problem (apart from the backend version), so the queue page can match a cluster's task to its row."""
+    return f"{kernel_sha256[:16]}:{reference_sha256[:8]}:{platform}:{backend}"
+
+
 @dataclass(frozen=True)
 class EvaluationRequest:
     """Everything `evaluate()` takes, as one picklable value (Ray ships it to a worker as is)."""
@@ -40,11 +51,9 @@ class EvaluationRequest:
 
     @property
     def key(self) -> str:
-        """Names the evaluation across processes (the Ray queue board): kernel and reference digests,
-        platform and backend, which is what makes an evaluation row unique for a stored problem."""
-        kernel = hashlib.sha256(self.kernel_source.encode("utf-8")).hexdigest()
-        reference = hashlib.sha256(self.reference_source.encode("utf-8")).hexdigest()
-        return f"{kernel[:16]}:{reference[:8]}:{self.platform}:{self.backend}"
+        """Names the evaluation across processes (the Ray queue board): see `evaluation_key`."""
+        return evaluation_key(source_digest(self.kernel_source), source_digest(self.reference_source),
+                              self.platform, self.backend)
 
     def run(self) -> EvaluationResult:
         return evaluate(

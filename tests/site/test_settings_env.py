@@ -134,5 +134,5 @@ def test_redis_url_selects_the_redis_channel_layer_when_installed(monkeypatch):
     layer = channel_layers_from_url("redis://cache.internal:6379/2")["default"]
     assert layer == {
         "BACKEND": "channels_redis.core.RedisChannelLayer",
-        "CONFIG": {"hosts": ["redis://cache.internal:6379/2"]},
+        "CONFIG": {"hosts": [{"address": "redis://cache.internal:6379/2", "socket_timeout": 15}]},
     }
