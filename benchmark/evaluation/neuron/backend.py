@@ -144,20 +144,13 @@ class NeuronBackend(BackendImplementation):
         read_only = [*tools, *([profiler_dir] if not any(_under(profiler_dir, t) for t in tools) else []),
                      *host.sysfs_paths()]
         devices = tuple((node, f"/dev/{os.path.basename(node)}") for node in host.device_nodes())
-        shared = dict(
-            devices=devices,
-            read_only=tuple((path, path) for path in read_only),
-            read_write=((directory, inside),),
-            python_path=host.sdk_path,
-        )
-        common_env = {
-            "PATH": _runtime_path(host), ENV_ARTEFACTS: inside, ENV_PROFILER: host.profiler,
+        artefacts = ((directory, inside),)
+        profile_env = {"PATH": _runtime_path(host), ENV_ARTEFACTS: inside, ENV_PROFILER: host.profiler}
+        kernel_env = {
+            **profile_env,
             ENV_DEV_DIR: "/dev" if isolated else host.dev_dir,
             ENV_READ_ROOTS: os.pathsep.join([*read_only, *host.sdk_path]),
             ENV_EXECUTABLES: ",".join(host.executables),
-        }
-        kernel_env = {
-            **common_env,
             "NEURON_RT_VISIBLE_CORES": str(core),  # the runtime reserves this core, and only it, for the child
             "NEURON_RT_EXEC_TIMEOUT": str(EXEC_TIMEOUT_S),
             # AccelOpt's setting (kernel_wrapper.py): no automatic casting to lower precision by the compiler,
@@ -168,11 +161,17 @@ class NeuronBackend(BackendImplementation):
         sdk_limits = dict(processes=SDK_PROCESSES, open_files=SDK_OPEN_FILES, file_bytes=SDK_FILE_BYTES,
                           scratch_bytes=max(limits.scratch_bytes, SDK_SCRATCH_BYTES),
                           memory_bytes=max(limits.memory_bytes, host.memory_bytes))
+        # The kernel child gets the devices, the SDK and the tools; the profile child (neuron-profile reads the
+        # files offline) only the tools and the files.
+        tools_only = tuple((path, path) for path in read_only if path not in host.sysfs_paths())
         return Placement(
             kernel_limits=replace(limits, **sdk_limits),
             profile_limits=replace(limits, **sdk_limits),
-            kernel_extras=SandboxExtras(environment=tuple(kernel_env.items()), **shared),
-            profile_extras=SandboxExtras(environment=tuple(common_env.items()), **shared),
+            kernel_extras=SandboxExtras(devices=devices, read_only=tuple((path, path) for path in read_only),
+                                        read_write=artefacts, environment=tuple(kernel_env.items()),
+                                        python_path=host.sdk_path),
+            profile_extras=SandboxExtras(read_only=tools_only, read_write=artefacts,
+                                         environment=tuple(profile_env.items())),
             artefacts=inside,
         )
 
