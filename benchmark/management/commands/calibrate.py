@@ -3,15 +3,21 @@
 With `--measurements FILE` (a calibration CSV: the shipped one, or what `manage.py hardware_check` wrote on
 a Trainium host) it refits the model's fitted constants to those measurements instead, on the traces of the
 same NKIBench kernels, and records the fit as a model version (docs/operations.md).
+
+After the per-problem table it prints the honest errors (docs/benchmarks.md, issue 19): leave-one-out over the
+problems (benchmark/perf/validation.py) and the measured against predicted speedup of every differential pair
+(benchmark/perf/pairs.py, measurements/data/trn1_differential_pairs.csv).
 """
 
 from __future__ import annotations
 
 import json
+from dataclasses import asdict
 from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
 
+from benchmark.hardware import get_core_spec
 from benchmark.perf.calibration import (
     DEFAULT_CACHE,
     DEFAULT_CSV,
@@ -21,6 +27,8 @@ from benchmark.perf.calibration import (
     record_fit,
     refit_from_measurements,
 )
+from benchmark.perf.pairs import DEFAULT_PAIRS_CSV, PairTraces, format_pairs, load_pairs, predict_pairs
+from benchmark.perf.validation import baseline_traces, format_validation, leave_one_out
 
 DEFAULT_RECORDS = Path(__file__).resolve().parents[3] / "var" / "perf_fits"
 
@@ -46,6 +54,15 @@ class Command(BaseCommand):
         parser.add_argument("--rounds", type=int, default=3, help="refit: coordinate-descent rounds at most")
         parser.add_argument("--record-dir", type=Path, default=DEFAULT_RECORDS,
                             help="refit: where the fit is recorded as <version>-<platform>-<csv sha>.json")
+        parser.add_argument("--no-loo", action="store_true",
+                            help="skip leave-one-out (each problem predicted by constants refitted without it)")
+        parser.add_argument("--loo-rounds", type=int, default=2, help="leave-one-out: coordinate-descent rounds")
+        parser.add_argument("--pairs", type=Path, default=DEFAULT_PAIRS_CSV,
+                            help="measured differential pairs (two versions of one kernel) to predict")
+        parser.add_argument("--no-pairs", action="store_true", help="skip the differential pairs")
+        parser.add_argument("--kernel-source", action="append", default=[], metavar="NAME=PATH",
+                            help="where a pair's kernel source lives: a work tree or git directory, e.g. "
+                                 "neuron-sdk=<aws-neuron-sdk clone> (accelopt defaults to --nkibench's parent)")
 
     def handle(self, *args, **options):
         cache = None if options["no_cache"] else options["cache"]
@@ -57,10 +74,36 @@ class Command(BaseCommand):
                                only=options["only"], cache_dir=cache)
         except (FileNotFoundError, ValueError) as exc:
             raise CommandError(str(exc)) from exc
+        extra = {} if options["only"] else self._honest_errors(options, cache)
         if options["json"]:
-            self.stdout.write(json.dumps(report.to_dict(), indent=2))
+            self.stdout.write(json.dumps(dict(report.to_dict(), **{k: v for k, (v, _) in extra.items()}), indent=2))
         else:
             self.stdout.write(format_report(report))
+            for _, text in extra.values():
+                self.stdout.write("")
+                self.stdout.write(text)
+
+    def _honest_errors(self, options, cache):
+        """Leave-one-out over the baselines and the differential pairs: {key: (json value, text)}."""
+        spec = get_core_spec(options["platform"])
+        out = {}
+        if not options["no_loo"]:
+            problems, prepared, measured = baseline_traces(options["nkibench"], spec, csv_path=options["csv"],
+                                                           cache_dir=cache)
+            if len(problems) >= 3:  # a fit on fewer than two points says nothing
+                v = leave_one_out(problems, prepared, measured, spec, rounds=options["loo_rounds"])
+                out["validation"] = (v.to_dict(), format_validation(v))
+        if not options["no_pairs"] and options["pairs"].is_file():
+            roots = {"accelopt": options["nkibench"].resolve().parent}
+            for item in options["kernel_source"]:
+                name, _, path = item.partition("=")
+                roots[name] = Path(path)
+            traces = PairTraces(load_pairs(options["pairs"]), roots, spec.name,
+                                cache / "pairs" if cache else None, log=self.stderr.write)
+            results = predict_pairs(traces, spec)
+            out["pairs"] = ([asdict(r) | {"ratio": r.ratio, "sign_right": r.sign_right} for r in results],
+                            format_pairs(results))
+        return out
 
     def _refit(self, options, cache):
         if not options["measurements"].is_file():
