@@ -1,6 +1,7 @@
 # AccelOpt Studio: the two commands a newcomer needs.
 #   make run    install (first time only), prepare the database, serve on http://$(HOST):$(PORT)/
-#   make test   install the dev tools (first time only), ruff check, pytest
+#   make test   install the dev tools and the scale extra (first time only), ruff check, pytest; tests/scale
+#               starts PostgreSQL, Redis and a Ray cluster itself (`.ci/run` installs the first two with apt)
 #   (both also run `make sandbox`: it installs bubblewrap if missing, as root, and checks that an
 #   evaluation child starts in its namespaces)
 # Re-running is fast: pip runs only when pyproject.toml is newer than the install stamp.
@@ -39,9 +40,10 @@ $(RUNTIME_STAMP): pyproject.toml | $(PY)
 	$(PIP) -e .
 	@touch $@
 
-# The dev extra includes the runtime dependencies, so it satisfies the runtime stamp as well.
+# The dev extra includes the runtime dependencies, so it satisfies the runtime stamp as well. The tests also
+# need the scale extra (Ray, channels-redis, psycopg): tests/scale starts real servers (make run never needs it).
 $(DEV_STAMP): pyproject.toml | $(PY)
-	$(PIP) -e '.[dev]'
+	$(PIP) -e '.[dev,scale]'
 	@touch $@ $(RUNTIME_STAMP)
 
 # migrate, role groups, first admin (password printed once), built-in suites when their app exists.

@@ -211,7 +211,8 @@ def ray_environment() -> dict[str, str]:
 
 
 def start_ray_head(directory: Path, *, num_cpus: int = 1, object_store_mb: int = 100) -> tuple[Server, str]:
-    """`ray start --head --block`: the GCS, the head's raylet (with `num_cpus` for tasks), no dashboard."""
+    """`ray start --head --block`: the GCS, the head's raylet (with `num_cpus` for tasks; 0 makes a head that
+    only schedules), no dashboard."""
     directory.mkdir(parents=True, exist_ok=True)
     port = free_port()
     server = spawn("ray-head", [str(BIN / "ray"), "start", "--head", "--block", f"--port={port}",
