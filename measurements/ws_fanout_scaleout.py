@@ -53,6 +53,8 @@ def p95(values: list[float]) -> float:
 
 
 def summary(values: list[float]) -> str:
+    if not values:
+        return "no deliveries (no client here)"
     return (f"median {statistics.median(values):6.1f} ms, p95 {p95(values):6.1f} ms, max {max(values):6.1f} ms "
             f"over {len(values)} deliveries")
 
