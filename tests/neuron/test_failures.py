@@ -148,3 +148,10 @@ def test_a_device_node_that_went_away_is_a_lost_device(tmp_path) -> None:
     gone = str(tmp_path / "neuron0")
     assert classify_failure("RuntimeError: something failed", neff_written=True,
                             device_nodes=(gone,)) is ErrorKind.INFRASTRUCTURE_ERROR
+
+
+def test_the_backend_knows_the_kernels_file_name_as_the_child_compiles_it() -> None:
+    from benchmark.evaluation import child
+    from benchmark.evaluation.neuron import backend
+
+    assert backend.KERNEL_FILENAME == child.KERNEL_FILENAME
