@@ -8,30 +8,10 @@ not copies: a write to a tensor a queued matmul reads runs that group first (`Te
 
 from __future__ import annotations
 
-import numpy as np
-
+from .semantics import LazyMatmul, add_product
 from .tensors import Access, Tensor
 
-
-class LazyMatmul:
-    """stationary.T @ moving, computed only when someone needs the values."""
-
-    __slots__ = ("stationary", "moving", "shape")
-
-    def __init__(self, stationary: np.ndarray, moving: np.ndarray) -> None:
-        self.stationary = stationary
-        self.moving = moving
-        self.shape = (stationary.shape[1], moving.shape[1])
-
-    def compute(self) -> np.ndarray:
-        return self.stationary.T @ self.moving
-
-    def into(self, out: np.ndarray) -> None:
-        if out.dtype == np.float32 and out.flags.c_contiguous and not (
-                np.may_share_memory(out, self.stationary) or np.may_share_memory(out, self.moving)):
-            np.matmul(self.stationary.T, self.moving, out=out)
-        else:
-            out[...] = self.compute()
+__all__ = ["LazyMatmul", "MatmulQueue"]
 
 
 class MatmulQueue:
@@ -60,8 +40,9 @@ class MatmulQueue:
                     break
             groups[key] = group = (dst, [], [])
         # Views, not copies: a write to an operand's tensor runs the group first (`run_readers`).
-        group[1].append(np.asarray(mm.stationary, dtype=np.float32))
-        group[2].append(np.asarray(mm.moving, dtype=np.float32))
+        stationary, moving = mm.fp32_operands()
+        group[1].append(stationary)
+        group[2].append(moving)
         for src in sources:
             if src.readers is None:
                 src.readers = [t]
@@ -92,7 +73,7 @@ class MatmulQueue:
         for dst, stationaries, movings in groups.values():
             acc = dst.array
             for stationary, moving in zip(stationaries, movings, strict=True):
-                acc += stationary.T @ moving
+                add_product(acc, stationary, moving)
 
     def run_all(self) -> None:
         """Run every queued group."""

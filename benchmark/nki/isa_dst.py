@@ -41,16 +41,18 @@ def nc_matmul(dst: Any, stationary: Any, moving: Any, is_stationary_onezero: boo
     accumulate=None (the default) accumulates into a PSUM destination, as the 2.30 tutorials rely on
     (a K loop of nc_matmul calls into one uninitialised PSUM tile): elements not written yet start at
     zero."""
-    tile = _f.nc_matmul(stationary, moving, is_transpose=is_transpose)
     base = dst.base if isinstance(dst, View) else dst
     if accumulate is None:
         accumulate = base.space.name == "PSUM"
         if accumulate:
+            # Before the matmul is issued (the record keeps program order): the previous instruction is
+            # flushed first, then the elements never written start at zero.
+            sim = active("nc_matmul").begin("nc_matmul")
             acc = base.access(dst.items if isinstance(dst, View) else (Ellipsis,), None, "nc_matmul")
             if acc.init is not None and not acc.init.all():
-                sim = active("nc_matmul")
-                zeros = np.where(acc.init, acc.array, 0).astype(acc.array.dtype)
+                zeros = sim.compute("keep_written", (), [acc, np.array(acc.init)], raw=True)
                 sim.write(acc, zeros, "nc_matmul", race_accumulate=True)
+    tile = _f.nc_matmul(stationary, moving, is_transpose=is_transpose)
     _into(dst, tile, "nc_matmul", "add" if accumulate else None)
 
 

@@ -17,13 +17,10 @@ from . import isa as _isa
 from .errors import NKICompileError, unsupported
 from .indexing import IndexExpr, arange, ds, mgrid  # noqa: F401  (re-exported as nl.arange, ...)
 from .operands import (
-    as_fp32,
     broadcast_full_shape,
     free_axes,
     mask_window,
-    partition_first,
     result_dtype,
-    to_dtype,
 )
 from .runtime import active, instruction
 from .tensors import (
@@ -135,8 +132,11 @@ def shared_constant(constant: Any, dtype: Any = None, **_: Any) -> Tensor:
     sim = active("shared_constant").begin("shared_constant")
     arr = np.asarray(constant)
     d = dt.as_dtype(dtype if dtype is not None else arr.dtype)
-    return sim.remember(Tensor(sim.fresh_name("constant"), arr.shape, d, SHARED_HBM,
-                               data=np.array(arr, dtype=d.storage), initialised=True))
+    t = Tensor(sim.fresh_name("constant"), arr.shape, d, SHARED_HBM, data=np.array(arr, dtype=d.storage),
+               initialised=True)
+    if sim.recorder is not None:
+        sim.recorder.declared(t, ("const", t.data))  # host values fixed when the kernel was traced
+    return sim.remember(t)
 
 
 @instruction("shared_identity_matrix")
@@ -183,7 +183,7 @@ def load(src: Any, mask: Any = None, dtype: Any = None, **_: Any) -> Tensor:
         raise NKICompileError("load", f"load reads HBM, but {acc.tensor.name!r} is in {acc.space.name}; "
                                       "use nl.copy between on-chip tiles")
     d = dt.as_dtype(dtype) if dtype is not None else acc.tensor.dtype
-    values = to_dtype(sim.read(acc), d)
+    values = sim.compute("convert", (d.name,), [acc])
     return sim.result(values, d, engine=Engine.DMA, reads=[acc], window=win, full_shape=acc.full_shape,
                       allowed=frozenset((MemorySpace.SBUF,)), flops=0)
 
@@ -207,7 +207,7 @@ def store(dst: Any, value: Any, mask: Any = None, **_: Any) -> None:
         # The DMA reads SBUF; a PSUM tile (the nki-samples attention tutorial stores a matmul result)
         # goes through the copy the compiler inserts, and the trace shows it.
         src = sim.via_sbuf(src, "store")
-    values = sim.read(src)
+    values = sim.compute("move", (), [src])
     sim.write(out, values, "store")
     sim.emit("store", Engine.DMA, out.tensor.dtype.name, out.partitions, out.free, 0,
              [src] if isinstance(src, Access) else [], [out], sim.line_no, sim.ctx)
@@ -219,7 +219,7 @@ def copy(src: Any, mask: Any = None, dtype: Any = None, **_: Any) -> Tensor:
     win = mask_window(mask)
     acc = sim.operand(src, win)
     d = result_dtype(dtype, acc)
-    values = to_dtype(sim.read(acc), d)
+    values = sim.compute("convert", (d.name,), [acc])
     return sim.result(values, d, engine=Engine.VECTOR, reads=[acc], window=win, full_shape=acc.full_shape)
 
 
@@ -236,8 +236,7 @@ def _binary_op(name: str) -> Any:
         if not isinstance(a, Access) and not isinstance(b, Access):
             return fn(a, b)
         d = result_dtype(dtype, a, b)
-        va, vb = partition_first(as_fp32(sim.read(a)), as_fp32(sim.read(b)))
-        values = to_dtype(fn(va, vb), d)
+        values = sim.compute("binary", (name, d.name), [a, b])
         reads = [r for r in (a, b) if isinstance(r, Access)]
         return sim.result(values, d, engine=Engine.VECTOR, reads=reads, window=win, full_shape=broadcast_full_shape(a, b))
 
@@ -282,7 +281,7 @@ def _unary_op(name: str, engine: Engine = Engine.SCALAR) -> Any:
         if not isinstance(a, Access):
             return fn(np.float32(a))
         d = result_dtype(dtype, a)
-        values = to_dtype(fn(as_fp32(sim.read(a))), d)
+        values = sim.compute("unary", (name, d.name), [a])
         return sim.result(values, d, engine=engine, reads=[a], window=win, full_shape=a.full_shape)
 
     op.__name__ = name
@@ -331,21 +330,21 @@ def _reduce_op(name: str, combine: str, mean: bool = False) -> Any:
         win = mask_window(mask)
         a = sim.operand(x, win)
         d = result_dtype(dtype, a)
-        values = as_fp32(sim.read(a))
-        axes = free_axes(axis, values.ndim, name)
-        out = alu.reducer(combine, name)(values, axis=axes, keepdims=keepdims)
+        axes = free_axes(axis, len(a.shape), name)
+        alu.reducer(combine, name)
+        count = 0
         if mean:
             count = 1
             for ax in axes:
                 count *= a.full_shape[ax]
-            out = out / count
+        out = sim.compute("reduce", (combine, axes, bool(keepdims), count, False, d.name), [a])
         full = list(a.full_shape)
         for ax in sorted(axes, reverse=True):
             if keepdims:
                 full[ax] = 1
             else:
                 del full[ax]
-        return sim.result(to_dtype(out, d), d, engine=Engine.VECTOR, reads=[a], window=win, full_shape=tuple(full),
+        return sim.result(out, d, engine=Engine.VECTOR, reads=[a], window=win, full_shape=tuple(full),
                           free=a.free, flops=a.size)
 
     op.__name__ = name
@@ -374,7 +373,7 @@ def loop_reduce(x: Any, op: Any, loop_indices: Any, *, dtype: Any = None, mask: 
     d = result_dtype(dtype, a)
     combine = alu.op_name(op, "loop_reduce")
     alu.binary(combine, "loop_reduce")
-    tile = sim.result(to_dtype(sim.read(a), d), d, engine=Engine.VECTOR, reads=[a], window=win,
+    tile = sim.result(sim.compute("convert", (d.name,), [a]), d, engine=Engine.VECTOR, reads=[a], window=win,
                       full_shape=a.full_shape)
     sim.pending.reduce = combine  # type: ignore[union-attr]
     return tile
@@ -444,8 +443,7 @@ def where(condition: Any, x: Any, y: Any, dtype: Any = None, mask: Any = None, *
     win = mask_window(mask)
     c, a, b = (sim.operand(v, win) for v in (condition, x, y))
     d = result_dtype(dtype, a, b)
-    vc, va, vb = partition_first(sim.read(c), sim.read(a), sim.read(b))
-    values = to_dtype(np.where(vc, va, vb), d)
+    values = sim.compute("where", (d.name,), [c, a, b])
     return sim.result(values, d, engine=Engine.VECTOR, reads=[r for r in (c, a, b) if isinstance(r, Access)],
                       window=win, full_shape=broadcast_full_shape(c, a, b))
 

@@ -20,9 +20,11 @@ from . import dtypes as dt
 from .addressing import Window
 from .errors import NKICompileError, unsupported
 from .indexing import Mask
+from .semantics import as_fp32, fit_to, partition_first, to_dtype
 from .tensors import Access, Derived, Tensor, View
 
-_SCALARS = (int, float, bool, np.generic)
+__all__ = ["as_fp32", "broadcast_full_shape", "fit_to", "free_axes", "mask_window", "partition_first", "result_dtype",
+           "to_dtype"]
 
 
 def mask_window(mask: Any) -> Window | None:
@@ -57,17 +59,6 @@ def result_dtype(dtype: Any, *operands: Any) -> dt.DType:
     return found[0]
 
 
-def partition_first(*arrays: Any) -> list[Any]:
-    """NKI broadcasting is partition-first: pad lower-rank tiles with trailing unit dimensions."""
-    nd = builtins.max((np.ndim(a) for a in arrays if isinstance(a, np.ndarray)), default=0)
-    out = []
-    for a in arrays:
-        if isinstance(a, np.ndarray) and 0 < a.ndim < nd:
-            a = a.reshape(a.shape + (1,) * (nd - a.ndim))
-        out.append(a)
-    return out
-
-
 def broadcast_full_shape(*accs: Any) -> tuple[int, ...]:
     """The unmasked shape of an elementwise result: the operands' full shapes, broadcast partition-first."""
     shapes = [a.full_shape for a in accs if isinstance(a, Access)]
@@ -76,44 +67,6 @@ def broadcast_full_shape(*accs: Any) -> tuple[int, ...]:
     nd = builtins.max(len(s) for s in shapes)
     shapes = [tuple(s) + (1,) * (nd - len(s)) for s in shapes]
     return tuple(np.broadcast_shapes(*shapes))
-
-
-def as_fp32(x: Any) -> Any:
-    """Engines compute in fp32: promote narrow floats before the math."""
-    if isinstance(x, np.ndarray) and x.dtype.kind == "f" and x.dtype.itemsize < 4:
-        return x.astype(np.float32)
-    return x
-
-
-def to_dtype(values: Any, d: dt.DType) -> np.ndarray:
-    """`values` in the storage of dtype `d`, rounded as the device rounds (bf16, tf32, fp8)."""
-    arr = np.asarray(values)
-    if arr.dtype != d.storage:
-        arr = arr.astype(d.storage)
-    if d.mantissa_bits:
-        arr = d.round(arr)
-    return arr
-
-
-def fit_to(values: Any, shape: tuple[int, ...], op: str) -> Any:
-    """Match a result to a destination shape: equal, same size (reshape), or NKI partition-first broadcast."""
-    if isinstance(values, _SCALARS):
-        return values
-    values = np.asarray(values)
-    if values.shape == shape:
-        return values
-    size = 1
-    for s in shape:
-        size *= s
-    if values.size == size:
-        return values.reshape(shape)
-    if values.ndim <= len(shape):
-        padded = values.reshape(values.shape + (1,) * (len(shape) - values.ndim))
-        try:
-            return np.broadcast_to(padded, shape)
-        except ValueError:
-            pass
-    raise NKICompileError(op, f"result shape {values.shape} does not fit destination shape {shape}")
 
 
 def free_axes(axis: Any, ndim: int, op: str) -> tuple[int, ...]:

@@ -31,11 +31,11 @@ from typing import Any, Protocol
 import numpy as np
 
 from . import dtypes as dt
+from . import semantics
 from .accumulation import LazyMatmul, MatmulQueue
-from .alu import binary
 from .errors import NKICompileError, NKIError, NKIRuntimeError
 from .liveness import Liveness
-from .operands import fit_to
+from .program import ProgramRecorder
 from .races import RaceCheck
 from .recycling import BlockRecycler
 from .tensors import (
@@ -136,8 +136,10 @@ class Splitter(Protocol):
 
 class Simulator:
     def __init__(self, platform: Any, *, record_trace: bool, kernel_file: str, recycler: BlockRecycler | None = None,
-                 liveness: Liveness | None = None, splitter: Splitter | None = None) -> None:
+                 liveness: Liveness | None = None, splitter: Splitter | None = None,
+                 recorder: ProgramRecorder | None = None) -> None:
         self.platform = platform
+        self.recorder = recorder  # builds the executable record (program.py), when asked for
         self.recycler = recycler
         self.liveness = liveness or Liveness()
         self.splitter = splitter
@@ -304,6 +306,8 @@ class Simulator:
             t.fill = fill
             self.recycler.adopt(t, t.home)  # type: ignore[union-attr]
         self.check_declared(op, t)
+        if self.recorder is not None and not blocked and (fill is not None or t.poisoned):
+            self.recorder.declared(t, ("fill", fill) if fill is not None else ("nan",))
         if buffer.space == MemorySpace.HBM and self.grid:
             self.shared.append(t)
         return self.remember(t)
@@ -336,6 +340,8 @@ class Simulator:
                     bytes_per_partition=t.bytes_per_partition, total_bytes=int(np.prod(t.shape)) * t.dtype.itemsize))
                 if self.split is not None:
                     self.split.traced(tid, t)
+            if self.recorder is not None:
+                self.recorder.traced(tid, t)
             t.trace_id = tid
         return t.trace_id
 
@@ -371,11 +377,13 @@ class Simulator:
 
     def via_sbuf(self, acc: Access, op: str) -> Access:
         """An implicit PSUM -> SBUF copy the compiler inserts (e.g. nl.store of a matmul result)."""
-        values = self.read(acc, op)
+        values = self.compute("move", (), [acc], op)
         tile = Tensor(self.fresh_name("psum_to_sbuf"), tuple(values.shape), acc.tensor.dtype, SBUF,
                       data=np.array(values, dtype=acc.tensor.dtype.storage), initialised=True, scope=self.scope,
                       is_tile=True)
         copy = tile.whole(None, op)
+        if self.recorder is not None:
+            self.recorder.store("assign", values, copy)
         self.emit("tensor_copy", Engine.VECTOR, acc.tensor.dtype.name, copy.partitions, copy.free, copy.size, [acc],
                   [copy], self.line_no, self.ctx)
         return copy
@@ -400,6 +408,17 @@ class Simulator:
         if acc.init is not None and not acc.init.all():
             self._uninitialised(acc, op)
         return acc.array
+
+    def compute(self, kind: str, params: tuple, operands: list[Any], op: str | None = None, *, raw: bool = False,
+                **extra: Any) -> Any:
+        """Read the operands (Accesses; scalars and host arrays pass as they are) and compute `kind` of
+        semantics.py on their values: the one implementation of what an instruction computes, which the
+        program records for the replayer. `raw` reads storage without the initialisation check."""
+        values = [(o.array if raw else self.read(o, op)) if isinstance(o, Access) else o for o in operands]
+        out = semantics.KINDS[kind](params, values, tuple(isinstance(o, Access) for o in operands), **extra)
+        if self.recorder is not None:
+            self.recorder.compute(kind, params, operands, out, self.line_no)
+        return out
 
     def _uninitialised(self, acc: Access, op: str | None) -> None:
         t = acc.tensor
@@ -450,6 +469,7 @@ class Simulator:
         if p is None:
             return
         tile = p.tile
+        value = p.data  # what the instruction computed (the record names it)
         if isinstance(p.data, LazyMatmul):
             p.data = p.data.compute()
         if tile.data is None:  # a tile is stored only if nothing claimed it
@@ -457,10 +477,11 @@ class Simulator:
                 tile.data, tile.init = np.array(p.data, dtype=tile.dtype.storage), None
             else:
                 tile.allocate()
-        if tile.data.shape != p.data.shape or p.window:
+        windowed = bool(tile.data.shape != p.data.shape or p.window)
+        if windowed:
             acc = tile.access((Ellipsis,), p.window, p.op)
             if isinstance(acc, Access) and acc.array.size:
-                acc.array[...] = fit_to(p.data, acc.shape, p.op)
+                semantics.fill_tile(acc.array, p.data, True, tile.dtype, p.op)
                 if acc.init is not None:
                     acc.init[...] = True
         else:
@@ -468,6 +489,8 @@ class Simulator:
             if tile.dtype.mantissa_bits:
                 tile.data = tile.dtype.round(tile.data)
                 acc = tile.whole(None, p.op)
+        if self.recorder is not None:
+            self.recorder.store("flush", value, acc, windowed)
         self.emit_pending(p, acc, accumulate=False)
 
     def commit(self, p: Pending, dst: Access, accumulate: str | None, race_accumulate: bool = False,
@@ -489,13 +512,14 @@ class Simulator:
         reads = p.reads
         if accumulate or traced_as_combine:
             reads = [*reads, dst]
-        if isinstance(p.data, LazyMatmul):
-            if accumulate == "add" and not isinstance(dst, FancyAccess) and dst.array.shape == p.data.shape:
-                self.defer(dst, p.data, p.op, p.nest, [r.tensor for r in p.reads if isinstance(r, Access)])
-                self.emit_pending(p, dst, accumulate=True, reads=reads)
-                return
-            if accumulate or isinstance(dst, FancyAccess) or dst.array.shape != p.data.shape:
-                p.data = p.data.compute()
+        if isinstance(p.data, LazyMatmul) and accumulate == "add" and not isinstance(dst, FancyAccess) \
+                and dst.array.shape == p.data.shape:
+            self.defer(dst, p.data, p.op, p.nest, [r.tensor for r in p.reads if isinstance(r, Access)])
+            if self.recorder is not None:
+                self.recorder.store("defer", p.data, dst)
+            self.emit_pending(p, dst, accumulate=True, reads=reads)
+            return
+        # Any other matmul is computed by the write (semantics.write): accumulated, reshaped or scattered.
         self.write(dst, p.data, p.op, accumulate=accumulate, nest=p.nest, race_accumulate=race_accumulate)
         self.emit_pending(p, dst, accumulate=bool(accumulate), reads=reads)
 
@@ -513,32 +537,19 @@ class Simulator:
             self.matmuls.run(t)
         if t.readers:
             self.matmuls.run_readers(t)
+        if accumulate:
+            self.read(dst, op)  # accumulating reads the destination: it must be initialised
+        if self.recorder is not None:
+            self.recorder.store("write", values, dst, accumulate)
         if isinstance(dst, FancyAccess):
-            vals = fit_to(values, dst.shape, op)
-            if accumulate:
-                cur = self.read(dst, op)
-                vals = binary(accumulate, op)(cur, vals)
-            dst.base[dst.index] = t.dtype.round(np.asarray(vals, dtype=t.dtype.storage)) \
-                if t.dtype.mantissa_bits else vals
+            semantics.write_fancy(dst.base, dst.index, dst.shape, values, accumulate, t.dtype, op)
             if dst.base_init is not None:
                 dst.base_init[dst.index] = True
             t.version += 1
             return
         if dst.array.size == 0:
             return
-        if type(values) is LazyMatmul:  # a matmul overwriting its destination: computed straight into it
-            values.into(dst.array)
-        elif accumulate:
-            vals = fit_to(values, dst.shape, op)
-            cur = self.read(dst, op)
-            if accumulate == "add":
-                np.add(cur, vals, out=dst.array, casting="unsafe")
-            else:
-                dst.array[...] = binary(accumulate, op)(cur, vals)
-        else:
-            dst.array[...] = fit_to(values, dst.shape, op)
-        if t.dtype.mantissa_bits:
-            dst.array[...] = t.dtype.round(dst.array)
+        semantics.write(dst.array, values, accumulate, t.dtype, op)
         if dst.init is not None:
             if t.blocks is None:
                 dst.init[...] = True
@@ -612,7 +623,7 @@ class Simulator:
         if dst.space == MemorySpace.HBM:
             raise NKICompileError("store", f"writing HBM tensor {tensor.name!r} needs nl.store (or a DMA copy)")
         if isinstance(value, _SCALARS):
-            self.write(dst, value, "memset")
+            self.write(dst, self.compute("scalar", (value,), []), "memset")
             self.emit("memset", Engine.VECTOR, tensor.dtype.name, dst.partitions, dst.free, dst.size, [], [dst],
                       self.line_no, self.ctx)
             return
@@ -620,7 +631,7 @@ class Simulator:
         if isinstance(src, Access) and src.space == MemorySpace.HBM:
             raise NKICompileError("load", f"reading HBM tensor {src.tensor.name!r} into {tensor.name!r} needs "
                                           "nl.load (or a DMA copy)")
-        vals = self.read(src, "tensor_copy")
+        vals = self.compute("move", (), [src], "tensor_copy")
         self.write(dst, vals, "tensor_copy")
         self.emit("tensor_copy", Engine.VECTOR, tensor.dtype.name, dst.partitions, dst.free, dst.size,
                   [src] if isinstance(src, Access) else [], [dst], self.line_no, self.ctx)
@@ -628,7 +639,7 @@ class Simulator:
     def _combine_into(self, tensor: Tensor, items: Any, value: Any, op: str) -> None:
         dst = tensor.access(items, None, "tensor_tensor")
         src = self.operand(value, None, "tensor_tensor")
-        vals = self.read(src, "tensor_tensor")
+        vals = self.compute("move", (), [src], "tensor_tensor")
         self.write(dst, vals, "tensor_tensor", accumulate=op)
         self.emit("tensor_tensor", Engine.VECTOR, tensor.dtype.name, dst.partitions, dst.free, dst.size,
                   [dst] + ([src] if isinstance(src, Access) else []), [dst], self.line_no, self.ctx)
@@ -637,6 +648,8 @@ class Simulator:
     def emit(self, op: str, engine: Engine, dtype: str, partitions: int, free: int, flops: int,
              reads: list[Any], writes: list[Access], line: int, ctx: int, is_transpose: bool = False) -> None:
         self.instructions += 1
+        if self.recorder is not None:
+            self.recorder.emitted(self.instructions - 1, reads, writes)
         if not self.record_trace:
             return
         moved, rows = trace_rows(reads, writes, self.tensor_id)

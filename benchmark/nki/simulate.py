@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import gc
 import inspect
 from collections.abc import Iterator
@@ -18,6 +19,7 @@ from .blas import single_threaded_blas
 from .errors import BlockRecyclingMiss, NKICompileError, NKIError
 from .liveness import kernel_liveness
 from .parallel import LoopSplitter, ParallelFallback, child_exit
+from .program import Program, ProgramRecorder
 from .recycling import BlockRecycler
 from .runtime import Simulator
 from .splittable import SplitLoop, parallel_loops
@@ -33,6 +35,7 @@ class Simulation:
     inputs_after: tuple[Any, ...] = ()  # the inputs as the kernel left them (arrays; other inputs as given)
     rerun_without_recycling: bool = False  # the block recycler guessed wrong and the kernel ran twice
     parallel_fallback: str = ""  # why a split loop's halves could not be merged (the kernel ran again in one process)
+    program: Program | None = None  # the executable record (record_program=True; program.py)
 
 
 class JitKernel:
@@ -83,7 +86,8 @@ def _unwrap(kernel: Any) -> Any:
 
 
 def simulate(kernel: Any, inputs: list[Any], *, platform: str = "trn1", record_trace: bool = True,
-             kwargs: dict[str, Any] | None = None, grid: tuple[int, ...] = (), workers: int = 1) -> Simulation:
+             kwargs: dict[str, Any] | None = None, grid: tuple[int, ...] = (), workers: int = 1,
+             record_program: bool = False) -> Simulation:
     """Run `kernel` on copies of `inputs`; return its outputs (numpy) and the instruction trace.
 
     With an SPMD `grid`, every program runs in turn (nl.program_id tells them apart) and the HBM
@@ -91,7 +95,10 @@ def simulate(kernel: Any, inputs: list[Any], *, platform: str = "trn1", record_t
 
     `workers=2` runs the two halves of each top-level `affine_range` loop that only touches tensors in
     two processes (parallel.py); the outputs and the trace are the same as with one. It forks, so use
-    it only in a process that runs no other threads (the evaluation child, the benchmark)."""
+    it only in a process that runs no other threads (the evaluation child, the benchmark).
+
+    `record_program=True` also records the executable program (program.py) that replay.py runs again on
+    other inputs; it runs in one process (workers is ignored)."""
     func = _unwrap(kernel)
     code = getattr(func, "__code__", None)
     if code is None:
@@ -99,39 +106,45 @@ def simulate(kernel: Any, inputs: list[Any], *, platform: str = "trn1", record_t
     names = _parameter_names(func, len(inputs))
     rerun = False
     fallback = ""
-    parallel = parallel_loops(func) if workers > 1 and not grid else {}
+    parallel = parallel_loops(func) if workers > 1 and not grid and not record_program else {}
+    run = functools.partial(_run, func, code, inputs, names, platform, record_trace, kwargs, grid,
+                            record_program=record_program)
     try:
-        sim, args, result = _run(func, code, inputs, names, platform, record_trace, kwargs, grid, recycle=True,
-                                 parallel=parallel)
+        sim, args, result = run(recycle=True, parallel=parallel)
     except BlockRecyclingMiss:
         rerun = True
     except ParallelFallback as err:
         fallback = str(err) or "fallback"
         gc.collect()
         try:
-            sim, args, result = _run(func, code, inputs, names, platform, record_trace, kwargs, grid, recycle=True)
+            sim, args, result = run(recycle=True)
         except BlockRecyclingMiss:
             rerun = True
     if rerun:
         # The kernel reused a block the recycler had judged dead: run it again with plain storage, once
         # the first attempt's tensors are gone (outside the except block, whose traceback holds them).
         gc.collect()
-        sim, args, result = _run(func, code, inputs, names, platform, record_trace, kwargs, grid, recycle=False)
-    outputs = tuple(_output(t) for t in _flatten(result))
+        sim, args, result = run(recycle=False)
+    returned = _flatten(result)
+    outputs = tuple(_output(t) for t in returned)
     after = tuple(a.data if isinstance(a, Tensor) else a for a in args)
+    program = None
+    if sim.recorder is not None:
+        program = sim.recorder.finish([_input_entry(x) for x in inputs], [_output_spec(sim.recorder, t) for t in returned])
     return Simulation(outputs=outputs, trace=sim.trace.freeze(), instructions=sim.instructions, inputs_after=after,
-                      rerun_without_recycling=rerun, parallel_fallback=fallback)
+                      rerun_without_recycling=rerun, parallel_fallback=fallback, program=program)
 
 
 def _run(func: Any, code: Any, inputs: list[Any], names: list[str], platform: str, record_trace: bool,
-         kwargs: dict[str, Any] | None, grid: tuple[int, ...], *, recycle: bool,
+         kwargs: dict[str, Any] | None, grid: tuple[int, ...], *, recycle: bool, record_program: bool = False,
          parallel: dict[int, SplitLoop] | None = None) -> tuple[Simulator, list[Any], Any]:
     sim = Simulator(get_core_spec(platform), record_trace=record_trace, kernel_file=code.co_filename,
                     recycler=BlockRecycler() if recycle else None,
                     liveness=kernel_liveness(func) if recycle or parallel else None,
-                    splitter=LoopSplitter(parallel) if parallel else None)
+                    splitter=LoopSplitter(parallel) if parallel else None,
+                    recorder=ProgramRecorder() if record_program else None)
     with sim, single_threaded_blas(), _rare_garbage_collection():
-        args = [_as_input(x, name, sim) for x, name in zip(inputs, names, strict=False)]
+        args = [_as_input(x, name, sim, k) for k, (x, name) in enumerate(zip(inputs, names, strict=False))]
         try:
             programs = list(np.ndindex(*grid)) if grid else [()]
             result = None
@@ -176,12 +189,26 @@ def _parameter_names(func: Any, n: int) -> list[str]:
     return [params[i] if i < len(params) else f"input{i}" for i in range(n)]
 
 
-def _as_input(x: Any, name: str, sim: Simulator) -> Any:
+def _as_input(x: Any, name: str, sim: Simulator, index: int = 0) -> Any:
     if isinstance(x, np.ndarray):
         d = dt.as_dtype(x.dtype)
-        return sim.remember(Tensor(name, x.shape, d, SHARED_HBM, data=np.array(x, dtype=d.storage, copy=True),
-                                   initialised=True))
+        t = sim.remember(Tensor(name, x.shape, d, SHARED_HBM, data=np.array(x, dtype=d.storage, copy=True),
+                                initialised=True))
+        if sim.recorder is not None:
+            sim.recorder.declared(t, ("input", index))
+        return t
     return x
+
+
+def _input_entry(x: Any) -> tuple:
+    """What a program assumes of one kernel argument: an array's shape and dtype, or a scalar's value."""
+    if isinstance(x, np.ndarray):
+        return ("array", tuple(x.shape), x.dtype.str)
+    return ("scalar", x)
+
+
+def _output_spec(recorder: ProgramRecorder, t: Tensor) -> Any:
+    return recorder.spec(t.alias) if t.alias is not None else recorder.array_spec(t, t.data)  # type: ignore[arg-type]
 
 
 def _flatten(result: Any) -> list[Tensor]:

@@ -470,24 +470,19 @@ class Derived:
 
     def view(self, src: Access, values: np.ndarray, window: Window | None, op: str) -> Access:
         """This view of `src`, whose values are `values`, narrowed by `window`: no instruction, no copy."""
-        if self.kind == "broadcast":
-            if values.ndim < len(self.shape) and values.shape and values.shape[0] == self.shape[0]:
-                values = values.reshape(values.shape + (1,) * (len(self.shape) - values.ndim))
-            array = np.broadcast_to(values, self.shape)
-        elif self.kind == "reshape":
-            array = values.reshape(self.shape)
-        elif self.kind == "transpose":
-            array = values.T
-        else:  # pragma: no cover - kinds are fixed by language.py
-            raise NKICompileError(op, f"unknown view {self.kind}")
-        shape = tuple(array.shape)
-        if window:
-            index = [slice(None)] * array.ndim
-            for pos, (lo, hi, size) in window.items():
-                if -pos <= array.ndim and array.shape[pos] == size:
-                    index[pos] = slice(lo, hi)
-            array = array[tuple(index)]
-        return Access(src.tensor, array, None, src.box, tuple(array.shape), shape, src.key, exact=False)
+        from .semantics import derive  # semantics builds on this module's neighbours, not on it
+
+        array, shape = derive(values, self.kind, self.shape, window, op)
+        acc = DerivedAccess(src.tensor, array, None, src.box, tuple(array.shape), shape, src.key, exact=False)
+        acc.derivation = (src, self.kind, self.shape, window)
+        return acc
+
+
+class DerivedAccess(Access):
+    """An access through a `Derived` view: `derivation` = (source access, kind, shape, mask window), how the
+    view was made (the executable record replays it; program.py)."""
+
+    __slots__ = ("derivation",)
 
 
 def trace_rows(reads: list[Any], writes: list[Any], tensor_id: Callable[[Tensor], int]) -> tuple[list[int], list[tuple]]:
