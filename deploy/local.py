@@ -398,7 +398,9 @@ def main() -> None:
     if missing:
         raise SystemExit("missing: " + "; ".join(missing))
     stop = {"now": False}
-    signal.signal(signal.SIGTERM, lambda *_: stop.update(now=True))
+    # Both explicitly: a shell starting this in the background leaves SIGINT ignored, and Ctrl-C must still work.
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, lambda *_: stop.update(now=True))
     with topology(args.dir, web=args.web, workers=args.workers, ray_workers=args.ray_workers,
                   head_cpus=args.head_cpus, worker_cpus=args.worker_cpus, ray=not args.no_ray,
                   durable=True) as state:
@@ -414,16 +416,14 @@ def main() -> None:
         print("Create the first admin with:  "
               f"DATABASE_URL={state.database_url} ACCELOPT_VAR_DIR={state.directory / 'var'} "
               f"{PYTHON} manage.py create_admin")
-        print("Ctrl-C stops everything.")
-        try:
-            while not stop["now"]:
-                dead = [name for name, server in state.servers.items() if not server.alive()]
-                if dead:
-                    print(f"stopped unexpectedly: {', '.join(dead)}; stopping the rest")
-                    break
-                time.sleep(1)
-        except KeyboardInterrupt:
-            pass
+        print("Ctrl-C stops everything.", flush=True)
+        while not stop["now"]:
+            dead = [name for name, server in state.servers.items() if not server.alive()]
+            if dead:
+                print(f"stopped unexpectedly: {', '.join(dead)}; stopping the rest")
+                break
+            time.sleep(1)
+        print("stopping", flush=True)
 
 
 if __name__ == "__main__":
