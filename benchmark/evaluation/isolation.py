@@ -162,6 +162,11 @@ def bwrap_arguments(bwrap: str, scratch_bytes: int, extras: SandboxExtras | None
             "--die-with-parent", "--new-session", "--hostname", HOSTNAME]
     if "--disable-userns" in known:  # no nested namespaces (and no capabilities in them) for the kernel
         args.append("--disable-userns")
+    # The private /tmp first: binds made after it land on top of it, so a project or venv that lives
+    # under the host's /tmp (a fresh clone in /tmp, say) stays visible instead of being hidden by it.
+    if "--size" in known:
+        args += ["--size", str(int(scratch_bytes))]
+    args += ["--tmpfs", SCRATCH]
     binds = visible_paths()
     for name in _SYSTEM_DIRS:
         if os.path.islink(name):
@@ -177,9 +182,7 @@ def bwrap_arguments(bwrap: str, scratch_bytes: int, extras: SandboxExtras | None
         args += ["--tmpfs", hidden, "--remount-ro", hidden]
     device_binds, extra_binds = extra_bind_arguments(extras, binds)
     args += ["--proc", "/proc", "--dev", "/dev", *device_binds, "--remount-ro", "/dev"]
-    if "--size" in known:
-        args += ["--size", str(int(scratch_bytes))]
-    args += ["--tmpfs", SCRATCH, *extra_binds, "--chdir", SCRATCH, "--remount-ro", "/"]
+    args += [*extra_binds, "--chdir", SCRATCH, "--remount-ro", "/"]
     return args
 
 
