@@ -184,6 +184,14 @@ class TraceDtypes:
     op_names: list[str]
 
 
+def trace_dtypes(trace: dict) -> TraceDtypes:
+    """The precision check's columns of a trace as it crosses the pipes ({"meta": ..., "arrays": ...})."""
+    arrays, meta = trace["arrays"], trace["meta"]
+    return TraceDtypes(engine=arrays["trace.col.engine"], dtype=arrays["trace.col.dtype"],
+                       opcode=arrays["trace.col.opcode"], line=arrays["trace.col.line"],
+                       dtype_names=list(meta["dtype_names"]), op_names=list(meta["op_names"]))
+
+
 _ENGINE_NAMES = {"TENSOR": "Tensor", "VECTOR": "Vector", "SCALAR": "Scalar", "GPSIMD": "GpSimd", "DMA": "DMA"}
 
 

@@ -5,6 +5,8 @@ Roles, each its own process (the parent never lets them talk to each other):
 * `reference` renders inputs for a seed and computes the expected outputs (it holds them; the kernel
   child never sees them), and applies the reference's `transform_nki_outputs`;
 * `kernel` loads the untrusted kernel and runs it on inputs the parent sends;
+* `verify` re-executes the program the kernel child recorded on its first seed, on every seed's inputs
+  (benchmark.evaluation.verify; only our code runs there: it never sees the kernel's source);
 * `profile` runs the performance model on a trace (only our code runs there).
 
 The protocol travels over file descriptors duplicated from stdin/stdout at start-up; fd 0 is then
@@ -145,8 +147,14 @@ class KernelRole:
         from benchmark.evaluation.protocol import encode_trace, join_inputs
 
         inputs = join_inputs(header["input_count"], arrays, header.get("scalars", []))
+        program: dict[str, Any] = {}
         try:
-            run = self.backend.run(self.kernel, inputs, self.platform)
+            if header.get("record"):  # the simulator, on the first seed: its program goes to the verifier
+                from benchmark.evaluation.verify import record
+
+                run, program = record(self.kernel, inputs, self.platform)
+            else:
+                run = self.backend.run(self.kernel, inputs, self.platform)
             outputs = [np.asarray(o) for o in run.outputs]
         except BackendUnavailable as exc:  # the backend's own trouble (a measured backend's SDK), not the kernel's
             return {"ok": False, "kind": "infrastructure_error", "retry": exc.retry, "message": str(exc)}, {}
@@ -163,6 +171,7 @@ class KernelRole:
             meta, trace_arrays = encode_trace(run.trace, "trace.")
             reply["trace"] = meta
             out_arrays.update(trace_arrays)
+        out_arrays.update(program)
         return reply, out_arrays
 
     # -- measured backends (neuron) -------------------------------------------------------------------
@@ -298,6 +307,37 @@ class ProfileRole:
                 "timeline": report.timeline, "perf_model_version": report.perf_model_version}, {}
 
 
+class VerifyRole:
+    """Replays the kernel's recorded program (benchmark.evaluation.verify); imports no kernel code."""
+
+    def __init__(self, config: dict[str, Any]) -> None:
+        from benchmark.evaluation.verify import Verifier
+
+        self.verifier = Verifier()
+
+    def load(self, header: dict[str, Any], arrays: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+        from benchmark.evaluation.verify import VerificationFailed
+
+        try:
+            self.verifier.load(header["platform"], header["trace"], arrays)
+        except VerificationFailed as exc:
+            return {"ok": False, "kind": "incorrect", "message": str(exc), "line": exc.line}, {}
+        return {"ok": True, "instructions": len(self.verifier.program)}, {}
+
+    def replay(self, header: dict[str, Any], arrays: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+        from benchmark.evaluation.protocol import join_inputs
+        from benchmark.evaluation.verify import VerificationFailed
+
+        inputs = join_inputs(header["input_count"], arrays, header.get("scalars", []))
+        del arrays
+        try:
+            outputs, modified = self.verifier.replay(inputs, bool(header.get("check_rows")))
+        except VerificationFailed as exc:
+            return {"ok": False, "kind": "incorrect", "message": str(exc), "line": exc.line}, {}
+        return ({"ok": True, "output_count": len(outputs), "modified_input": modified},
+                {f"out{i}": o for i, o in enumerate(outputs)})
+
+
 def _all_finite(expected: Any) -> bool:
     import numpy as np
 
@@ -313,7 +353,7 @@ def _read_roots() -> list[str]:
     return [sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix, package]
 
 
-ROLES = {"kernel": KernelRole, "reference": ReferenceRole, "profile": ProfileRole}
+ROLES = {"kernel": KernelRole, "reference": ReferenceRole, "profile": ProfileRole, "verify": VerifyRole}
 
 
 def main(argv: list[str]) -> int:

@@ -1,9 +1,10 @@
 """`evaluate()`: static check, then sandboxed reference and kernel children, checks in the parent, profile.
 
-The reference and the kernel run in two different child processes. The parent asks the reference child
-for each seed's inputs and expected outputs, sends only the inputs to the kernel child, and compares what
-comes back; expected outputs never enter the kernel's process. The trace goes to a third child for the
-performance model, so the model never runs next to untrusted code. See docs/evaluation.md.
+The reference and the kernel run in different child processes; expected outputs never enter the kernel's.
+With the simulator the kernel child runs once, on the first seed, and records its program; a verifier child
+(our code only) checks it and replays it on every seed, and its outputs are what the parent compares with the
+reference's, slice by slice (verify.py). The verified trace goes to the profile child for the performance
+model, so the model never runs next to untrusted code. See docs/evaluation.md.
 """
 
 from __future__ import annotations
@@ -30,6 +31,12 @@ from benchmark.evaluation.static_check import (
     check_kernel_source,
     check_reference_source,
     find_kernel_name,
+)
+from benchmark.evaluation.verify import (
+    first_difference,
+    kernel_reply_budget,
+    record_reply_budget,
+    replay_reply_budget,
 )
 from benchmark.platforms import get_definition
 
@@ -125,18 +132,24 @@ class _Attempt:
             profiler = (children.enter_context(ChildProcess("profile", {"backend": self.backend.name},
                                                             placement.profile_limits, placement.profile_extras))
                         if self.backend.records_trace or self.backend.measures else None)
+            # A backend with a trace (the simulator) records its program on the first seed; the verifier
+            # replays it on every seed, and only its outputs are judged (verify.py).
+            verifier = (children.enter_context(ChildProcess("verify", {"platform": self.platform}, self.limits))
+                        if self.backend.records_trace else None)
             self.load_reference(reference)
             self.load_kernel(kernel)
             # One seed at a time, everything of a seed dropped before the next: the parent's memory is a
             # seed's inputs and outputs plus a slice, not every seed's arrays at once.
             traces = []
             for index in range(len(self.seeds)):
-                trace = self.check_seed(reference, kernel, index)
+                trace = self.check_seed(reference, kernel, index, verifier)
                 if trace is not None and traces and "arrays" in trace:
                     # Only the first seed's trace is profiled; the others need their length only.
                     trace = {"instructions": len(trace["arrays"]["trace.col.engine"])}
                 traces.append(trace)
                 del trace
+                if verifier is not None:
+                    kernel.close()  # recorded: every later seed is a replay
             if self.backend.measures:  # timed only once every seed is correct
                 traces = [self.measure(kernel, placement.artefacts)]
             kernel.close()
@@ -182,7 +195,8 @@ class _Attempt:
         if not reply["ok"]:
             raise self.kernel_reply_failed(reply, compiled=False)
 
-    def check_seed(self, reference: ChildProcess, kernel: ChildProcess, index: int) -> dict[str, Any] | None:
+    def check_seed(self, reference: ChildProcess, kernel: ChildProcess, index: int,
+                   verifier: ChildProcess | None = None) -> dict[str, Any] | None:
         seed, distribution = self.seeds[index], self.plan[index]
         where = f"seed {seed} ({distribution} inputs)"
         try:
@@ -201,11 +215,22 @@ class _Attempt:
         # The expected outputs stay in the reference child; the parent knows their dtypes and shapes and
         # reads their values slice by slice when comparing.
         expected = [_shape_only(dtype, shape) for dtype, shape in rendered["expected"]]
+        if verifier is not None:
+            request = {"input_count": rendered["input_count"], "scalars": rendered.get("scalars", [])}
+            outputs, trace = self.verified_outputs(kernel, verifier, index, request, inputs, expected, where)
+        else:
+            outputs, trace = self.kernel_outputs(kernel, rendered, inputs, expected, where)
+        del inputs
+        self.check_outputs(reference, index, outputs, expected, where, {"compiled": True, "runnable": True})
+        return trace
 
+    def kernel_outputs(self, kernel: ChildProcess, rendered: dict[str, Any], inputs: dict[str, np.ndarray],
+                       expected: list[np.ndarray], where: str) -> tuple[list[np.ndarray], dict[str, Any] | None]:
+        """What the kernel child computes for one seed (backends without a program: null, neuron)."""
         try:
             ran, produced = kernel.request(
                 {"op": "run", "input_count": rendered["input_count"], "scalars": rendered.get("scalars", [])},
-                inputs, max_reply_bytes=_kernel_reply_budget(list(inputs.values()), expected))
+                inputs, max_reply_bytes=kernel_reply_budget(list(inputs.values()), expected))
         except ChildError as exc:
             raise self.child_failed(exc, "kernel", compiled=True) from None
         if not ran["ok"]:
@@ -221,20 +246,68 @@ class _Attempt:
             checks.check_inputs_unchanged(list(inputs.values()), after)
         except checks.CheckFailed as exc:
             raise self.fail(ErrorKind.INCORRECT, f"{exc} ({where})", **ran_flags) from None
-        del inputs, after
+        del after
 
-        trace = None
-        if "trace" in ran:
-            trace = {"meta": ran["trace"], "arrays": {k: v for k, v in produced.items() if k.startswith("trace.")}}
+        del produced  # a backend with a trace has a program: verified_outputs
+        return outputs, {"latency_ms": float(ran["latency_ms"])} if ran.get("latency_ms") is not None else None
+
+    def verified_outputs(self, kernel: ChildProcess, verifier: ChildProcess, index: int, request: dict[str, Any],
+                         inputs: dict[str, np.ndarray], expected: list[np.ndarray],
+                         where: str) -> tuple[list[np.ndarray], dict[str, Any] | None]:
+        """The verifier's outputs for one seed. On the first, the kernel child runs once and records its program;
+        the verifier checks it, and the kernel's own outputs must equal the replay's bit for bit."""
+        flags = {"compiled": True, "runnable": True}
+        recorded, trace = None, None
+        if index == 0:
             try:
-                checks.check_trace_precision(_trace_dtypes(trace), checks.reference_precision(expected))
+                ran, produced = kernel.request({"op": "run", "record": True, **request}, inputs,
+                                               max_reply_bytes=record_reply_budget(list(inputs.values()), expected))
+            except ChildError as exc:
+                raise self.child_failed(exc, "kernel", compiled=True) from None
+            if not ran["ok"]:
+                raise self.kernel_reply_failed(ran, compiled=ran["kind"] != ErrorKind.COMPILE_ERROR.value,
+                                               runnable=False)
+            recorded = [produced.pop(f"out{i}") for i in range(ran["output_count"])]
+            arrays = {k: v for k, v in produced.items() if k.startswith(("trace.", "program."))}
+            del produced
+            verifier.restart_clock()  # it waited for the recording
+            try:
+                loaded, _ = verifier.request({"op": "load", "platform": self.platform, "trace": ran["trace"]}, arrays)
+            except ChildError as exc:
+                raise self.child_failed(exc, "verify", **flags) from None
+            if not loaded["ok"]:
+                raise self.fail(ErrorKind(loaded["kind"]), "the kernel's recorded program failed verification: "
+                                f"{loaded['message']}", line=loaded.get("line"), **flags)
+            trace = {"meta": ran["trace"], "arrays": {k: v for k, v in arrays.items() if k.startswith("trace.")},
+                     "latency_ms": None}
+            del arrays
+            try:
+                checks.check_trace_precision(checks.trace_dtypes(trace), checks.reference_precision(expected))
             except checks.CheckFailed as exc:
-                raise self.fail(ErrorKind.INCORRECT, str(exc), line=exc.line, **ran_flags) from None
-            trace["latency_ms"] = None
-        elif ran.get("latency_ms") is not None:
-            trace = {"latency_ms": float(ran["latency_ms"])}
+                raise self.fail(ErrorKind.INCORRECT, str(exc), line=exc.line, **flags) from None
+        try:
+            replayed, produced = verifier.request({"op": "replay", "check_rows": index == 0, **request}, inputs,
+                                                  max_reply_bytes=replay_reply_budget(expected))
+        except ChildError as exc:
+            raise self.child_failed(exc, "verify", **flags) from None
+        if not replayed["ok"]:
+            raise self.fail(ErrorKind(replayed["kind"]), f"the kernel's recorded program failed verification on "
+                            f"{where}: {replayed['message']}", line=replayed.get("line"), **flags)
+        outputs = [produced.pop(f"out{i}") for i in range(replayed["output_count"])]
         del produced
+        if replayed.get("modified_input"):
+            raise self.fail(ErrorKind.INCORRECT, f"{replayed['modified_input']} ({where})", **flags)
+        if recorded is not None:
+            difference = first_difference(recorded, outputs)
+            if difference:
+                raise self.fail(ErrorKind.INCORRECT, f"the kernel's outputs for {where} are not what its recorded "
+                                f"instructions compute ({difference}): values written outside its instructions do "
+                                "not count", **flags)
+        return outputs, trace
 
+    def check_outputs(self, reference: ChildProcess, index: int, outputs: list[np.ndarray],
+                      expected: list[np.ndarray], where: str, ran_flags: dict[str, Any]) -> None:
+        """Count and shapes, then the reference's transform and the comparison. Empties `outputs` once sent."""
         if len(outputs) != len(expected):
             # Checked before transform_nki_outputs: NKIBench's zips and would drop extra outputs silently.
             raise self.fail(ErrorKind.INCORRECT, f"kernel returned {len(outputs)} output(s) with shapes "
@@ -246,7 +319,7 @@ class _Attempt:
             # copies are never in the parent together.
             reference.send({"op": "transform", "index": index, "output_count": len(outputs)},
                            {f"out{i}": o for i, o in enumerate(outputs)})
-            del outputs
+            outputs.clear()  # the caller's list too
             transformed, shaped = reference.receive()
         except ChildError as exc:
             raise self.child_failed(exc, "reference") from None
@@ -259,7 +332,6 @@ class _Attempt:
         final = [shaped.pop(f"out{i}") for i in range(transformed["output_count"])]
         del shaped
         self.compare(final, expected, reference, index, where, ran_flags)
-        return trace
 
     def compare(self, outputs: list[np.ndarray], expected: list[np.ndarray], reference: ChildProcess, index: int,
                 where: str, flags: dict[str, Any]) -> None:
@@ -412,12 +484,6 @@ def _peak_kwargs(counts: Mapping[str, float] | Sequence[float]) -> dict[str, flo
     return {name: float(v) for name, v in zip(PEAK_COUNT_NAMES, counts, strict=True)}
 
 
-TRACE_REPLY_BYTES = 512 * 1024**2  # room for the instruction trace in a kernel child's reply
-
-
-def _kernel_reply_budget(inputs: list[np.ndarray], expected: list[np.ndarray]) -> int:
-    """Outputs (up to twice the expected size: a wrong dtype is reported, not refused), inputs, trace."""
-    return 2 * sum(e.size * e.dtype.itemsize for e in expected) + sum(a.nbytes for a in inputs) + TRACE_REPLY_BYTES + 1024**2
 
 
 # Expected outputs cross from the reference child in slices of this many elements (16 MiB of fp32; the
@@ -445,14 +511,6 @@ def _worst(errors: list[tuple[float | None, ...]]) -> tuple[float | None, ...]:
     if not errors:
         return ()
     return tuple(max(column) for column in zip(*errors, strict=False))
-
-
-def _trace_dtypes(trace: dict[str, Any]) -> checks.TraceDtypes:
-    arrays, meta = trace["arrays"], trace["meta"]
-    return checks.TraceDtypes(
-        engine=arrays["trace.col.engine"], dtype=arrays["trace.col.dtype"], opcode=arrays["trace.col.opcode"],
-        line=arrays["trace.col.line"], dtype_names=list(meta["dtype_names"]), op_names=list(meta["op_names"]),
-    )
 
 
 # Every guard on; tests of the lower layers switch single ones off to prove the others hold on their own.
