@@ -151,6 +151,13 @@ def visible_paths() -> list[str]:
     return [p for p in _outermost(candidates) if p != "/"]
 
 
+def scratch_skeleton() -> set[str]:
+    """Names in the child's empty /tmp that are only the mount points of read-only binds (a project or
+    venv under the host's /tmp): directories holding our code, never anything a child wrote."""
+    prefix = SCRATCH.rstrip("/") + "/"
+    return {p[len(prefix):].split("/")[0] for p in visible_paths() if p.startswith(prefix)}
+
+
 def _is_under(path: str, parents: Sequence[str]) -> bool:
     return any(path == p or path.startswith(p.rstrip("/") + "/") for p in parents)
 

@@ -264,7 +264,7 @@ def check_isolation(root: bool) -> str:
         problems.append("it reached 127.0.0.1")
     if report["var"] or {"home", "run", "sys"} & set(report["root"]):
         problems.append(f"it sees the host's var/ or / entries {report['root']}")
-    if report["cwd"] != isolation.SCRATCH or report["tmp"]:
+    if report["cwd"] != isolation.SCRATCH or set(report["tmp"]) - isolation.scratch_skeleton():
         problems.append(f"its scratch directory is {report['cwd']} holding {report['tmp']}")
     if problems:
         raise SetupFailed("the evaluation child is not isolated: " + "; ".join(problems))
