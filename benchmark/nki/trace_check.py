@@ -182,23 +182,18 @@ def _footprint(region: tuple, base: int, strides: tuple, shape: tuple, constants
             return None
         return [(int(constants[c].min()), int(constants[c].max()) + 1) if constants[c].size else (0, 0)
                 for c in region[5]]
-    axes = [k for k, n in enumerate(shape) if n > 1]
-    order = sorted(axes, key=lambda k: -strides[k])
+    plan = _plan(strides, shape, tuple(region[3]), tuple(region[4]))
+    order, steps = plan
     start = _unravel(region[2] - base, order, strides, shape)
-    if start is not None:
+    if start is not None and steps is not None:
         lo, hi = list(start), list(start)
-        for n, s in zip(region[3], region[4], strict=True):
-            if n <= 1 or s == 0:
-                continue
-            axis = next((k for k in order if s % strides[k] == 0), None)
-            if axis is None:
-                break
-            span = s // strides[axis] * (n - 1)
-            lo[axis] += min(span, 0)
-            hi[axis] += max(span, 0)
-        else:
-            if all(0 <= lo[k] and hi[k] < shape[k] for k in range(len(shape))):
-                return [(lo[k], hi[k] + 1) for k in range(len(shape))]
+        for axis, span in steps:
+            if span < 0:
+                lo[axis] += span
+            else:
+                hi[axis] += span
+        if all(0 <= lo[k] and hi[k] < shape[k] for k in range(len(shape))):
+            return [(lo[k], hi[k] + 1) for k in range(len(shape))]
     # Not a step per axis: every element, one by one.
     addresses = np.full((), region[2] - base, dtype=np.int64)
     for n, s in zip(region[3], region[4], strict=True):
@@ -211,6 +206,31 @@ def _footprint(region: tuple, base: int, strides: tuple, shape: tuple, constants
     if np.any(rest != 0) or any(np.any((coords[k] < 0) | (coords[k] >= shape[k])) for k in range(len(shape))):
         return None
     return [(int(coords[k].min()), int(coords[k].max()) + 1) for k in range(len(shape))]
+
+
+_PLANS: dict[tuple, tuple] = {}
+
+
+def _plan(strides: tuple, shape: tuple, dims: tuple, steps: tuple) -> tuple:
+    """How a region's dimensions step through a tensor's axes, computed once per shape of access: the axes by
+    decreasing stride, and per dimension (axis, span), or None when a step is not along one axis."""
+    key = (strides, shape, dims, steps)
+    found = _PLANS.get(key)
+    if found is None:
+        order = sorted((k for k, n in enumerate(shape) if n > 1), key=lambda k: -strides[k])
+        spans: list[tuple[int, int]] | None = []
+        for n, s in zip(dims, steps, strict=True):
+            if n <= 1 or s == 0:
+                continue
+            axis = next((k for k in order if s % strides[k] == 0), None)
+            if axis is None:
+                spans = None
+                break
+            spans.append((axis, s // strides[axis] * (n - 1)))  # type: ignore[union-attr]
+        if len(_PLANS) > 65536:
+            _PLANS.clear()
+        found = _PLANS[key] = (order, spans)
+    return found
 
 
 def _unravel(rel: int, order: list[int], strides: tuple, shape: tuple) -> list[int] | None:
