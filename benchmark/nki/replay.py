@@ -54,17 +54,19 @@ def replay(program: Program, inputs: list[Any], platform: str = "trn1", *, trace
         for index, instruction in enumerate(program.instructions):
             try:
                 machine.run(index, instruction)
-            except ReplayError:
+            except (ReplayError, MemoryError):
                 raise
             except NKIError as exc:
                 raise ReplayError(f"instruction {index} ({instruction[0]}) breaks a rule: {exc}",
                                   instruction[5]) from None
-            except (ValueError, TypeError, IndexError, KeyError, AttributeError, ArithmeticError) as exc:
+            except Exception as exc:  # noqa: BLE001 - a malformed program, whatever numpy makes of it
                 raise ReplayError(f"instruction {index} ({instruction[0]}) cannot run: {type(exc).__name__}: "
                                   f"{exc}", instruction[5]) from None
     try:
         outputs = tuple(machine.output(spec) for spec in program.outputs)
-    except (ValueError, TypeError, IndexError) as exc:
+    except MemoryError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - as above
         raise ReplayError(f"an output cannot be read: {exc}") from None
     after = []
     for k, x in enumerate(inputs):
@@ -97,7 +99,17 @@ def _same_scalar(a: Any, b: Any) -> bool:
 
 # -- the structure of a program ------------------------------------------------------------------------
 def check_program(program: Program, platform: str = "trn1", trace: Any = None) -> None:
-    """Everything about `program` that does not need input values: structure, bounds, hardware rules."""
+    """Everything about `program` that does not need input values: structure, bounds, hardware rules, and the
+    cost trace against the program when given. Raises ReplayError (MemoryError passes: a resource limit)."""
+    try:
+        _check_program(program, platform, trace)
+    except (ReplayError, MemoryError):
+        raise
+    except Exception as exc:  # noqa: BLE001 - a malformed program or trace, which the checks met unprepared
+        raise ReplayError(f"the program or its trace is malformed: {type(exc).__name__}: {exc}") from None
+
+
+def _check_program(program: Program, platform: str, trace: Any) -> None:
     buffers, constants = program.buffers, program.constants
     for bid, buffer in enumerate(buffers):
         _check_buffer(bid, buffer, program)

@@ -16,7 +16,7 @@ from benchmark.evaluation.inputs import apply_distribution
 from benchmark.nki import isa as nisa
 from benchmark.nki import language as nl
 from benchmark.nki import namespaces, simulate
-from benchmark.nki.program import ReplayError, from_wire, wire
+from benchmark.nki.program import RecordingError, ReplayError, from_wire, wire
 from benchmark.nki.replay import replay
 from benchmark.nki.trace import Trace
 from benchmark.suites import load_suite
@@ -225,3 +225,27 @@ def test_inputs_must_match_the_recorded_shapes_and_scalars(recorded):
     np.testing.assert_array_equal(replay(program, [2 * x, 0.5]).outputs[0], x)
     with pytest.raises(ReplayError, match="scalar input 1"):
         replay(program, [x, 0.25])
+
+
+@pytest.mark.parametrize("garbage", [("x",), (), (1, 2, 3, 4, 5, 6, 7), (None, None, None), ("add", "exp", 3)])
+def test_malformed_parameters_are_refused_not_crashed_on(recorded, garbage):
+    """Whatever a forged parameter makes of an instruction, the replay refuses it with a ReplayError (never
+    another exception, which the verifier child would report as its own failure)."""
+    sim, inputs = recorded
+    for k, instruction in enumerate(sim.program.instructions):
+        try:
+            replay(_replace_instruction(sim.program, k, params=garbage), inputs, trace=sim.trace)
+        except ReplayError:
+            continue
+        assert instruction[0] in ("move", "constant", "keep_written"), instruction  # kinds without parameters
+
+
+def test_a_malformed_wire_form_is_refused(recorded):
+    sim, _ = recorded
+    header, arrays = wire(sim.program)
+    for broken in ({**header, "buffers": {"not": "a list"}}, {**header, "constants": "many"}, {}):
+        with pytest.raises(RecordingError):
+            from_wire(broken, arrays)
+    program = from_wire({**header, "buffers": [["x", 9, "float32"]]}, arrays)
+    with pytest.raises(ReplayError, match="malformed"):
+        replay(program, [np.zeros((128, 128), np.float32), np.zeros((128, 256), np.float32)])
