@@ -90,15 +90,15 @@ class Server:
         self.process.wait(timeout=30)
 
     def stop(self, timeout: float = 20.0, signum: int = signal.SIGTERM) -> None:
-        if not self.alive():
-            return
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(self.process.pid, signum)
-        try:
-            self.process.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            self.kill()
-        # Children that outlived their leader (a Ray worker mid-task) go with the group.
+        if self.alive():
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.process.pid, signum)
+            try:
+                self.process.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                self.kill()
+        # Members that outlived their leader (a Ray node's agents and workers) go with the group, also when the
+        # leader had already exited: the group id stays theirs while any of them lives.
         with contextlib.suppress(ProcessLookupError):
             os.killpg(self.process.pid, signal.SIGKILL)
 

@@ -33,7 +33,7 @@ class RayCluster:
     directory: Path
     address: str
     head: Server
-    worker: Server
+    worker: Server | None
 
     @property
     def ray(self) -> Any:
@@ -50,7 +50,8 @@ class RayCluster:
 
     def restart_worker(self) -> None:
         """A new worker node after a test killed the old one; returns once the cluster has two nodes again."""
-        self.worker.stop(timeout=5)
+        if self.worker is not None:
+            self.worker.stop(timeout=5)
         self.worker = start_ray_worker(self.address, self.directory / f"ray-worker-{time.monotonic_ns()}.log")
         wait_for(lambda: len(self.alive_nodes()) == 2, 60, "the restarted worker node to join")
 
@@ -77,17 +78,17 @@ def ray_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RayCluster
 
     directory = tmp_path_factory.mktemp("ray")
     head, address = start_ray_head(directory)
-    worker = None
+    cluster = RayCluster(directory, address, head, worker=None)
     try:
-        worker = start_ray_worker(address, directory / "ray-worker-1.log")
+        cluster.worker = start_ray_worker(address, directory / "ray-worker-1.log")
         ray.init(address=address, namespace="accelopt", logging_level="WARNING", log_to_driver=False,
                  configure_logging=False)
-        cluster = RayCluster(directory, address, head, worker)
         wait_for(lambda: len(cluster.alive_nodes()) == 2, 60, "two Ray nodes")
         yield cluster
     finally:
         if ray.is_initialized():
             ray.shutdown()
-        for server in (worker, head):
+        # cluster.worker: the node running now, which a test may have restarted
+        for server in (cluster.worker, head):
             if server is not None:
                 server.stop(timeout=5)
