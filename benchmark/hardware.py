@@ -5,7 +5,11 @@ Pure Python: imported by the simulator (capacities, rules) and the performance m
 constant here and nowhere else. Sources, abbreviated in the comments:
 
 - [ARCH-V2]  Neuron docs, "Trainium/Inferentia2 Architecture Guide for NKI" and "NeuronCore-v2 Architecture"
-             (2 NeuronCores and 32 DMA engines per Trainium device, HBM 820 GB/s per device).
+             (2 NeuronCores and 32 DMA engines per Trainium device, HBM 820 GB/s per device; 16 DMA engines per
+             NeuronCore at 27 GiB/s each, one buffer per SBUF partition row; VectorE: "a static instruction
+             overhead of 100 engine cycles" for back-to-back instructions that depend on the previous one's
+             output; 8 PSUM banks of 2 KiB per partition, so at most 8 outstanding matmul accumulation groups).
+             Read at aws-neuron-sdk 81ce03a, nki/guides/architecture/trainium_inferentia2_arch.rst.
 - [ARCH-V3]  Neuron docs, "Trainium2 Architecture Guide for NKI", "NeuronCore-v3 Architecture", "Trainium2
              Architecture" (8 NeuronCore-v3 and 128 DMA engines per device, HBM 2.9 TB/s per device,
              79 BF16 TFLOPS per core, 181 FP32 TFLOPS per 8-core chip).
@@ -14,6 +18,11 @@ constant here and nowhere else. Sources, abbreviated in the comments:
              both inputs in SBUF; reciprocal max(MIN_II, 8N); nc_matmul 4*max(min(64, N_st), N_mov) for
              fp32; GpSimd startup ~150 cycles; activation_reduce/tensor_scalar_reduce + MIN_II).
 - [DESIGN]   ../shared/DESIGN.md section 11: the trn1 peak figures NKIBench uses.
+- [DMA-BW]   Neuron docs, "Guideline to Avoid Under-Utilizing DMA Bandwidth" (nki/deep-dives/
+             nki-dma-bandwidth-guide.rst, aws-neuron-sdk 81ce03a, 2026-04): 16 DMA engines per NeuronCore at
+             17 B/ns each on TRN1 (272 GB/s), 23 B/ns on TRN2; every transfer pays descriptor setup, sync and
+             ~1300 ns semaphore-to-start latency; per partition, < 256 B is severely overhead-bound, 256 B-2 KiB
+             improving, >= 2 KiB approaches peak, >= 4 KiB saturates.
 - [FIT]      fitted to ../shared/calibration/trn1_nkibench_baselines.csv by measurements/fit_perf_model.py; the
              fitted values are written below by hand, with the fit's date in docs/benchmarks.md.
 """
@@ -59,11 +68,15 @@ class NeuronCoreSpec:
     # --- performance model: DMA ----------------------------------------------------------------------------
     dma_queues: int  # DMA engines one core may drive concurrently
     dma_fixed_s: float  # fixed latency of one DMA (descriptor processing, round trip)
-    dma_efficiency: float  # fraction of HBM bandwidth a stream of large DMAs reaches
+    dma_efficiency: float  # fraction of the DMA engines' peak rate a stream of large DMAs reaches
     dma_sbuf_bytes_per_s: float  # SBUF->SBUF DMA rate (no HBM involved)
+    dma_engine_bytes_per_s: float  # one DMA engine's peak rate; dma_queues of them per core
+    dma_descriptor_bytes: float  # fixed cost of one contiguous DMA buffer (descriptor), in bytes of engine time
 
     sync_latency_s: float  # a result crossing engines (semaphore signal and wait) arrives this much later
     issue_window: int  # at most this many instructions in flight, in program order (0: unbounded)
+    reorder_window: int  # an engine may run an instruction ahead of its last this-many (0: program order)
+    dependent_overhead_cycles: float  # an instruction waits this long for a same-engine producer's write-back
     sbuf_usable_fraction: float  # of SBUF the allocator can give live data (the rest: pipelining buffers)
 
     # --- performance model: the profile counters ------------------------------------------------------------
@@ -85,24 +98,41 @@ TRN1 = NeuronCoreSpec(
     engine_lanes=128,  # [ARCH-V2]: one lane per SBUF partition
     min_ii_cycles=64,  # [ISA]
     gpsimd_start_cycles=150,  # [ISA] iota / affine_select
-    engine_dispatch_cycles=64.0,  # [FIT]
+    engine_dispatch_cycles=64.0,  # [FIT] (perf-3 refit kept it)
     # [DESIGN] + [ISA]: 23.75 TFLOP/s = 2*128*128 MACs * clock / 4 fp32 passes -> clock 2.9 GHz equivalent.
     tensor_clock_hz=23.75e12 * 4 / (2 * 128 * 128),
     tensor_fp32_passes=4,  # [ISA] nc_matmul: 4x the bf16 cost for fp32 inputs
     tensor_min_stationary=64,  # [ISA]
     tensor_fixed_cycles=0.0,  # [FIT]: tried up to 768; tensor_efficiency fits the matmul problems better
-    tensor_efficiency=0.75,  # [FIT]; the CSV's hfu_estimated_percent (0.36-0.43 on every matmul problem) agrees
+    tensor_efficiency=0.8,  # [FIT] (perf-2: 0.75); the CSV's hfu_estimated_percent is 0.36-0.43 on every matmul problem
     tensor_tensor_cycles_per_elem=2.0,  # [ISA]; rope's measured Vector active time agrees (2.2)
     # [FIT] from measured Vector Engine active time: silu (multiply + reciprocal = 4.8 cycles/elem) and adamw
     # (6 nl binary ops + reciprocal = 11.5) give 1.33 for the nl ops and 3.5 for reciprocal.
-    nl_binary_cycles_per_elem=1.33,
+    # perf-3's refit on the 14 latencies moved it to 1.2.
+    nl_binary_cycles_per_elem=1.2,
     reciprocal_cycles_per_elem=3.5,  # [FIT] (ISA: 8), see nl_binary_cycles_per_elem
     dma_queues=16,  # [ARCH-V2]: 32 DMA engines per device, 2 NeuronCores
-    dma_fixed_s=2.0e-6,  # [FIT]: 1, 2 and 4 us tried; 2 us fits best
-    dma_efficiency=0.85,  # [FIT]
+    dma_fixed_s=1.3e-6,  # [DMA-BW]: ~1300 ns semaphore-to-start latency per transfer (perf-2 fitted 2 us)
+    # [FIT] of the engines' documented rate, fitted within the documented range: 1.0 is [DMA-BW]'s 17 B/ns,
+    # 1.7 [ARCH-V2]'s "27 GiB/s per DMA engine" (the two pages disagree; trn1 measurements reach 294 GB/s).
+    dma_efficiency=1.0,
     dma_sbuf_bytes_per_s=410 * GIB,  # assumption: the DMA engines' own rate, same as HBM's
+    dma_engine_bytes_per_s=17e9,  # [DMA-BW] TRN1: 17 B/ns per engine, x16 = 272 GB/s
+    # [DMA-BW]: the guide's saturation curve with one number: a buffer costs 256 B of engine time on top of its
+    # bytes, so 256 B per partition runs at 50% (the guide's "severely overhead-bound" boundary), 2 KiB at 89%
+    # ("approaches peak"), 4 KiB at 94% ("saturates").
+    dma_descriptor_bytes=256.0,
     sync_latency_s=0.0,  # [FIT]
     issue_window=0,  # [FIT]: stands for the compiler's finite buffers (a tile's buffer is reused B tiles later)
+    # The compiler builds each engine's instruction stream by list scheduling the unrolled loops ([ARCH-V2]:
+    # "four independent instruction streams", synchronised by semaphores the compiler inserts), so an
+    # instruction whose inputs are ready may run in an idle gap ahead of earlier ones. How far ahead is not
+    # documented; 4 fits the 14 latencies best but erases the measured gains of tiling rewrites (docs/
+    # benchmarks.md, issue 19), so perf-3 keeps program order.
+    reorder_window=0,
+    # [ARCH-V2] says 100; perf-3 keeps 0: with it the 14 and the pairs both fit worse, the fitted
+    # engine_dispatch_cycles (a fixed cost on every instruction) standing for it already.
+    dependent_overhead_cycles=0.0,
     sbuf_usable_fraction=0.9,  # [FIT]: below 0.9 matmul_add_rmsnorm re-fetches its weights, above it matmul does not
     hfu_peak_flops_per_s=4 * 23.75e12,  # [DESIGN] x [ISA]: bf16 rate (4x fp32) is what hfu divides by
 )
@@ -128,16 +158,20 @@ TRN2 = NeuronCoreSpec(
     tensor_fp32_passes=79e12 / (181e12 / 8),  # [ARCH-V3]: bf16/fp32 ratio (~3.5)
     tensor_min_stationary=64,  # [ISA]
     tensor_fixed_cycles=0.0,  # [FIT] on trn1, carried over
-    tensor_efficiency=0.75,  # [FIT] on trn1, carried over
+    tensor_efficiency=0.8,  # [FIT] on trn1, carried over
     tensor_tensor_cycles_per_elem=2.0,  # [ISA]
-    nl_binary_cycles_per_elem=1.33,  # [FIT] on trn1, carried over
+    nl_binary_cycles_per_elem=1.2,  # [FIT] on trn1, carried over
     reciprocal_cycles_per_elem=3.5,  # [FIT] on trn1, carried over (ISA: 8)
     dma_queues=16,  # [ARCH-V3]: 128 DMA engines per device, 8 cores
-    dma_fixed_s=2.0e-6,  # [FIT] on trn1, carried over
-    dma_efficiency=0.85,  # [FIT] on trn1, carried over
+    dma_fixed_s=1.3e-6,  # [DMA-BW], as trn1
+    dma_efficiency=1.0,  # [FIT] on trn1, carried over
     dma_sbuf_bytes_per_s=2.9e12 / 8,  # assumption, as trn1
+    dma_engine_bytes_per_s=23e9,  # [DMA-BW] TRN2: 23 B/ns per engine
+    dma_descriptor_bytes=256.0,  # [DMA-BW], as trn1
     sync_latency_s=0.0,  # [FIT] on trn1, carried over
     issue_window=0,  # [FIT] on trn1, carried over
+    reorder_window=0,  # [FIT] on trn1, carried over
+    dependent_overhead_cycles=0.0,
     sbuf_usable_fraction=0.9,  # [FIT] on trn1, carried over
     hfu_peak_flops_per_s=79e12,  # [ARCH-V3]
 )

@@ -20,7 +20,10 @@ from benchmark.perf.profile import COUNTER_NAMES, counters, timeline
 from benchmark.perf.schedule import replay
 from benchmark.perf.spills import plan_spills
 
-PERF_MODEL_VERSION = "perf-2"  # perf-2: calibrated on the 14 trn1 NKIBench baselines
+# perf-2: calibrated on the 14 trn1 NKIBench baselines. perf-3 (issue 19): DMA engine time by access pattern
+# (bytes per buffer, strided/transposed runs, narrow DMAs), repeated loads kept only when the whole input fits
+# SBUF, the documented DMA latency; refit.
+PERF_MODEL_VERSION = "perf-3"
 
 __all__ = ["PERF_MODEL_VERSION", "COUNTER_NAMES", "PerfReport", "PreparedTrace", "estimate", "prepare"]
 
@@ -59,7 +62,7 @@ def estimate(trace: Trace | PreparedTrace, platform: str | NeuronCoreSpec = "trn
     prepared = trace if isinstance(trace, PreparedTrace) else prepare(trace)
     trace, deps = prepared.trace, prepared.deps
     costs = instruction_costs(trace, p)
-    spills = plan_spills(deps.sbuf, len(trace), p.sbuf_bytes_per_partition * p.sbuf_usable_fraction)
+    spills = plan_spills(deps.sbuf, len(trace), p.sbuf_bytes_per_partition * p.sbuf_usable_fraction, p.partitions)
     sched = replay(trace, p, costs, deps, prepared.barriers, spills)
     busy = {int(e): float(costs.seconds[sched.engine == e].sum()) for e in (Engine.VECTOR, Engine.SCALAR, Engine.GPSIMD)}
     profile = counters(trace, p, spills, sched.latency_s, busy)

@@ -2,13 +2,14 @@
 
 Compute engines follow the `nki.isa` "estimated instruction cost" formulas (cited in benchmark/hardware.py):
 a per-element rate times N (elements per partition), floored at MIN_II, plus a fixed dispatch cost. DMA
-durations are not fixed here: they depend on how the queues share HBM bandwidth, so the schedule computes
-them from `dma_bytes`.
+durations are not fixed here: they depend on how the DMAs share HBM and the DMA engines, so the schedule
+computes them from `dma_bytes` and `dma_engine_s`, the engine time of the DMA's bytes and of its contiguous
+buffers (dma_descriptors: the access pattern seen through the trace's bounding boxes).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -51,8 +52,12 @@ class InstructionCosts:
     seconds: np.ndarray  # compute duration per instruction (0 for DMA rows)
     dma_bytes: np.ndarray  # bytes one DMA moves (0 for compute rows)
     dma_touches_hbm: np.ndarray  # bool: the DMA reads or writes HBM (else SBUF<->SBUF)
-    dma_rows: np.ndarray  # contiguous rows (descriptors) of each DMA
+    dma_rows: np.ndarray  # contiguous buffers (descriptors) of each DMA: one per partition and contiguous run
     flexible: np.ndarray  # bool: may run on Vector or Scalar Engine, whichever frees first
+    # DMA engine time (engine-seconds) of each DMA: bytes at one engine's rate plus a per-descriptor cost
+    # (dma_engine_seconds), and the engines it can spread over (one per partition, at most dma_queues).
+    dma_engine_s: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    dma_lanes: np.ndarray = field(default_factory=lambda: np.zeros(0))
 
 
 def _per_op(trace: Trace, table: dict[str, float] | set[str], default: float = 0.0) -> np.ndarray:
@@ -146,10 +151,91 @@ def instruction_costs(trace: Trace, platform: NeuronCoreSpec) -> InstructionCost
                                 ("sbuf_read", "sbuf_write", "psum_read", "psum_write")])
     moved = np.where(hbm > 0, np.maximum(np.asarray(c["hbm_read"]), np.asarray(c["hbm_write"])), onchip)
     seconds = np.where(is_dma, 0.0, seconds)
+    dma_bytes = np.where(is_dma, moved, 0).astype(np.float64)
+    descriptors = np.where(is_dma, dma_descriptors(trace, dma_bytes, partitions), 0.0)
     return InstructionCosts(
         seconds=seconds,
-        dma_bytes=np.where(is_dma, moved, 0).astype(np.float64),
+        dma_bytes=dma_bytes,
         dma_touches_hbm=is_dma & (hbm > 0),
-        dma_rows=np.where(is_dma, partitions, 0.0),
+        dma_rows=descriptors,
         flexible=(_per_op(trace, _FLEXIBLE_OPS) > 0) & ((engine == Engine.VECTOR) | (engine == Engine.SCALAR)),
+        dma_engine_s=np.where(is_dma, dma_engine_seconds(dma_bytes, descriptors, platform), 0.0),
+        dma_lanes=np.where(is_dma, np.minimum(partitions, platform.dma_queues), 1.0),
     )
+
+
+def dma_engine_seconds(nbytes: np.ndarray | float, descriptors: np.ndarray | float,
+                       platform: NeuronCoreSpec) -> np.ndarray | float:
+    """Engine time of a DMA: its bytes at one DMA engine's rate, plus a fixed cost per contiguous buffer
+    (descriptor). The DMA bandwidth guide's saturation curve: below ~256 B per buffer the per-packet overhead
+    dominates, 2 KiB approaches the peak, 4 KiB saturates (hardware.py: dma_descriptor_bytes)."""
+    rate = platform.dma_engine_bytes_per_s * platform.dma_efficiency
+    return (nbytes + descriptors * platform.dma_descriptor_bytes) / rate
+
+
+def _hbm_accesses(trace: Trace, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """Per instruction: the span in bytes of its HBM access's bounding box, and the HBM tensor (-1: none)."""
+    acc = trace.access
+    span = np.zeros(n)
+    which = np.full(n, -1, dtype=np.int64)
+    if len(acc["tensor"]) == 0:
+        return span, which
+    owner = np.repeat(np.arange(n), np.asarray(trace.columns["access_count"], dtype=np.int64))
+    tensor = np.asarray(acc["tensor"], dtype=np.int64)
+    space = np.array([int(t.space) for t in trace.tensors], dtype=np.int8)
+    rows = np.flatnonzero(space[tensor] == MemorySpace.HBM)
+    span[owner[rows]] = (np.asarray(acc["byte_hi"])[rows] - np.asarray(acc["byte_lo"])[rows]).astype(np.float64)
+    which[owner[rows]] = tensor[rows]
+    return span, which
+
+
+def _row_strides(shape: tuple[int, ...], dtype: str) -> list[float]:
+    """Bytes between consecutive indices of each axis but the last of a row-major tensor, innermost first:
+    the strides a partition of a DMA may step by."""
+    item = dtype_bytes(dtype)
+    out, acc = [], float(item)
+    for size in reversed(shape[1:]):
+        acc *= size
+        out.append(acc)
+    return out or [float("inf")]
+
+
+def dma_descriptors(trace: Trace, nbytes: np.ndarray, partitions: np.ndarray) -> np.ndarray:
+    """Contiguous buffers per DMA ([ARCH-V2]: at least one per SBUF partition row, more when a partition's slice
+    of HBM is not contiguous), from the bounding box the trace keeps of the HBM access:
+
+    - partitions one tensor stride apart, each reading one block (the span is (P-1) * stride + its bytes):
+      one buffer per partition;
+    - partitions that read a block with gaps inside one innermost row (a gather of every k-th element):
+      one buffer per element;
+    - partitions laid along the innermost axis (a transposing access: span (F-1) * row + P * item): one buffer
+      per element;
+    - otherwise runs as long as the innermost axis allows."""
+    n = len(trace)
+    per_partition = nbytes / np.maximum(partitions, 1.0)
+    span, which = _hbm_accesses(trace, n)
+    item = np.array([dtype_bytes(d) for d in trace.dtype_names] or [4.0])[np.asarray(trace.columns["dtype"],
+                                                                                   dtype=np.int64)]
+    free = np.asarray(trace.columns["free_elems"], dtype=np.float64)
+    run = per_partition.copy()
+    for t in np.unique(which[which >= 0]):
+        rows = np.flatnonzero(which == t)
+        info = trace.tensors[int(t)]
+        strides = np.array(_row_strides(info.shape, info.dtype))
+        inner = float(strides[0])
+        p, b, sp = partitions[rows], per_partition[rows], span[rows]
+        if not np.isfinite(inner):
+            continue  # a 1-D tensor: contiguous
+        # Per-partition extent under each candidate partition stride (the smallest that leaves room for `b`).
+        extent = sp[:, None] - (p[:, None] - 1) * strides[None, :]
+        extent = np.where(extent >= b[:, None] - 1e-9, extent, np.inf)
+        extent = np.where(p[:, None] > 1, extent, sp[:, None])
+        best = extent.min(axis=1)
+        block = np.isclose(best, b) | (sp <= b * p)  # each partition reads one contiguous block
+        gather = ~block & (best >= 2 * b) & (best <= inner)
+        transposed = ~block & (p > 1) & (free[rows] > 1) & np.isclose(sp, (free[rows] - 1) * inner + p * item[rows])
+        r = np.where(block, b, np.minimum(b, inner))
+        r = np.where(gather | transposed, item[rows], r)
+        run[rows] = r
+    run = np.maximum(run, 1.0)
+    return partitions * np.ceil(per_partition / run - 1e-9)

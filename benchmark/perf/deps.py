@@ -15,7 +15,7 @@ The same chunk rows give the program-order liveness of SBUF data, from which spi
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -38,11 +38,14 @@ class SbufUse:
     # Rows standing for a repeated load of the same HBM region (see _repeated_loads): the first load's data
     # kept in SBUF, read again by each repeat. Not evicted -> the repeat is elided; evicted -> it runs.
     virtual: np.ndarray
+    # For virtual rows: bytes of the whole HBM tensor the repeated load reads (spills.py keeps a repeat only when
+    # the compiler could keep that whole tensor). 0 for the others.
+    source_bytes: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
 
     @staticmethod
     def empty() -> SbufUse:
         z = np.zeros(0, dtype=np.int64)
-        return SbufUse(z, z.astype(bool), z, z, z, z, z.astype(bool), z.astype(bool))
+        return SbufUse(z, z.astype(bool), z, z, z, z, z.astype(bool), z.astype(bool), z)
 
 
 @dataclass(frozen=True)
@@ -159,6 +162,7 @@ def build_dependencies(trace: Trace) -> Dependencies:
         producer=np.where(sb_last_write >= 0, index_in_sb[np.maximum(sb_last_write, 0)], -1),
         clean=w[sb] & loads[inst[sb]],
         virtual=np.zeros(int(sb.sum()), dtype=bool),
+        source_bytes=np.zeros(int(sb.sum()), dtype=np.int64),
     )
     return Dependencies(indptr, pred.astype(np.int64), _repeated_loads(trace, sbuf, space, written))
 
@@ -218,6 +222,8 @@ def _repeated_loads(trace: Trace, sbuf: SbufUse, space: np.ndarray, hbm_written:
         producer=np.concatenate((sbuf.producer, np.where(first, -1, base + first_pos))),
         clean=np.concatenate((sbuf.clean, first)),
         virtual=np.concatenate((sbuf.virtual, np.ones(len(src), dtype=bool))),
+        source_bytes=np.concatenate((sbuf.source_bytes, np.array(
+            [trace.tensors[int(t)].total_bytes for t in tensor[src]], dtype=np.int64))),
     )
 
 

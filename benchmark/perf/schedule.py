@@ -1,9 +1,12 @@
 """Replay of a trace as a schedule on one NeuronCore.
 
-Each compute engine is an in-order queue: an instruction starts when its engine is free, every instruction
-it depends on (deps.py) has finished (plus `sync_latency_s` when the producer ran on another engine), and, inside a `sequential_range` loop, the previous iteration has
-drained. `affine_range` iterations carry no such barrier, so the next iteration's loads overlap the current
-iteration's compute whenever the data allows it.
+Each compute engine is a queue in program order: an instruction starts when its engine is free, every
+instruction it depends on (deps.py) has finished (plus `sync_latency_s` when the producer ran on another
+engine, `dependent_overhead_cycles` when it ran on the same Vector/Scalar/GpSimd engine), and, inside a
+`sequential_range` loop, the previous iteration has drained. `affine_range` iterations carry no such barrier,
+so the next iteration's loads overlap the current iteration's compute whenever the data allows it. With
+`reorder_window` W > 0 an engine may run an instruction in an idle gap before any of its last W instructions
+(the compiler list-schedules each engine's stream; 0 keeps program order).
 
 At most `issue_window` instructions are in flight (program order): a stand-in for the compiler's finite
 tile buffers, which keep one iteration from running arbitrarily far ahead of another.
@@ -11,13 +14,15 @@ tile buffers, which keep one iteration from running arbitrarily far ahead of ano
 Ops the compiler may place on either Vector or Scalar Engine (costs.py: tensor_scalar, copies, memset) go to
 whichever of the two has had less work so far, as the compiler balances them.
 
-DMAs go to the first free of `dma_queues` queues; the bytes of all queues share one HBM bandwidth, modelled
-as a calendar of fixed time buckets whose byte capacity transfers fill in order (a DMA ready early can use
-bandwidth a later-issued DMA left free, so a store waiting for compute does not block the next load).
-A DMA finishes `dma_fixed_s` after its last byte moves. Spill traffic (spills.py) is charged to the same
-calendar: an instruction whose operand was evicted waits for its reload (a clean re-fetch is prefetched as
-soon as the previous use of that data is done; a spill reload is issued when the engine reaches the use),
-and a spill save takes bandwidth after the instruction that produced the data, without stalling anyone.
+DMAs: at most `dma_queues` DMA instructions are outstanding. Each books two calendars of fixed time buckets,
+filled in order (a DMA ready early can use capacity a later-issued DMA left free, so a store waiting for
+compute does not block the next load): HBM bytes at the HBM bandwidth, and DMA engine time (costs.py: bytes at
+one engine's rate plus a cost per contiguous buffer) against `dma_queues` engines; a DMA of P < 16 partitions
+spreads over P engines at most. It finishes `dma_fixed_s` (the documented semaphore-to-start latency) after
+its last byte moves. Spill traffic (spills.py) is charged to the same calendars: an instruction whose operand
+was evicted waits for its reload (a clean re-fetch is prefetched as soon as the previous use of that data is
+done; a spill reload is issued when the engine reaches the use), and a spill save takes bandwidth after the
+instruction that produced the data, without stalling anyone.
 """
 
 from __future__ import annotations
@@ -29,7 +34,7 @@ import numpy as np
 
 from benchmark.hardware import NeuronCoreSpec
 from benchmark.nki.trace import Engine, Trace
-from benchmark.perf.costs import InstructionCosts
+from benchmark.perf.costs import InstructionCosts, dma_engine_seconds
 from benchmark.perf.deps import Dependencies
 from benchmark.perf.spills import SpillPlan
 
@@ -71,6 +76,31 @@ class _Bandwidth:
             b += 1
 
 
+def _earliest_slot(slots: list[tuple[float, float]], ready: float, duration: float, depth: int) -> float:
+    """Where an instruction goes on an engine whose compiler-built instruction stream may put it before any of
+    the engine's last `depth` instructions (`slots`, sorted by start): the first idle gap after `ready` and after
+    the oldest of them starts that is long enough, else after the last. Books the slot."""
+    t = ready
+    if len(slots) >= depth and slots[0][0] > t:
+        t = slots[0][0]
+    at = len(slots)
+    for k, (a, b) in enumerate(slots):
+        if t + duration <= a:
+            at = k
+            break
+        if b > t:
+            t = b
+    slots.insert(at, (t, t + duration))
+    if len(slots) > depth:
+        slots.pop(0)
+    return t
+
+
+def _move(fabric: _Bandwidth, engines: _Bandwidth, start: float, nbytes: float, engine_s: float) -> float:
+    """When a transfer's last byte moves: both the memory side and the DMA engines' time must be booked."""
+    return max(fabric.consume(start, nbytes), engines.consume(start, engine_s))
+
+
 @dataclass(frozen=True)
 class Schedule:
     start_s: np.ndarray
@@ -98,6 +128,8 @@ def replay(
     seconds = costs.seconds.tolist()
     dma_bytes = costs.dma_bytes.tolist()
     touches_hbm = costs.dma_touches_hbm.tolist()
+    engine_s = costs.dma_engine_s.tolist()
+    lanes = costs.dma_lanes.tolist()
     indptr = deps.indptr.tolist()
     preds = deps.indices.tolist()
     barrier_at = barriers.tolist()
@@ -107,17 +139,28 @@ def replay(
     elided = spills.elided.tolist()
     reload_after = spills.reload_after.tolist()
 
-    hbm = _Bandwidth(platform.hbm_bytes_per_s * platform.dma_efficiency)
+    hbm = _Bandwidth(platform.hbm_bytes_per_s)
     onchip = _Bandwidth(platform.dma_sbuf_bytes_per_s)
+    engines = _Bandwidth(float(platform.dma_queues))  # engine-seconds per second: every DMA engine's time
     queues = [0.0] * platform.dma_queues  # a heap of the times the queues become free
     engine_free = [0.0] * 5
     busy = [0.0] * 5
     fixed = platform.dma_fixed_s
     dma = int(Engine.DMA)
+    tensor = int(Engine.TENSOR)  # its accumulation groups chain through PSUM without a write-back wait
+    def spill_engine_s(nbytes: float) -> float:
+        # Spill traffic moves whole partition rows of the evicted data: 128 buffers per transfer.
+        return float(dma_engine_seconds(nbytes, float(platform.partitions), platform))
+
     start_l = [0.0] * n
     end_l = [0.0] * n
     window = platform.issue_window
+    reorder = platform.reorder_window
+    recent: list[list[tuple[float, float]]] = [[] for _ in range(5)]  # per engine, its last `reorder` slots
     sync = platform.sync_latency_s
+    # [ARCH-V2]: an instruction that needs the previous one's output on the same engine waits for it to be
+    # written back (~100 engine cycles). Not on the DMA queues nor the Tensor Engine (PSUM accumulation).
+    turnaround = platform.dependent_overhead_cycles / platform.engine_clock_hz
     drained = 0.0  # latest end so far: where a sequential iteration boundary waits
     floor = 0.0
     for i in range(n):
@@ -129,7 +172,7 @@ def replay(
         e = engine[i]
         for k in range(indptr[i], indptr[i + 1]):
             j = preds[k]
-            t = end_l[j] if engine[j] == e else end_l[j] + sync
+            t = end_l[j] + (sync if engine[j] != e else turnaround if e != tensor else 0.0)
             if t > ready:
                 ready = t
         if spill_any and reload_at[i] > 0.0:
@@ -140,12 +183,15 @@ def replay(
                 issue = ready if e == dma else min(ready, engine_free[e])
             else:
                 issue = ready
-            ready = max(ready, hbm.consume(issue, reload_at[i]) + fixed)
+            ready = max(ready, _move(hbm, engines, issue, reload_at[i], spill_engine_s(reload_at[i])) + fixed)
         if e == dma and elided[i]:
             s = f = ready  # a repeated load whose data stayed in SBUF
         elif e == dma:
             s = max(ready, queues[0])
-            last_byte = (hbm if touches_hbm[i] else onchip).consume(s, dma_bytes[i])
+            # The bytes cross HBM (or the on-chip fabric) and occupy DMA engine time; a DMA spreads over at
+            # most one engine per partition, so a narrow one cannot use the whole pool.
+            last_byte = _move(hbm if touches_hbm[i] else onchip, engines, s, dma_bytes[i], engine_s[i])
+            last_byte = max(last_byte, s + engine_s[i] / lanes[i])
             f = last_byte + fixed
             heapq.heapreplace(queues, f)
         else:
@@ -154,13 +200,17 @@ def replay(
                 e = vector if busy[vector] <= busy[scalar] else scalar
                 engine[i] = e
             busy[e] += seconds[i]
-            s = ready if ready > engine_free[e] else engine_free[e]
+            if reorder:
+                s = _earliest_slot(recent[e], ready, seconds[i], reorder)
+            else:
+                s = ready if ready > engine_free[e] else engine_free[e]
             f = s + seconds[i]
-            engine_free[e] = f
+            if f > engine_free[e]:
+                engine_free[e] = f
         start_l[i] = s
         end_l[i] = f
         if spill_any and save_at[i] > 0.0:
-            hbm.consume(f, save_at[i])
+            _move(hbm, engines, f, save_at[i], spill_engine_s(save_at[i]))
         if f > drained:
             drained = f
     start[:] = start_l

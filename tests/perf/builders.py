@@ -55,3 +55,100 @@ def streaming_kernel(tiles: int, free: int, *, kind: LoopKind = LoopKind.AFFINE,
         tr.append(engine=Engine.VECTOR, op="tensor_reduce", dtype="float32", partitions=128,
                   free_elems=tiles * free, accesses=((big, False, 0, 128, 0, tiles * tile_bytes),))
     return tr.freeze()
+
+
+def dma_only_kernel(tiles: int, partitions: int, free: int, *, inner: int | None = None, stride: int = 1,
+                    kind: LoopKind = LoopKind.AFFINE) -> Trace:
+    """Copy `tiles` tiles of `partitions` x `free` fp32 from HBM to SBUF and back, nothing else.
+
+    The input is a row-major (tiles * partitions, free * stride) tensor (or `inner` elements per row instead) and
+    each partition row reads every `stride`-th element of its row: stride 1 is one contiguous buffer per
+    partition, stride > 1 a gather of 4-byte runs. The same bytes move whatever the layout."""
+    tr = Trace()
+    row = inner if inner is not None else free * stride
+    x = tr.add_tensor(TensorInfo("x", MemorySpace.HBM, (tiles * partitions, row), "float32", -1, 0,
+                                 tiles * partitions * row * 4))
+    out = hbm(tr, "out", tiles * partitions * free * 4)
+    loop = tr.add_loop(LoopInfo(kind, tiles, 1))
+    tile_bytes = partitions * free * 4
+    for t in range(tiles):
+        ctx = tr.context_id(((loop, t),))
+        buf = tr.add_tensor(TensorInfo(f"b{t}", MemorySpace.SBUF, (partitions, free), "float32", 0, free * 4,
+                                       tile_bytes))
+        lo = t * partitions * row * 4
+        hi = lo + ((partitions - 1) * row + (free - 1) * stride + 1) * 4
+        tr.append(engine=Engine.DMA, op="load", dtype="float32", partitions=partitions, free_elems=free,
+                  hbm_read=tile_bytes, sbuf_write=tile_bytes, loop_ctx=ctx,
+                  accesses=((x, False, 0, 1, lo, hi), (buf, True, 0, partitions, 0, free * 4)))
+        tr.append(engine=Engine.DMA, op="store", dtype="float32", partitions=partitions, free_elems=free,
+                  hbm_write=tile_bytes, sbuf_read=tile_bytes, loop_ctx=ctx,
+                  accesses=((buf, False, 0, partitions, 0, free * 4),
+                            (out, True, 0, 1, t * tile_bytes, (t + 1) * tile_bytes)))
+    return tr.freeze()
+
+
+def reload_kernel(tiles: int, repeats: int, *, input_rows: int, free: int = 1024) -> Trace:
+    """`repeats` passes over the same `tiles` tiles of x (each 128 x `free` fp32, loaded again every pass), one
+    Scalar op per tile, every result stored: the loads repeat, the stores do not. x has `input_rows` rows of
+    `free` elements; only the first tiles * 128 rows are read, so a larger x changes nothing but its size."""
+    tr = Trace()
+    tile_bytes = 128 * free * 4
+    x = tr.add_tensor(TensorInfo("x", MemorySpace.HBM, (input_rows, free), "float32", -1, 0, input_rows * free * 4))
+    out = hbm(tr, "out", repeats * tiles * tile_bytes)
+    outer = tr.add_loop(LoopInfo(LoopKind.AFFINE, repeats, 1))
+    inner = tr.add_loop(LoopInfo(LoopKind.AFFINE, tiles, 2))
+    for r in range(repeats):
+        for t in range(tiles):
+            ctx = tr.context_id(((outer, r), (inner, t)))
+            buf = sbuf(tr, f"x{r}_{t}", free * 4)
+            y = sbuf(tr, f"y{r}_{t}", free * 4)
+            tr.append(engine=Engine.DMA, op="load", dtype="float32", partitions=128, free_elems=free,
+                      hbm_read=tile_bytes, sbuf_write=tile_bytes, loop_ctx=ctx,
+                      accesses=((x, False, 0, 1, t * tile_bytes, (t + 1) * tile_bytes), (buf, True, 0, 128, 0, free * 4)))
+            tr.append(engine=Engine.SCALAR, op="activation", dtype="float32", partitions=128, free_elems=free,
+                      flops=128 * free, loop_ctx=ctx,
+                      accesses=((buf, False, 0, 128, 0, free * 4), (y, True, 0, 128, 0, free * 4)))
+            k = r * tiles + t
+            tr.append(engine=Engine.DMA, op="store", dtype="float32", partitions=128, free_elems=free,
+                      hbm_write=tile_bytes, sbuf_read=tile_bytes, loop_ctx=ctx,
+                      accesses=((y, False, 0, 128, 0, free * 4), (out, True, 0, 1, k * tile_bytes, (k + 1) * tile_bytes)))
+    return tr.freeze()
+
+
+def ping_pong_kernel(tiles: int, free: int, *, pipelined: bool) -> Trace:
+    """Per tile a chain Vector -> Scalar -> Vector: C (Vector, long) feeds A (Scalar, long) feeds B (Vector,
+    short). In the plain program order C_t, A_t, B_t the Vector Engine waits for A_t before it reaches C_t+1;
+    `pipelined` issues C_t+1 before A_t, B_t, as a software-pipelined kernel would."""
+    tr = Trace()
+    tile_bytes = free * 4
+    loop = tr.add_loop(LoopInfo(LoopKind.AFFINE, tiles, 1))
+    rows: list[list[dict]] = []
+    for t in range(tiles):
+        ctx = tr.context_id(((loop, t),))
+        x, c, a, b = (sbuf(tr, f"{k}{t}", tile_bytes) for k in "xcab")
+        def op(engine: Engine, name: str, elems: int, src: int, dst: int, ctx: int = ctx) -> dict:
+            return dict(engine=engine, op=name, dtype="float32", partitions=128, free_elems=elems, loop_ctx=ctx,
+                        accesses=((src, False, 0, 128, 0, tile_bytes), (dst, True, 0, 128, 0, tile_bytes)))
+        rows.append([op(Engine.VECTOR, "tensor_scalar", free, x, c), op(Engine.SCALAR, "activation", free, c, a),
+                     op(Engine.VECTOR, "tensor_scalar", free // 8, a, b)])
+    order = ([rows[0][0]] + [r for t in range(tiles) for r in ((rows[t + 1][0],) if t + 1 < tiles else ())
+                                                              + tuple(rows[t][1:])]) if pipelined else \
+        [r for tile in rows for r in tile]
+    for row in order:
+        tr.append(**row)
+    return tr.freeze()
+
+
+def chain_kernel(ops: int, free: int, *, dependent: bool) -> Trace:
+    """`ops` Vector tensor_tensor ops (not an op the compiler may move to Scalar) on 128 x `free` tiles, each
+    reading the previous one's result (or all reading one input tile)."""
+    tr = Trace()
+    tile_bytes = free * 4
+    src = sbuf(tr, "x", tile_bytes)
+    for k in range(ops):
+        dst = sbuf(tr, f"y{k}", tile_bytes)
+        tr.append(engine=Engine.VECTOR, op="tensor_tensor", dtype="float32", partitions=128, free_elems=free,
+                  accesses=((src, False, 0, 128, 0, tile_bytes), (dst, True, 0, 128, 0, tile_bytes)))
+        if dependent:
+            src = dst
+    return tr.freeze()
