@@ -6,7 +6,7 @@ import os
 import textwrap
 import time
 
-from benchmark.evaluation import ErrorKind, EvaluationRequest, Limits, LocalExecutor, evaluate
+from benchmark.evaluation import ErrorKind, EvaluationRequest, Limits, LocalExecutor, evaluate, isolation
 from benchmark.evaluation.sandbox_user import ALLOW_ROOT_VARIABLE
 from tests.evaluation.conftest import (
     ADD_REFERENCE,
@@ -72,15 +72,17 @@ def test_a_kernel_cannot_read_the_parents_environment_through_proc() -> None:
 
 def test_a_kernel_runs_in_a_private_empty_scratch_directory_of_its_own() -> None:
     # Its own tmpfs, gone with it (test_isolation.py checks that the next evaluation finds nothing there).
-    result = run('''
+    # A checkout under the host's /tmp shows there only as the mount points of our own read-only code.
+    result = run(f'''
         import os
         import numpy as np
+        SKELETON = {sorted(isolation.scratch_skeleton())!r}
 
         def kernel(a, b):
-            listing = os.listdir(".")
+            listing = [n for n in os.listdir(".") if n not in SKELETON]
             with open("left-behind", "w") as f:  # the directory is the child's to write
                 f.write("x")
-            raise RuntimeError(f"{os.getcwd()} {listing} {os.stat('.').st_uid == os.getuid()} {os.environ['HOME']}")
+            raise RuntimeError(f"{{os.getcwd()}} {{listing}} {{os.stat('.').st_uid == os.getuid()}} {{os.environ['HOME']}}")
     ''', guards=OS_LEVEL_ONLY)
     assert result.error_kind is ErrorKind.RUNTIME_ERROR
     assert result.error_message == "RuntimeError: /tmp [] True /tmp", result.error_message
