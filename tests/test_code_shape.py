@@ -78,9 +78,7 @@ PURE = (
 # removed) and six modules over 600 lines; of those only the one below is left.
 KNOWN_EXCEPTIONS: dict[str, set] = {
     "cycles": set(),
-    # 643 lines; its docstring says why it stays whole ("Some 640 lines, over the ~600 ..."), but no sentence
-    # of it starts with "Long because".
-    "long_modules": {"benchmark/nki/runtime.py"},
+    "long_modules": set(),
     "impure": set(),
 }
 

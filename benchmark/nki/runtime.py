@@ -14,7 +14,7 @@ recycler (`recycler`, recycling.py: storage of blocked on-chip tensors), and a l
 (`splitter`, `Splitter` below; parallel.py: the halves of a top-level affine loop in two processes).
 Queued PSUM accumulation is accumulation.py's, the affine race rule races.py's.
 
-Some 640 lines, over the ~600 the other modules keep to: what is left is one state machine around the
+Long because what is left, some 650 lines (over the ~600 the other modules keep to), is one state machine around the
 pending result (issue, resolve operands, hold the result, commit it, write, assign), whose steps read
 and change each other's state; split further, each part would need the others to be read.
 """
