@@ -7,9 +7,13 @@ the fields here take their choices from them, and they are importable from here 
 
 from __future__ import annotations
 
+import hashlib
+import json
+from typing import Any
+
 from django.conf import settings
 from django.db import models
-from django.db.models import Q
+from django.db.models import F, Q
 from django.urls import reverse
 from django.utils import timezone
 
@@ -20,6 +24,18 @@ from benchmark.platforms import DEFAULT_BACKEND, DEFAULT_PLATFORM, Backend, Plat
 # evaluates in seconds (the published full shapes take minutes in the simulator).
 DEFAULT_SUITE = "nkibench"
 DEFAULT_CASE = "mini"
+
+
+def reference_digest(
+    reference_source: str, parameters: dict[str, Any], tolerance: float | None, counts: tuple[Any, Any, Any]
+) -> str:
+    """What a result was measured against: the reference, its shape parameters, the tolerance and the peak
+    counts. A result keeps counting only while its problem still has this digest (`Evaluation.is_stale`)."""
+    payload = json.dumps(
+        {"reference": reference_source, "parameters": parameters, "tolerance": tolerance, "counts": list(counts)},
+        sort_keys=True, default=str,
+    )
+    return hashlib.sha256(payload.encode()).hexdigest()
 
 
 class Visibility(models.TextChoices):
@@ -45,6 +61,9 @@ class Problem(models.Model):
     matmul_flops = models.BigIntegerField(null=True, blank=True)
     hbm_bytes = models.BigIntegerField(null=True, blank=True)
     tolerance = models.FloatField(null=True, blank=True)  # null: the evaluation pipeline's default
+    # reference_digest() of the reference, parameters, tolerance and counts, kept by save(); evaluations record
+    # the one they ran against.
+    reference_digest = models.CharField(max_length=64, blank=True, editable=False)
     # The suite's current baseline; older baselines stay as kernels when the suite's source changes.
     baseline_kernel = models.ForeignKey(
         "Kernel", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
@@ -64,6 +83,18 @@ class Problem(models.Model):
 
     def __str__(self) -> str:
         return self.address
+
+    def save(self, *args: Any, **kwargs: Any) -> None:
+        self.reference_digest = self.current_reference_digest()
+        update_fields = kwargs.get("update_fields")
+        if update_fields is not None and "reference_digest" not in update_fields:
+            kwargs["update_fields"] = [*update_fields, "reference_digest"]
+        super().save(*args, **kwargs)
+
+    def current_reference_digest(self) -> str:
+        return reference_digest(
+            self.reference_source, self.parameters, self.tolerance, (self.vector_flops, self.matmul_flops, self.hbm_bytes)
+        )
 
     @property
     def address(self) -> str:
@@ -153,9 +184,13 @@ class Review(models.TextChoices):
 class EvaluationQuerySet(models.QuerySet):
     def rankable(self) -> EvaluationQuerySet:
         """Results that may be ranked (leaderboard, problem pages, best kernel): see `Evaluation.is_rankable`."""
-        return self.filter(status=EvaluationStatus.DONE, correct=True, latency_ms__isnull=False).filter(
+        return self.fresh().filter(status=EvaluationStatus.DONE, correct=True, latency_ms__isnull=False).filter(
             Q(error_kind="", review="") | Q(error_kind__in=["", ErrorKind.SUSPICIOUS], review=Review.ACCEPTED)
         )
+
+    def fresh(self) -> EvaluationQuerySet:
+        """Run against the problem's current reference and parameters (see `Evaluation.is_stale`)."""
+        return self.filter(reference_digest=F("kernel__problem__reference_digest"))
 
     def held(self) -> EvaluationQuerySet:
         return self.filter(review=Review.HELD)
@@ -187,6 +222,9 @@ class Evaluation(models.Model):
     provenance = models.JSONField(default=dict, blank=True)  # versions, platform, seeds: enough to reproduce
     result = models.JSONField(default=dict, blank=True)  # the full EvaluationResult.to_dict()
     wall_time_s = models.FloatField(null=True, blank=True)
+    # The problem's reference_digest when this evaluation ran (blank: before digests were kept, so unknown).
+    # The cache key does not include it: a changed reference re-runs the same row (request_evaluation).
+    reference_digest = models.CharField(max_length=64, blank=True)
     attempts = models.PositiveIntegerField(default=0)  # > 1 when infrastructure errors were retried
     requested_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
@@ -223,9 +261,21 @@ class Evaluation(models.Model):
     def __str__(self) -> str:
         return f"{self.kernel.display_name} on {self.platform}/{self.backend}: {self.outcome}"
 
+    def save(self, *args: Any, **kwargs: Any) -> None:
+        if self._state.adding and not self.reference_digest:
+            # A new row is for the problem as it is now; running it records the digest again (_mark_running).
+            self.reference_digest = self.kernel.problem.reference_digest
+        super().save(*args, **kwargs)
+
     @property
     def is_pending(self) -> bool:
         return self.status != EvaluationStatus.DONE
+
+    @property
+    def is_stale(self) -> bool:
+        """Run against another reference, shapes, tolerance or peak counts than the problem has now (or
+        before digests were recorded): never ranked, and run again when next requested."""
+        return self.reference_digest != self.kernel.problem.reference_digest
 
     @property
     def is_simulated(self) -> bool:
@@ -238,12 +288,13 @@ class Evaluation(models.Model):
 
     @property
     def is_rankable(self) -> bool:
-        """Done, correct and timed, and either never held (no error_kind) or accepted by a curator.
+        """Done, correct, timed and fresh (not `is_stale`), and either never held (no error_kind) or accepted
+        by a curator.
 
         Mirrors `EvaluationQuerySet.rankable`. A suspicious result keeps correct=True and its latency for
         the curator, so `correct` alone never decides.
         """
-        if self.status != EvaluationStatus.DONE or not self.correct or self.latency_ms is None:
+        if self.status != EvaluationStatus.DONE or not self.correct or self.latency_ms is None or self.is_stale:
             return False
         if self.review == Review.ACCEPTED:
             return self.error_kind in ("", ErrorKind.SUSPICIOUS)
@@ -259,6 +310,8 @@ class Evaluation(models.Model):
     def outcome(self) -> str:
         if self.is_pending:
             return self.get_status_display().lower()
+        if self.is_stale:
+            return "stale: the problem changed since"
         if self.is_held:
             return self.get_review_display().lower()
         if self.review == Review.ACCEPTED and self.correct:

@@ -223,7 +223,8 @@ def _check_platform_and_backend(platform: str, backend: str | None) -> str:
 
 def _needs_run(evaluation: Evaluation, abandoned_before: datetime | None = None) -> bool:
     if evaluation.status == EvaluationStatus.DONE:
-        return evaluation.error_kind == ErrorKind.INFRASTRUCTURE_ERROR
+        # A result against an older reference or other parameters is no result for the problem as it is now.
+        return evaluation.error_kind == ErrorKind.INFRASTRUCTURE_ERROR or evaluation.is_stale
     with _in_flight.lock:
         if evaluation.pk in _in_flight.futures:
             return False
@@ -255,7 +256,9 @@ def _mark_running(evaluation: Evaluation) -> None:
     evaluation.status = EvaluationStatus.RUNNING
     evaluation.started = timezone.now()
     evaluation.attempts += 1
-    evaluation.save(update_fields=["status", "started", "attempts"])
+    # The reference this run is measured against: evaluation_request_for reads the same problem row.
+    evaluation.reference_digest = evaluation.kernel.problem.reference_digest
+    evaluation.save(update_fields=["status", "started", "attempts", "reference_digest"])
 
 
 def _submit(evaluation: Evaluation) -> None:
