@@ -61,7 +61,10 @@ class Run(models.Model):
     best_peak_fraction = models.FloatField(null=True, blank=True)
     prompt_tokens = models.PositiveBigIntegerField(default=0)
     completion_tokens = models.PositiveBigIntegerField(default=0)
-    cost_usd = models.FloatField(default=0.0)
+    cost_usd = models.FloatField(default=0.0, help_text="Sum over the calls whose cost is known.")
+    # Calls whose cost is unknown (the server reported no token usage, or the model has no price): while
+    # any exist, cost_usd is a lower bound and pages say "unknown" instead of showing it as the cost.
+    unpriced_calls = models.PositiveIntegerField(default=0)
 
     # Next RunEvent.seq; bumped under a row lock so every event of a run gets a distinct, gapless number.
     next_event_seq = models.PositiveBigIntegerField(default=1)
@@ -99,6 +102,16 @@ class Run(models.Model):
     @property
     def total_tokens(self) -> int:
         return self.prompt_tokens + self.completion_tokens
+
+    @property
+    def cost_known(self) -> bool:
+        """False when some agent call's cost is unknown: then `cost_usd` only counts the others."""
+        return self.unpriced_calls == 0
+
+    @property
+    def known_cost_usd(self) -> float | None:
+        """The run's LLM cost, or None when part of it is unknown."""
+        return self.cost_usd if self.cost_known else None
 
 
 class IterationStatus(models.TextChoices):
@@ -190,7 +203,10 @@ class AgentCall(models.Model):
     prompt_tokens = models.PositiveIntegerField(default=0)
     completion_tokens = models.PositiveIntegerField(default=0)
     latency_ms = models.FloatField(null=True, blank=True)
-    cost_usd = models.FloatField(default=0.0)
+    # None: unknown (the server reported no token usage, or the model is not in the price table), never $0.
+    cost_usd = models.FloatField(null=True, blank=True, default=0.0)
+    # The model's reasoning when the server returns it apart from the answer (reasoning_content / reasoning).
+    reasoning = models.TextField(blank=True)
     error = models.TextField(blank=True)
     usable = models.BooleanField(default=True, help_text="The reply could be parsed into what the role needs.")
     # The kernel this call wrote (Executor and Fixer calls whose reply held one): an evaluation's
@@ -205,6 +221,10 @@ class AgentCall(models.Model):
 
     def __str__(self) -> str:
         return f"{self.role} call of run {self.run_id} ({self.model or 'offline'})"
+
+    @property
+    def cost_known(self) -> bool:
+        return self.cost_usd is not None
 
 
 class RunEvent(models.Model):

@@ -266,6 +266,7 @@ class RunRecorder:
                     completion_tokens=call.get("completion_tokens", 0),
                     latency_ms=call.get("latency_ms"),
                     cost_usd=call.get("cost_usd", 0.0),
+                    reasoning=call.get("reasoning", "") or "",
                     error=call.get("error", ""),
                     usable=(task_key, call.get("role")) not in unusable and not call.get("error"),
                     kernel_id=writers.get(index),
@@ -329,6 +330,7 @@ class RunRecorder:
             "prompt_tokens": totals["prompt_tokens"],
             "completion_tokens": totals["completion_tokens"],
             "cost_usd": totals["cost_usd"],
+            "unpriced_calls": totals.get("unpriced_calls", 0),
             "start_latency_ms": start.get("latency_ms") if start else None,
         }
         if best is not None:

@@ -135,7 +135,10 @@ class CallRecord:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     latency_ms: float = 0.0
-    cost_usd: float = 0.0
+    # None when the cost is unknown (the server reported no token usage, or the model has no price): never
+    # counted as $0. The offline agent's decisions cost 0.0.
+    cost_usd: float | None = 0.0
+    reasoning: str = ""  # the model's reasoning, when the server returns it apart from the answer
     error: str = ""  # empty when the call succeeded
     attempts: int = 1  # 1 + retries
     finish_reason: str = ""

@@ -5,8 +5,9 @@
 * One `asyncio.Semaphore` bounds the requests in flight across all roles.
 * Timeouts, connection errors, 429 and 5xx are retried with exponential backoff (a server's
   Retry-After is honoured up to the cap); other errors (400, 401, 404, …) are not.
-* Each call returns a `CallRecord` (role, model, messages, response, tokens, latency, cost, error,
-  attempts): the `AgentCall` row. Cost comes from a price table passed in (USD per million tokens).
+* Each call returns a `CallRecord` (role, model, messages, response, reasoning, tokens, latency, cost,
+  error, attempts): the `AgentCall` row. Cost comes from a price table passed in (USD per million
+  tokens); it is None (unknown) when the server reports no token usage or the model has no price.
   A call never raises for a model failure; the record's `error` says what happened.
 * The API key is never logged, never put in a record, and scrubbed from error texts; `repr` hides it.
 """
@@ -58,6 +59,18 @@ def price_table(raw: Mapping[str, Any]) -> dict[str, ModelPrice]:
             prompt, completion = price
             table[model] = ModelPrice(float(prompt), float(completion))
     return table
+
+
+def reasoning_text(message: Any) -> str:
+    """The reasoning a server returned beside the answer: `reasoning_content` (vLLM, DeepSeek, SGLang) or
+    `reasoning` (OpenRouter, Ollama, some vLLM versions); '' when it sent none."""
+    for name in ("reasoning_content", "reasoning"):
+        value = getattr(message, name, None)
+        if value is None:
+            value = (getattr(message, "model_extra", None) or {}).get(name)
+        if isinstance(value, str) and value.strip():
+            return value
+    return ""
 
 
 class LLMClient:
@@ -155,7 +168,9 @@ class LLMClient:
         record.prompt_tokens = int(getattr(usage, "prompt_tokens", 0) or 0)
         record.completion_tokens = int(getattr(usage, "completion_tokens", 0) or 0)
         price = self.prices.get(s.model)
-        record.cost_usd = price.cost(record.prompt_tokens, record.completion_tokens) if price else 0.0
+        # No usage reported, or no price for the model: the cost is unknown (None), never $0.
+        known = usage is not None and price is not None
+        record.cost_usd = price.cost(record.prompt_tokens, record.completion_tokens) if known and price else None
         choices = getattr(completion, "choices", None) or []
         if not choices:
             record.error = "the server returned no choices"
@@ -164,6 +179,7 @@ class LLMClient:
         record.finish_reason = str(getattr(choice, "finish_reason", "") or "")
         message = getattr(choice, "message", None)
         record.response = str(getattr(message, "content", "") or "")
+        record.reasoning = reasoning_text(message)
 
     def _delay(self, attempt: int, exc: Exception) -> float:
         delay = min(self.backoff_cap_s, self.backoff_s * (2 ** attempt))

@@ -448,7 +448,10 @@ class BeamSearch:
             totals.calls += 1
             totals.prompt_tokens += call.prompt_tokens
             totals.completion_tokens += call.completion_tokens
-            totals.cost_usd += call.cost_usd
+            if call.cost_usd is None:
+                totals.unpriced_calls += 1  # unknown, not free
+            else:
+                totals.cost_usd += call.cost_usd
             context = {"iteration": self.state.iteration, "task_key": key}
             self._event("agent.call", {**context, "call": _call_dict(call)})
             if call.error:

@@ -107,8 +107,9 @@ class Totals:
     unusable_replies: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0
-    cost_usd: float = 0.0
+    cost_usd: float = 0.0  # over the calls whose cost is known
     evaluations: int = 0
+    unpriced_calls: int = 0  # calls whose cost is unknown: cost_usd is then a lower bound
 
 
 @dataclass

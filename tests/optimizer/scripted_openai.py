@@ -27,6 +27,9 @@ class Reply:
     raw_body: str | None = None  # sent as is (a malformed reply)
     delay_s: float = 0.0  # wait before answering (a timeout when above the client's)
     retry_after: str | None = None
+    reasoning: str = ""  # sent beside the content in `reasoning_field`, when set
+    reasoning_field: str = "reasoning_content"
+    usage: bool = True  # False: the completion carries no usage (a server that does not count tokens)
 
 
 @dataclass
@@ -99,16 +102,20 @@ class ScriptedOpenAI:
                 with server._lock:
                     server.usage_served["prompt_tokens"] += reply.prompt_tokens
                     server.usage_served["completion_tokens"] += reply.completion_tokens
+                message = {"role": "assistant", "content": reply.content}
+                if reply.reasoning:
+                    message[reply.reasoning_field] = reply.reasoning
                 payload = {
                     "id": f"chatcmpl-{len(server.requests)}",
                     "object": "chat.completion",
                     "created": 0,
                     "model": body.get("model", ""),
-                    "choices": [{"index": 0, "finish_reason": reply.finish_reason,
-                                 "message": {"role": "assistant", "content": reply.content}}],
-                    "usage": {"prompt_tokens": reply.prompt_tokens, "completion_tokens": reply.completion_tokens,
-                              "total_tokens": reply.prompt_tokens + reply.completion_tokens},
+                    "choices": [{"index": 0, "finish_reason": reply.finish_reason, "message": message}],
                 }
+                if reply.usage:
+                    payload["usage"] = {"prompt_tokens": reply.prompt_tokens,
+                                        "completion_tokens": reply.completion_tokens,
+                                        "total_tokens": reply.prompt_tokens + reply.completion_tokens}
                 self._send(200, json.dumps(payload))
 
             def _send(self, status: int, text: str, headers: dict[str, str] | None = None) -> None:
