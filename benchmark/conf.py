@@ -82,3 +82,18 @@ def ray_resources() -> dict[str, Any]:
 def ray_max_retries() -> int:
     """Times an evaluation whose Ray worker or node died is tried again before it is an infrastructure error."""
     return int(_setting("ACCELOPT_RAY_MAX_RETRIES", lambda: env_int("ACCELOPT_RAY_MAX_RETRIES", 2, minimum=0)))
+
+
+def background_baseline_cases() -> tuple[str, ...]:
+    """Which cases' suite baselines a serving process evaluates in the background when it starts (mini first:
+    seconds each, then full: minutes each), so a fresh install's leaderboard fills itself; "none" for none."""
+    value = _setting("ACCELOPT_BACKGROUND_BASELINES", lambda: env_str("ACCELOPT_BACKGROUND_BASELINES", "mini,full"))
+    cases = tuple(case.strip() for case in str(value).split(",") if case.strip())
+    if cases in ((), ("none",)):
+        return ()
+    unknown = [case for case in cases if case not in ("mini", "full")]
+    if unknown:
+        raise ImproperlyConfigured(
+            f"ACCELOPT_BACKGROUND_BASELINES: unknown case(s) {', '.join(unknown)}; expected mini, full or none"
+        )
+    return cases

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from django.urls import path
 
-from benchmark import views
+from benchmark import progress_views, views
 
 app_name = "benchmark"
 
 urlpatterns = [
     path("leaderboard/", views.leaderboard, name="leaderboard"),
+    path("leaderboard/baselines/", progress_views.baseline_progress_fragment, name="baseline_progress"),
     path("problems/", views.problem_list, name="problems"),
     path("problems/<int:pk>/", views.problem_detail, name="problem_detail"),
     path("kernels/", views.kernel_list, name="kernels"),

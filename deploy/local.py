@@ -248,6 +248,9 @@ def site_environment(var_dir: Path, database_url: str, redis_url: str, ray_addre
         "REDIS_URL": redis_url,
         "ACCELOPT_EMBEDDED_WORKER": "0",
         "RAY_USAGE_STATS_ENABLED": "0",
+        # No background pass over the suite's baselines (issue 20): these topologies carry tests and
+        # measurements, which must see only their own evaluations; pass extra to turn it on.
+        "ACCELOPT_BACKGROUND_BASELINES": "none",
     })
     if ray_address:
         env["ACCELOPT_RAY_ADDRESS"] = ray_address

@@ -33,6 +33,7 @@ from django.db import close_old_connections, transaction
 from django.db.models import Q
 from django.utils import timezone
 
+from benchmark.services.baselines import start_background_baselines
 from optimizer import conf
 from optimizer.adapters import (
     DjangoEvaluator,
@@ -321,6 +322,7 @@ def start_embedded_worker() -> asyncio.Task[None] | None:
     """Start this process's worker on the running event loop, once; None when disabled."""
     if not conf.worker_settings().embedded:
         return None
+    start_background_baselines()  # the suite's baselines, evaluated in a thread of their own (issue 20)
     task = _embedded.get("task")
     if task is None or task.done():
         worker = RunWorker()

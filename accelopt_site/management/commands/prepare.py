@@ -7,7 +7,9 @@ from django.core.management.base import BaseCommand, CommandParser
 
 # Steps other apps provide, run when they exist: (command, arguments). Kept here so `make run` never
 # needs editing when an app adds its first-run step; a missing command is skipped, a failing one stops.
-OPTIONAL_STEPS: tuple[tuple[str, tuple[str, ...]], ...] = (("load_suite", ("nkibench",)),)
+# The suite's baselines are not evaluated here: the server starts at once and evaluates them in the
+# background (benchmark.services.baselines; the leaderboard shows the progress).
+OPTIONAL_STEPS: tuple[tuple[str, tuple[str, ...]], ...] = (("load_suite", ("nkibench", "--evaluate", "none")),)
 
 
 class Command(BaseCommand):

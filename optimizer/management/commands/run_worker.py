@@ -13,6 +13,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandParser
 
+from benchmark.services.baselines import start_background_baselines
 from optimizer.worker import RunWorker
 
 
@@ -29,6 +30,7 @@ class Command(BaseCommand):
             did_work = asyncio.run(worker.step())
             self.stdout.write("drove one run" if did_work else "no queued run")
             return
+        start_background_baselines()  # the suite's baselines, in a thread, unless already evaluated
         self.stdout.write(f"run worker {worker.worker_id}: waiting for queued runs (Ctrl-C stops)")
         asyncio.run(self._serve(worker))
 
