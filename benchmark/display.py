@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from benchmark.models import DEFAULT_CASE, Evaluation, Problem
 
 if TYPE_CHECKING:
+    from benchmark.boards import Board, Improvement
     from benchmark.leaderboard import Leaderboard
 
 # A full-size trace has millions of instructions; the browser draws at most this many bars per engine,
@@ -202,3 +203,39 @@ def problem_rows(problems: Iterable[Problem]) -> list[dict[str, Any]]:
             ],
         })
     return rows
+
+
+def board_figure_html(board: Board) -> str:
+    """Simulated latencies per problem of one NKIBench board: baseline and best found, same model version.
+
+    Measured numbers are not drawn here: next to simulated bars they would read as comparable."""
+    rows = [row for row in board.rows if row.simulated.best is not None]
+    if not rows:
+        return ""
+    import plotly.graph_objects as go
+
+    names = [row.problem.slug for row in rows]
+    figure = go.Figure()
+    figure.add_trace(go.Bar(name="baseline (simulated)", x=names,
+                            y=[row.simulated.baseline.latency_ms if row.simulated.baseline else None for row in rows]))
+    figure.add_trace(go.Bar(name="best found (simulated)", x=names, y=[row.simulated.best.latency_ms for row in rows]))
+    figure.update_layout(barmode="group", height=340, margin={"l": 60, "r": 20, "t": 10, "b": 90},
+                         yaxis={"title": f"simulated latency (ms, {board.simulator_version})", "type": "log"},
+                         legend={"orientation": "h", "y": 1.1})
+    return figure_html(figure)
+
+
+def best_over_time_figure_html(history: dict[str, list[Improvement]]) -> str:
+    """One step line per problem: the simulated best's speedup over the baseline each time it improved."""
+    lines = {address: steps for address, steps in history.items() if any(s.speedup for s in steps)}
+    if not lines:
+        return ""
+    import plotly.graph_objects as go
+
+    figure = go.Figure()
+    for address, steps in sorted(lines.items()):
+        figure.add_trace(go.Scatter(name=address, x=[s.when for s in steps], y=[s.speedup for s in steps],
+                                    mode="lines+markers", line={"shape": "hv"}))
+    figure.update_layout(height=320, margin={"l": 60, "r": 20, "t": 10, "b": 40},
+                         yaxis={"title": "speedup over the baseline (simulated)"}, legend={"orientation": "h", "y": -0.2})
+    return figure_html(figure)

@@ -4,15 +4,17 @@ from __future__ import annotations
 
 from django.urls import path
 
-from benchmark import progress_views, views
+from benchmark import leaderboard_views, views
 
 app_name = "benchmark"
 
 urlpatterns = [
-    path("leaderboard/", views.leaderboard, name="leaderboard"),
-    path("leaderboard/baselines/", progress_views.baseline_progress_fragment, name="baseline_progress"),
+    path("leaderboard/", leaderboard_views.leaderboard, name="leaderboard"),
+    path("leaderboard/baselines/", leaderboard_views.baseline_progress_fragment, name="baseline_progress"),
     path("problems/", views.problem_list, name="problems"),
     path("problems/<int:pk>/", views.problem_detail, name="problem_detail"),
+    path("problems/<int:pk>/solution.json", views.problem_solution, name="problem_solution"),
+    path("problems/import-flashinfer/", views.flashinfer_import, name="flashinfer_import"),
     path("kernels/", views.kernel_list, name="kernels"),
     path("kernels/upload/", views.kernel_upload, name="kernel_upload"),
     path("kernels/<int:pk>/", views.kernel_detail, name="kernel_detail"),
