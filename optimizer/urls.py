@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.urls import path
 
-from optimizer import views
+from optimizer import transcript_views, views
 
 app_name = "optimizer"
 
@@ -20,4 +20,6 @@ urlpatterns = [
     path("runs/<int:pk>/<str:action>/", views.run_action, name="run_action"),
     path("runs/<int:pk>/candidates/<str:key>/", views.candidate_detail, name="candidate_detail"),
     path("runs/<int:pk>/kernels/<int:kernel_pk>/diff/", views.kernel_diff, name="kernel_diff"),
+    path("runs/<int:pk>/kernels/<int:kernel_pk>/transcript/", transcript_views.transcript, name="transcript"),
+    path("leaderboard/grid/", transcript_views.grid, name="leaderboard_grid"),
 ]
