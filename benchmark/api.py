@@ -351,3 +351,26 @@ def accept_evaluation(request: HttpRequest, evaluation_id: int, payload: ReviewI
 )
 def reject_evaluation(request: HttpRequest, evaluation_id: int, payload: ReviewIn) -> dict[str, Any]:
     return _decide(request, evaluation_id, Review.REJECTED, payload.note)
+
+
+class BaselineProgressOut(Schema):
+    case: str
+    platform: str
+    total: int
+    done: int
+    correct: int
+    failed: list[str]  # addresses of baselines that finished but are not correct
+    running: int
+    queued: int
+    not_started: int
+    complete: bool
+
+
+@router.get(
+    "/baselines", auth=api_optional_auth, response=list[BaselineProgressOut],
+    summary="How far the background evaluation of the built-in suite's baselines has come, per case",
+)
+def baseline_progress(request: HttpRequest) -> list[dict[str, Any]]:
+    from benchmark.services.baselines import baseline_progress as progress
+
+    return [progress(case).as_dict() for case in ("mini", "full")]
