@@ -12,8 +12,9 @@ from datetime import datetime
 from typing import Any
 
 from django.http import HttpRequest
-from ninja import Router, Schema, Status
+from ninja import File, Form, Router, Schema, Status
 from ninja.errors import HttpError
+from ninja.files import UploadedFile
 
 from accounts.auth import api_optional_auth, api_role
 from accounts.roles import CURATOR, ENGINEER
@@ -374,3 +375,32 @@ def baseline_progress(request: HttpRequest) -> list[dict[str, Any]]:
     from benchmark.services.baselines import baseline_progress as progress
 
     return [progress(case).as_dict() for case in ("mini", "full")]
+
+
+class ImportedKernelOut(Schema):
+    file_name: str
+    kernel_id: int
+    problem: str
+    created: bool
+    evaluation_id: int | None
+    url: str
+
+
+@router.post(
+    "/kernels/import", auth=api_role(ENGINEER), response={201: list[ImportedKernelOut]},
+    summary="Upload a folder of kernels at once (multipart: several `files`; optional `problem`, `platform`)",
+)
+def import_kernel_files(  # noqa: B008 - ninja's File/Form markers are meant as defaults
+    request: HttpRequest, files: list[UploadedFile] = File(...), problem: str = Form(""),  # noqa: B008
+    platform: str | None = Form(None), evaluate: bool = Form(True),  # noqa: B008
+) -> Status:
+    from benchmark.services.kernel_import import import_kernels  # the import path's own module
+
+    target = services.get_problem_by_address(problem, request.auth) if problem else None
+    imported = import_kernels(request.auth, [(f.name or "kernel.py", f.read()) for f in files], problem=target,
+                              platform=platform, evaluate=evaluate)
+    return Status(201, [{
+        "file_name": item.file_name, "kernel_id": item.kernel.pk, "problem": item.kernel.problem.address,
+        "created": item.created, "evaluation_id": item.evaluation.pk if item.evaluation else None,
+        "url": item.kernel.get_absolute_url(),
+    } for item in imported])

@@ -20,6 +20,7 @@ from accounts.roles import ENGINEER
 from benchmark import services as benchmark_services
 from benchmark.models import Backend, Platform
 from optimizer import services
+from optimizer.search.budget import progress as budget_progress
 from optimizer.models import AgentKind, Run, RunEvent
 
 router = Router()
@@ -40,6 +41,11 @@ class RunIn(Schema):
     backend: str = Backend.SIMULATOR
     search: dict[str, Any] = Field(default_factory=dict, description="SearchConfig fields; unset ones take defaults")
     models: dict[str, str] = Field(default_factory=dict, description="model name per role (LLM agent)")
+    budget: dict[str, float | None] = Field(
+        default_factory=dict,
+        description="caps, each optional: max_tokens, max_cost_usd, max_wall_time_s, max_evaluations; the run stops "
+        "as 'stopped' when it reaches one",
+    )
     is_public: bool = False
 
 
@@ -66,6 +72,9 @@ class RunOut(Schema):
     best_peak_fraction: float | None
     prompt_tokens: int
     completion_tokens: int
+    budget: dict[str, float | None]
+    budget_usage: list[dict[str, Any]] = Field(description="per cap set: used, limit, fraction, reached, enforceable")
+    stopped_by_budget: str = Field(description="the budget a 'stopped' run reached")
     cost_usd: float
     last_event_seq: int
     created: datetime
@@ -113,6 +122,9 @@ def _run_out(request: HttpRequest, run: Run) -> dict[str, Any]:
         "best_peak_fraction": run.best_peak_fraction,
         "prompt_tokens": run.prompt_tokens,
         "completion_tokens": run.completion_tokens,
+        "budget": run.budget.to_dict(),
+        "budget_usage": budget_progress(run.budget, run.usage),
+        "stopped_by_budget": run.stopped_by_budget,
         "cost_usd": run.cost_usd,
         "last_event_seq": run.next_event_seq - 1,
         "created": run.created,
@@ -152,6 +164,7 @@ def create_run(request: HttpRequest, payload: RunIn) -> Status:
         backend=payload.backend,
         search=payload.search,
         models=payload.models,
+        budget=payload.budget,
         is_public=payload.is_public,
     )
     return Status(201, _run_out(request, services.get_run_for_user(request.auth, run.pk)))

@@ -13,7 +13,8 @@ from django import forms
 from benchmark.models import Backend, Platform, Problem
 from optimizer import conf, services
 from optimizer.models import AgentKind
-from optimizer.search import SearchConfig
+from optimizer.search import BUDGET_FIELDS, SearchConfig
+from optimizer.search.config import BEAM, STRATEGIES
 
 BASELINE = "baseline"
 UPLOAD = "upload"
@@ -58,7 +59,18 @@ class RunForm(forms.Form):
     seed = forms.IntegerField(min_value=0, initial=0)
     is_public = forms.BooleanField(required=False, label="Public", help_text="Anyone may watch it, signed in or not.")
 
-    SEARCH_FIELDS = ("iterations", "beam_width", "plans_per_candidate", "samples_per_plan", "memory_size", "seed")
+    SEARCH_FIELDS = ("iterations", "beam_width", "plans_per_candidate", "samples_per_plan", "memory_size", "seed",
+                     "strategy")
+    BUDGET_FIELDS = tuple(BUDGET_FIELDS)  # empty: no cap
+    strategy = forms.ChoiceField(
+        choices=list(STRATEGIES.items()), initial=BEAM, required=False, label="Search strategy",
+        help_text="Repeated sampling spends the same budget on independent samples from the start kernel: the "
+        "AccelOpt paper's baseline for beam search.",
+    )
+    max_tokens = forms.IntegerField(min_value=1, required=False, label="Max tokens")
+    max_cost_usd = forms.FloatField(min_value=0.0001, required=False, label="Max dollars")
+    max_wall_time_s = forms.FloatField(min_value=1, required=False, label="Max wall time (s)")
+    max_evaluations = forms.IntegerField(min_value=1, required=False, label="Max evaluations")
     MODEL_FIELDS = tuple(f"{role}_model" for role in conf.ROLES)
 
     def __init__(self, *args: Any, user: Any, problems: Any, **kwargs: Any) -> None:
@@ -96,7 +108,12 @@ class RunForm(forms.Form):
         return data
 
     def search_params(self) -> dict[str, Any]:
-        return {name: self.cleaned_data[name] for name in self.SEARCH_FIELDS}
+        params = {name: self.cleaned_data[name] for name in self.SEARCH_FIELDS}
+        params["strategy"] = params["strategy"] or BEAM  # a form posted without the field: beam search
+        return params
+
+    def budget(self) -> dict[str, Any]:
+        return {name: self.cleaned_data.get(name) for name in self.BUDGET_FIELDS}
 
     def role_models(self) -> dict[str, str]:
         return {role: (self.cleaned_data.get(f"{role}_model") or "").strip() for role in conf.ROLES}
@@ -131,3 +148,4 @@ class RunFilterForm(forms.Form):
 
         super().__init__(*args, **kwargs)
         self.fields["status"].choices = [("", "any status"), *RunStatus.choices]
+            "budget": self.budget(),

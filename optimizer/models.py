@@ -10,6 +10,8 @@ from django.conf import settings
 from django.db import models
 from django.urls import NoReverseMatch, reverse
 
+from optimizer.search.budget import BUDGET_FIELDS, Budget, Usage
+
 
 class RunStatus(models.TextChoices):
     QUEUED = "queued", "Queued"
@@ -18,9 +20,12 @@ class RunStatus(models.TextChoices):
     SUCCEEDED = "succeeded", "Succeeded"
     FAILED = "failed", "Failed"
     CANCELLED = "cancelled", "Cancelled"
+    # A budget was reached: the run ended cleanly between two steps, keeping everything it found
+    # (Run.stopped_by_budget names the budget).
+    STOPPED = "stopped", "Stopped: budget"
 
 
-FINISHED_STATUSES = frozenset({RunStatus.SUCCEEDED, RunStatus.FAILED, RunStatus.CANCELLED})
+FINISHED_STATUSES = frozenset({RunStatus.SUCCEEDED, RunStatus.FAILED, RunStatus.CANCELLED, RunStatus.STOPPED})
 
 
 class AgentKind(models.TextChoices):
@@ -66,6 +71,14 @@ class Run(models.Model):
     # any exist, cost_usd is a lower bound and pages say "unknown" instead of showing it as the cost.
     unpriced_calls = models.PositiveIntegerField(default=0)
 
+    # Budgets (optimizer.search.budget.BUDGET_FIELDS, the same names on campaigns): empty is no cap. The search
+    # checks them between steps; a run that reaches one stops as STOPPED, keeping everything found.
+    max_tokens = models.PositiveBigIntegerField(null=True, blank=True, help_text="Most prompt + completion tokens.")
+    max_cost_usd = models.FloatField(null=True, blank=True, help_text="Most LLM dollars (calls of known cost).")
+    max_wall_time_s = models.FloatField(null=True, blank=True, help_text="Most seconds spent running steps.")
+    max_evaluations = models.PositiveIntegerField(null=True, blank=True, help_text="Most kernel evaluations.")
+    stopped_by_budget = models.CharField(max_length=32, blank=True, help_text="The budget a stopped run reached.")
+
     # Next RunEvent.seq; bumped under a row lock so every event of a run gets a distinct, gapless number.
     next_event_seq = models.PositiveBigIntegerField(default=1)
 
@@ -102,6 +115,17 @@ class Run(models.Model):
     @property
     def total_tokens(self) -> int:
         return self.prompt_tokens + self.completion_tokens
+
+    @property
+    def budget(self) -> Budget:
+        return Budget(**{name: getattr(self, name) for name in BUDGET_FIELDS})
+
+    @property
+    def usage(self) -> Usage:
+        """What the run has spent, for its budgets: the totals of its last checkpoint."""
+        totals = (self.checkpoint or {}).get("totals") or {}
+        return Usage(tokens=self.total_tokens, cost_usd=self.cost_usd, unpriced_calls=self.unpriced_calls,
+                     wall_time_s=float(totals.get("wall_time_s", 0.0)), evaluations=int(totals.get("evaluations", 0)))
 
     @property
     def cost_known(self) -> bool:

@@ -27,6 +27,7 @@ from optimizer.events import events_after, record_events
 from optimizer.models import AgentCall, AgentKind, Candidate, Iteration, Run, RunEvent, RunStatus
 from optimizer.search import SearchConfig
 
+from optimizer.search.budget import Budget, launch_notes
 __all__ = [
     "can_launch_runs",
     "visible_runs",
@@ -137,11 +138,13 @@ def create_run(
     start_source: str | None = None,
     start_name: str = "",
 ) -> Run:
+    budget: dict[str, Any] | None = None,
     """Queue a run: the one way a run is launched, from the run form, the API and `manage.py optimize`.
 
     The run starts from `start_kernel`, or from a new kernel with the source `start_source` (named
     `start_name`), or else from the problem's baseline. `search` holds SearchConfig fields (unset ones take
-    AccelOpt-like defaults), `models` a model name per role overriding the configured one (LLM agent only).
+    AccelOpt-like defaults), `models` a model name per role overriding the configured one (LLM agent only),
+    `budget` caps by BUDGET_FIELDS name (checked against the estimate: the notes go into the run's config).
     `user` None is a management command: the run has no owner.
     """
     if user is not None and user.is_authenticated and not can_launch_runs(user):
@@ -178,6 +181,7 @@ def create_run(
             raise ValidationError(
                 f"the LLM agent needs a model for every role; none configured for {', '.join(missing)} "
                 "(set ACCELOPT_LLM_BASE_URL and ACCELOPT_LLM_MODEL, or use the offline agent)"
+    caps = parse_budget(budget)
             )
         role_models = conf.public_role_settings(roles)
     with transaction.atomic():
@@ -189,7 +193,9 @@ def create_run(
             agent=agent,
             platform=platform,
             backend=backend,
-            config={"search": config.to_dict(), "models": role_models},
+            config={"search": config.to_dict(), "models": role_models,
+                    "budget_notes": check_budget(agent, search, models, caps)},
+            **caps.to_dict(),
         )
         record_events(run.pk, [("run.queued", {"agent": agent, "platform": platform, "search": config.to_dict()})])
     return run
@@ -203,6 +209,31 @@ def _store_start_kernel(user: Any, problem: Problem, source: str, platform: str,
             user, kernel_source=source, platform=platform, problem=problem, kernel_name=name
         )
         return kernel
+def parse_budget(budget: dict[str, Any] | None) -> Budget:
+    """Budget caps from a form, the API or a command (None and "" are no cap), or a ValidationError."""
+    try:
+        return Budget.from_dict(budget)
+    except ValueError as error:
+        raise ValidationError(f"invalid budget: {error}") from None
+
+
+def check_budget(agent: str, search: dict[str, Any] | None, models: dict[str, str] | None, budget: Budget) -> list[str]:
+    """The budget against the run's upper-bound estimate: notes for the run form and the run (launch_notes)."""
+    if budget.empty:
+        return []
+    config = _search_config(search)
+    calls = max_agent_calls(search)
+    kwargs: dict[str, Any] = {}
+    if agent == AgentKind.LLM:
+        estimate = estimate_llm_cost(search, models)
+        prices = conf.price_table()
+        unpriced = sorted({r["model"] for r in estimate["roles"].values() if r["model"] and r["model"] not in prices})
+        kwargs = {"estimate_tokens": estimate["total_tokens"], "estimate_cost_usd": estimate["total_cost_usd"],
+                  "unpriced_models": tuple(unpriced)}
+    return launch_notes(budget, llm=agent == AgentKind.LLM,
+                        max_evaluations=1 + calls["executor"] * (1 + config.fix_attempts), **kwargs)
+
+
     kernel, _ = benchmark_services.create_kernel(problem, source, name=name)
     return kernel
 

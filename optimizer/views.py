@@ -21,10 +21,11 @@ from accounts.roles import ENGINEER, require_role
 from benchmark.diffing import changed_line_count, side_by_side
 from benchmark.models import Kernel
 from benchmark.provenance import evaluation_provenance
-from optimizer import services
+from optimizer import services, tree
 from optimizer.display import run_chart_html
 from optimizer.forms import BASELINE, RunFilterForm, RunForm
 from optimizer.models import AgentKind, Candidate, Run
+from optimizer.search.budget import progress as budget_progress
 
 RUNS_PER_PAGE = 50
 
@@ -109,11 +110,14 @@ def _estimate(form: RunForm) -> dict[str, Any] | None:
     The form page renders it too, so a form shown again with its errors keeps the estimate of an LLM run.
     """
     data = getattr(form, "cleaned_data", None) or {}
-    if data.get("agent") != AgentKind.LLM:
-        return None
-    search = {name: data[name] for name in RunForm.SEARCH_FIELDS if data.get(name) is not None}
+    search = {name: data[name] for name in RunForm.SEARCH_FIELDS if data.get(name) not in (None, "")}
+    agent = data.get("agent") or AgentKind.OFFLINE
     try:
-        return services.estimate_llm_cost(search, form.role_models())
+        budget = services.parse_budget({name: data.get(name) for name in RunForm.BUDGET_FIELDS})
+        notes = services.check_budget(agent, search, form.role_models(), budget) if data else []
+        if agent != AgentKind.LLM:
+            return {"budget_notes": notes} if notes else None
+        return {**services.estimate_llm_cost(search, form.role_models()), "budget_notes": notes}
     except ValidationError:
         return None
 
@@ -129,6 +133,7 @@ def _state_context(request: HttpRequest, run: Run) -> dict[str, Any]:
         "beam": beam,
         "iteration": iteration,
         "can_write": services.can_write_run(request.user, run),
+        "budget_rows": budget_progress(run.budget, run.usage),
     }
 
 
@@ -189,6 +194,28 @@ def run_action(request: HttpRequest, pk: int, action: str) -> HttpResponse:
         return render(request, "optimizer/partials/run_state.html", _state_context(request, run))
     messages.info(request, f"Run {run.pk}: {action} requested.")
     return redirect(run.get_absolute_url())
+
+
+# --- the search tree ----------------------------------------------------------------------------------
+
+
+@require_GET
+def run_tree(request: HttpRequest, pk: int) -> HttpResponse:
+    """The run's search tree (every kernel under its parent), loaded when the panel is opened."""
+    run = services.get_run_for_user(request.user, pk)
+    root, counts = tree.run_tree(run)
+    return render(request, "optimizer/partials/tree.html", {
+        "run": run, "root": root, "total": sum(counts.values()),
+        "legend": [(outcome, label, counts[outcome]) for outcome, label in tree.OUTCOMES.items()],
+    })
+
+
+@require_GET
+def tree_node(request: HttpRequest, pk: int, key: str) -> HttpResponse:
+    """One node of the tree: plan, memory shown to the Planner, agent calls, evaluation, diff against its parent."""
+    run = services.get_run_for_user(request.user, pk)
+    return render(request, "optimizer/partials/tree_node_detail.html",
+                  {"run": run, **tree.tree_node(request.user, run, key)})
 
 
 # --- candidates and diffs -----------------------------------------------------------------------------

@@ -45,7 +45,7 @@ from optimizer.adapters import (
 )
 from optimizer.events import append_events, publish_events_async, record_events
 from optimizer.models import AgentKind, Run, RunStatus
-from optimizer.search import SUCCEEDED, BeamSearch, SearchConfig
+from optimizer.search import STOPPED, SUCCEEDED, BeamSearch, SearchConfig
 
 logger = logging.getLogger(__name__)
 
@@ -186,6 +186,7 @@ async def drive_run(
             events=recorder,
             store=recorder,
             run_key=f"run{run_id}",
+            budget=run.budget,
         )
         while not search.state.finished:
             stopped = await sync_to_async(_stop_if_requested)(run_id, worker_id)
@@ -202,7 +203,7 @@ async def drive_run(
                 continue
             if on_step is not None:
                 await on_step(search)
-        return RunStatus.SUCCEEDED if search.state.status == SUCCEEDED else RunStatus.FAILED
+        return {SUCCEEDED: RunStatus.SUCCEEDED, STOPPED: RunStatus.STOPPED}.get(search.state.status, RunStatus.FAILED)
     except LostClaim as lost:
         logger.warning("%s", lost)
         return "lost"

@@ -32,7 +32,7 @@ from optimizer.models import (
     RunEvent,
     RunStatus,
 )
-from optimizer.search import FAILED, SUCCEEDED
+from optimizer.search import FAILED, STOPPED, SUCCEEDED
 
 
 class LostClaim(Exception):
@@ -166,7 +166,8 @@ class RunRecorder:
             Iteration.objects.filter(
                 run_id=self.run_id, index=summary["iteration"], status=IterationStatus.RUNNING
             ).update(status=IterationStatus.FINISHED, finished=now, best_latency_ms=summary.get("best_latency_ms"))
-        if state["phase"] in ("summarize", "next") and not iteration.next_beam_kernel_ids:
+        # (A run stopped on a budget selected its last beam in the step that stopped it.)
+        if (state["phase"] in ("summarize", "next") or state["status"] == STOPPED) and not iteration.next_beam_kernel_ids:
             iteration.next_beam_kernel_ids = [self._kernel_ids.get(m["sha"]) for m in state["beam"]]
             best = min(state["beam"], key=lambda m: m["latency_ms"]) if state["beam"] else None
             iteration.best_latency_ms = best["latency_ms"] if best else None
@@ -337,10 +338,12 @@ class RunRecorder:
             fields["best_kernel_id"] = self._kernel_ids.get(best["sha"])
             fields["best_latency_ms"] = best["latency_ms"]
             fields["best_peak_fraction"] = state["evaluations"].get(best["sha"], {}).get("peak_fraction")
-        if state["status"] in (SUCCEEDED, FAILED):
+        if state["status"] in (SUCCEEDED, FAILED, STOPPED):
+            status = {SUCCEEDED: RunStatus.SUCCEEDED, FAILED: RunStatus.FAILED, STOPPED: RunStatus.STOPPED}
             fields.update(
-                status=RunStatus.SUCCEEDED if state["status"] == SUCCEEDED else RunStatus.FAILED,
+                status=status[state["status"]],
                 error_message=state.get("error", ""),
+                stopped_by_budget=(state.get("stop") or {}).get("budget", ""),
                 finished=now,
                 claimed_by="",
             )

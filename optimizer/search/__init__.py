@@ -9,6 +9,7 @@ Read the package in this order:
     interfaces.py  what the search is given: Agents, Evaluator, OptimizationMemory, EventSink,
                    CheckpointStore (protocols), and the EVENT_KINDS it emits
     state.py       RunState and its records, JSON-ready (STATE_VERSION), the run status values, source_sha
+    budget.py      Budget (max tokens, dollars, wall time, evaluations), Usage, the checker campaigns reuse
     beam.py        BeamSearch: open, step, run, one method per phase (plan, write, evaluate, fix, select,
                    summarize, next)
     standalone.py  the interfaces without Django (tests, measurements/offline_search_mini.py)
@@ -18,6 +19,7 @@ interfaces over Django.
 """
 
 from optimizer.search.beam import BeamSearch, derive_seed
+from optimizer.search.budget import BUDGET_FIELDS, Budget, BudgetReached, Usage
 from optimizer.search.config import SearchConfig
 from optimizer.search.interfaces import (
     EVENT_KINDS,
@@ -35,13 +37,18 @@ from optimizer.search.standalone import (
     ListOptimizationMemory,
     PipelineEvaluator,
 )
-from optimizer.search.state import FAILED, RUNNING, STATE_VERSION, SUCCEEDED, RunState, source_sha
+from optimizer.search.state import FAILED, RUNNING, STATE_VERSION, STOPPED, SUCCEEDED, RunState, source_sha
 
 __all__ = [
+    "BUDGET_FIELDS",
+    "Budget",
+    "BudgetReached",
+    "Usage",
     "EVENT_KINDS",
     "FAILED",
     "RUNNING",
     "STATE_VERSION",
+    "STOPPED",
     "SUCCEEDED",
     "Agents",
     "BeamSearch",

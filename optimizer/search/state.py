@@ -18,8 +18,9 @@ SUSPICIOUS = "suspicious"
 INFRASTRUCTURE = "infrastructure_error"  # says nothing about the kernel: never sent to the Fixer
 STATE_VERSION = 1
 
-# Run status values (the Django Run adds queued/paused/cancelled around these).
-RUNNING, SUCCEEDED, FAILED = "running", "succeeded", "failed"
+# Run status values (the Django Run adds queued/paused/cancelled around these). STOPPED: a budget was
+# reached; the run ended cleanly with everything it found (`RunState.stop` says which budget).
+RUNNING, SUCCEEDED, FAILED, STOPPED = "running", "succeeded", "failed", "stopped"
 
 
 @dataclass
@@ -112,6 +113,7 @@ class Totals:
     unpriced_calls: int = 0  # calls whose cost is unknown: cost_usd is then a lower bound
 
 
+    wall_time_s: float = 0.0  # time spent in steps (queued and paused time excluded): the wall-time budget
 @dataclass
 class RunState:
     config: SearchConfig
@@ -133,6 +135,7 @@ class RunState:
     error: str = ""
 
     # -- derived --------------------------------------------------------------------------------------
+    stop: dict[str, Any] = field(default_factory=dict)  # budget.BudgetReached.to_dict() of a stopped run
     @property
     def start_latency_ms(self) -> float | None:
         ev = self.evaluations.get(self.start_sha)
@@ -149,7 +152,7 @@ class RunState:
 
     @property
     def finished(self) -> bool:
-        return self.status in (SUCCEEDED, FAILED)
+        return self.status in (SUCCEEDED, FAILED, STOPPED)
 
     # -- serialization --------------------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
@@ -183,5 +186,6 @@ class RunState:
 
 
 def source_sha(source: str) -> str:
+            stop=dict(data.get("stop") or {}),
     return hashlib.sha256(source.encode("utf-8")).hexdigest()
 

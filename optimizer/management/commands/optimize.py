@@ -23,7 +23,8 @@ from benchmark import services as benchmark_services
 from benchmark.models import Backend, Platform
 from optimizer import services
 from optimizer.models import AgentKind, Run, RunStatus
-from optimizer.search import BeamSearch
+from optimizer.search import BUDGET_FIELDS, BeamSearch
+from optimizer.search.config import STRATEGIES
 from optimizer.worker import claim_run, drive_run, new_worker_id
 
 # Command-line option -> SearchConfig field.
@@ -35,6 +36,7 @@ SEARCH_OPTIONS = {
     "memory_size": "memory_size",
     "fix_attempts": "fix_attempts",
     "seed": "seed",
+    "strategy": "strategy",
 }
 
 
@@ -63,6 +65,10 @@ class Command(BaseCommand):
         parser.add_argument("--platform", choices=Platform.values, default=Platform.TRN1)
         parser.add_argument("--backend", choices=Backend.values, default=Backend.SIMULATOR)
         parser.add_argument("--public", action="store_true", help="let anyone watch the run")
+        parser.add_argument("--strategy", choices=list(STRATEGIES), help="beam (default) or repeated_sampling")
+        for name, (label, unit) in BUDGET_FIELDS.items():
+            parser.add_argument(f"--{name.replace('_', '-')}", dest=name, type=float,
+                                help=f"budget: stop cleanly once the run has spent this many {unit} ({label})")
 
     def handle(self, *args: Any, **options: Any) -> None:
         search = {field: options[opt] for opt, field in SEARCH_OPTIONS.items() if options.get(opt) is not None}
@@ -76,6 +82,7 @@ class Command(BaseCommand):
                     None, problem, start_source=source, start_name=Path(options["kernel"] or "").name,
                     agent=options["agent"], platform=options["platform"], backend=options["backend"],
                     search=search, is_public=options["public"],
+                    budget={name: options.get(name) for name in BUDGET_FIELDS},
                 )
                 claim_run(worker_id, run.pk)
         except (ValueError, Http404, OSError) as error:
@@ -130,7 +137,9 @@ class Command(BaseCommand):
         return on_step
 
     def _summary(self, run: Run, status: str) -> None:
-        if run.status != RunStatus.SUCCEEDED:
+        if run.status == RunStatus.STOPPED:  # a budget ended it: not an error, and what it found is kept
+            self.stdout.write(f"stopped: budget ({BUDGET_FIELDS[run.stopped_by_budget][0]} budget reached)")
+        elif run.status != RunStatus.SUCCEEDED:
             raise CommandError(f"run {run.pk} {run.status}: {run.error_message or status}")
         speedup = run.best_speedup
         self.stdout.write(
