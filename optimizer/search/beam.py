@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import time
 from collections.abc import Awaitable, Sequence
 from dataclasses import asdict
 from typing import Any
@@ -42,11 +43,13 @@ from optimizer.agents.base import (
     SummaryRequest,
     WriteRequest,
 )
-from optimizer.search.config import SearchConfig
+from optimizer.search.budget import Budget, Usage, budget_reached, remaining_evaluations
+from optimizer.search.config import REPEATED_SAMPLING, SearchConfig
 from optimizer.search.interfaces import Agents, CheckpointStore, Evaluator, EventSink, OptimizationMemory
 from optimizer.search.state import (
     FAILED,
     INFRASTRUCTURE,
+    STOPPED,
     SUCCEEDED,
     SUSPICIOUS,
     BeamMember,
@@ -78,8 +81,10 @@ class BeamSearch:
         memory: OptimizationMemory,
         events: EventSink,
         store: CheckpointStore,
+        budget: Budget | None = None,
     ) -> None:
         self.state = state
+        self.budget = budget  # checked between steps; not part of the state (a resumed run takes the current one)
         self.problem = problem
         self.agents = agents
         self.evaluator = evaluator
@@ -100,6 +105,7 @@ class BeamSearch:
         events: EventSink,
         store: CheckpointStore,
         run_key: str = "",
+        budget: Budget | None = None,
     ) -> BeamSearch:
         """Resume the run saved in `store`, or start a new one from `start_source` and `config`.
 
@@ -113,7 +119,7 @@ class BeamSearch:
             state = RunState(config=config, start_sha=sha, kernels={sha: start_source},
                              run_key=run_key or f"{sha[:12]}-seed{config.seed}")
         return cls(state=state, problem=problem, agents=agents, evaluator=evaluator, memory=memory,
-                   events=events, store=store)
+                   events=events, store=store, budget=budget)
 
     @property
     def config(self) -> SearchConfig:
@@ -129,13 +135,19 @@ class BeamSearch:
         if self.state.finished:
             return False
         self._pending_events: list[tuple[str, dict[str, Any]]] = []
+        started = time.monotonic()
         try:
-            handler = getattr(self, f"_step_{self.state.phase}")
-            await handler()
+            reached = budget_reached(self.budget, Usage.from_totals(self.state.totals))
+            if reached is not None:
+                self._stop_for_budget(reached.to_dict(), reached.describe())
+            else:
+                handler = getattr(self, f"_step_{self.state.phase}")
+                await handler()
         except Exception as exc:  # an evaluator or memory failure ends the run, with the reason
             self.state.status = FAILED
             self.state.error = f"{type(exc).__name__} during {self.state.phase} of iteration {self.state.iteration}: {exc}"
             self._event("run.failed", {"error": self.state.error, "phase": self.state.phase})
+        self.state.totals.wall_time_s += time.monotonic() - started
         # Events go out before the checkpoint: an interrupted step repeats events rather than losing them.
         for kind, payload in self._pending_events:
             await self.events.emit(kind, payload)
@@ -172,7 +184,7 @@ class BeamSearch:
 
     async def _step_plan(self) -> None:
         st = self.state
-        pending = [(i, m) for i, m in enumerate(st.beam) if f"plan:{st.iteration}.{i}" not in st.done]
+        pending = [(i, m) for i, m in enumerate(self._expanded()) if f"plan:{st.iteration}.{i}" not in st.done]
         if not pending:
             st.phase = "write"
             return
@@ -191,7 +203,8 @@ class BeamSearch:
                 record = PlanRecord(key=f"{request.key}.{p_index}", parent_sha=member.sha, text=text)
                 st.plans.append(record)
                 self._event("plan.proposed", {"iteration": st.iteration, "plan_key": record.key,
-                                              "parent_sha": member.sha, "plan": text})
+                                              "parent_sha": member.sha, "plan": text,
+                                              "memory": _memory_shown(request.memory)})
             st.done.append(f"plan:{request.key}")
 
     async def _step_write(self) -> None:
@@ -233,7 +246,9 @@ class BeamSearch:
         if not shas:
             st.phase = "fix" if self.config.fix_attempts else "select"
             return
-        await self._evaluate(shas[: self.config.evaluation_batch], candidate_of)
+        left = remaining_evaluations(self.budget, Usage.from_totals(st.totals))
+        batch = self.config.evaluation_batch if left is None else min(self.config.evaluation_batch, left)
+        await self._evaluate(shas[:batch], candidate_of)  # a batch of 0: the next step stops on the budget
 
     async def _step_fix(self) -> None:
         st = self.state
@@ -274,12 +289,16 @@ class BeamSearch:
         return ev is not None and not ev.correct and not ev.suspicious and ev.error_kind != INFRASTRUCTURE
 
     async def _step_select(self) -> None:
+        self._select()
+
+    def _select(self, *, final: bool = False) -> None:
+        """The next beam from the old one and this iteration's correct kernels; `final` (a budget stop):
+        no rewrites are chosen for the memory, since summarizing them would spend more."""
         st = self.state
-        parents = {m.sha: m for m in st.beam}
         for c in st.candidates:
             ev = st.evaluations.get(c.sha or "")
             if ev is not None and ev.usable:
-                c.speedup = parents[c.parent_sha].latency_ms / float(ev.latency_ms or 0.0)
+                c.speedup = self._parent_latency(c.parent_sha) / float(ev.latency_ms or 0.0)
         # Next beam: the fastest distinct correct kernels among the old beam and the new candidates.
         pool: dict[str, BeamMember] = {m.sha: m for m in st.beam}
         for c in st.candidates:
@@ -291,7 +310,7 @@ class BeamSearch:
         chosen = {m.sha for m in st.beam}
         for c in st.candidates:
             c.chosen = c.speedup is not None and c.sha in chosen and any(m.origin == c.key for m in st.beam)
-        st.rewrites = self._select_rewrites()
+        st.rewrites = self._select_rewrites() if not final else []
         self._event("beam.selected", {
             "iteration": st.iteration,
             "beam": [asdict(m) for m in st.beam],
@@ -299,7 +318,8 @@ class BeamSearch:
             "best_speedup": st.best_speedup,
             "rewrites": [asdict(r) for r in st.rewrites],
         })
-        st.phase = "summarize"
+        if not final:
+            st.phase = "summarize"
 
     def _select_rewrites(self) -> list[RewriteRecord]:
         """Per plan, its best sample if any sped up, else its worst; then the top speedups (at most half of
@@ -358,8 +378,19 @@ class BeamSearch:
 
     async def _step_next(self) -> None:
         st = self.state
+        summary = self._iteration_summary()
+        st.history.append(summary)
+        self._event("iteration.finished", summary)
+        if st.iteration >= self.config.iterations:
+            st.status, st.phase = SUCCEEDED, "finished"
+            self._event("run.finished", self._result())
+        else:
+            self._start_iteration(st.iteration + 1)
+
+    def _iteration_summary(self) -> dict[str, Any]:
+        st = self.state
         evaluated = [c for c in st.candidates if c.sha and c.sha in st.evaluations]
-        summary = {
+        return {
             "iteration": st.iteration,
             "plans": len(st.plans),
             "candidates": len(st.candidates),
@@ -372,20 +403,43 @@ class BeamSearch:
             "best_speedup": st.best_speedup,
             "best_sha": st.best.sha if st.best else None,
         }
-        st.history.append(summary)
-        self._event("iteration.finished", summary)
-        if st.iteration >= self.config.iterations:
-            st.status, st.phase = SUCCEEDED, "finished"
-            best = st.best
-            self._event("run.finished", {
-                "best_sha": best.sha if best else None,
-                "best_latency_ms": best.latency_ms if best else None,
-                "best_speedup": st.best_speedup,
-                "best_peak_fraction": st.evaluations[best.sha].peak_fraction if best else None,
-                "totals": asdict(st.totals),
-            })
-        else:
-            self._start_iteration(st.iteration + 1)
+
+    def _result(self) -> dict[str, Any]:
+        st, best = self.state, self.state.best
+        return {
+            "best_sha": best.sha if best else None,
+            "best_latency_ms": best.latency_ms if best else None,
+            "best_speedup": st.best_speedup,
+            "best_peak_fraction": st.evaluations[best.sha].peak_fraction if best else None,
+            # Without the wall time: events stay a function of the seed and the agents' answers.
+            "totals": {k: v for k, v in asdict(st.totals).items() if k != "wall_time_s"},
+        }
+
+    def _stop_for_budget(self, reached: dict[str, Any], reason: str) -> None:
+        """End the run cleanly on a budget: what this iteration evaluated still enters the beam (so the best
+        kernel is the best found), the iteration is closed, and nothing more is asked of agents or evaluators."""
+        st = self.state
+        if st.iteration >= 1 and st.phase in ("plan", "write", "evaluate", "fix", "select"):
+            self._select(final=True)
+        if st.iteration >= 1 and not any(h.get("iteration") == st.iteration for h in st.history):
+            summary = {**self._iteration_summary(), "stopped": reached["budget"]}
+            st.history.append(summary)
+            self._event("iteration.finished", summary)
+        st.status, st.phase, st.stop = STOPPED, "finished", dict(reached)
+        self._event("run.stopped", {**self._result(), "reason": "budget", "budget": reached, "message": reason})
+
+    def _expanded(self) -> list[BeamMember]:
+        """The kernels this iteration plans from: the beam, or for repeated sampling the start kernel as many
+        times as beam search would expand its beam (independent samples, the same budget)."""
+        st = self.state
+        if self.config.strategy != REPEATED_SAMPLING:
+            return st.beam
+        start = BeamMember(sha=st.start_sha, latency_ms=float(st.start_latency_ms or 0.0), origin="start")
+        return [start] * len(st.beam)
+
+    def _parent_latency(self, sha: str) -> float:
+        ev = self.state.evaluations[sha]  # a parent was evaluated (and usable) before anything was planned from it
+        return float(ev.latency_ms or 0.0)
 
     # -- helpers ----------------------------------------------------------------------------------------
     async def _evaluate(self, shas: list[str], candidate_of: dict[str, list[CandidateRecord]]) -> None:
@@ -420,10 +474,10 @@ class BeamSearch:
         """Why a correct kernel is held for review (a speedup over its parent above the bound), or ''."""
         if not ev.usable or ev.accepted:
             return ""
-        parents = {m.sha: m.latency_ms for m in self.state.beam}
         bound = self.config.suspicious_speedup
         for c in candidates:
-            parent_ms = parents.get(c.parent_sha)
+            parent = self.state.evaluations.get(c.parent_sha)
+            parent_ms = parent.latency_ms if parent is not None else None
             if parent_ms and parent_ms / float(ev.latency_ms or 0.0) > bound:
                 return (f"held for review: speedup {parent_ms / float(ev.latency_ms or 0.0):.2f}x over its parent "
                         f"{c.parent_sha[:12]} exceeds suspicious_speedup={bound}")
@@ -485,6 +539,11 @@ def _ratio(speedup: float) -> float:
 def _neg_key(key: str) -> tuple[int, ...]:
     # Ties between equal speedups go to the earlier key under max().
     return tuple(-int(p) for p in key.split("."))
+
+
+def _memory_shown(memory: Sequence[MemoryItem]) -> list[dict[str, Any]]:
+    """What the Planner was shown, for the search tree: each entry's key, title, polarity and speedup."""
+    return [{"key": m.key, "title": m.title, "polarity": m.polarity, "speedup": m.speedup} for m in memory]
 
 
 def _call_dict(call: CallRecord) -> dict[str, Any]:

@@ -5,6 +5,13 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 
+BEAM = "beam"
+REPEATED_SAMPLING = "repeated_sampling"
+# The paper's central comparison: beam search against the same budget spent on independent samples from
+# the start kernel (each iteration expands the start kernel as many times as beam search would expand its
+# beam; the best kernels found are kept, but never planned from).
+STRATEGIES = {BEAM: "Beam search", REPEATED_SAMPLING: "Repeated sampling (from the start kernel, no beam)"}
+
 
 @dataclass(frozen=True)
 class SearchConfig:
@@ -23,8 +30,11 @@ class SearchConfig:
     seed: int = 0
     agent_batch: int = 8  # agent calls started together in one step (execution only, not semantics)
     evaluation_batch: int = 8  # evaluations started together in one step (execution only)
+    strategy: str = BEAM  # BEAM or REPEATED_SAMPLING
 
     def __post_init__(self) -> None:
+        if self.strategy not in STRATEGIES:
+            raise ValueError(f"SearchConfig.strategy must be one of {', '.join(STRATEGIES)}, got {self.strategy!r}")
         for name in ("iterations", "beam_width", "plans_per_candidate", "samples_per_plan",
                      "agent_batch", "evaluation_batch"):
             if getattr(self, name) < 1:

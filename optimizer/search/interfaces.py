@@ -47,6 +47,7 @@ EVENT_KINDS = (
     "run.finished",
     "run.failed",
     "llm.error",
+    "run.stopped",
     "agent.call",
     "agent.unusable",
 )
