@@ -65,8 +65,9 @@ class Evaluation:
 @dataclass
 class BeamMember:
     sha: str
-    latency_ms: float
+    latency_ms: float | None  # None: correct, unmeasured (a correctness-only run; see unmeasured.py)
     origin: str  # "start" or the key of the candidate that produced it
+    correct: bool = True  # False only for a failing starting kernel of a correctness-only run
 
 
 @dataclass
@@ -96,9 +97,10 @@ class CandidateRecord:
 class RewriteRecord:
     candidate_key: str
     polarity: str
-    speedup: float  # candidate speedup over its parent (< 1 for negative rewrites)
+    speedup: float  # candidate speedup over its parent (< 1 for negative rewrites; 1.0 for a failed one)
     slow_sha: str
     fast_sha: str
+    failure: str = ""  # a rewrite that failed its check (correctness-only runs): its error kind and message
 
 
 @dataclass
@@ -111,9 +113,9 @@ class Totals:
     cost_usd: float = 0.0  # over the calls whose cost is known
     evaluations: int = 0
     unpriced_calls: int = 0  # calls whose cost is unknown: cost_usd is then a lower bound
-
-
     wall_time_s: float = 0.0  # time spent in steps (queued and paused time excluded): the wall-time budget
+
+
 @dataclass
 class RunState:
     config: SearchConfig
@@ -133,9 +135,9 @@ class RunState:
     totals: Totals = field(default_factory=Totals)
     infrastructure_retries: dict[str, int] = field(default_factory=dict)  # sha -> evaluations redone
     error: str = ""
+    stop: dict[str, Any] = field(default_factory=dict)  # budget.BudgetReached.to_dict() of a stopped run
 
     # -- derived --------------------------------------------------------------------------------------
-    stop: dict[str, Any] = field(default_factory=dict)  # budget.BudgetReached.to_dict() of a stopped run
     @property
     def start_latency_ms(self) -> float | None:
         ev = self.evaluations.get(self.start_sha)
@@ -143,12 +145,14 @@ class RunState:
 
     @property
     def best(self) -> BeamMember | None:
-        return min(self.beam, key=lambda m: m.latency_ms) if self.beam else None
+        """The fastest correct member; in a correctness-only run, the first correct one (unmeasured)."""
+        return min((m for m in self.beam if m.correct), default=None,
+                   key=lambda m: (m.latency_ms is None, m.latency_ms or 0.0))
 
     @property
     def best_speedup(self) -> float | None:
         best, start = self.best, self.start_latency_ms
-        return start / best.latency_ms if best and start else None
+        return start / best.latency_ms if best and best.latency_ms and start else None
 
     @property
     def finished(self) -> bool:
@@ -182,10 +186,10 @@ class RunState:
             totals=Totals(**data["totals"]),
             infrastructure_retries=dict(data.get("infrastructure_retries", {})),
             error=data.get("error", ""),
+            stop=dict(data.get("stop") or {}),
         )
 
 
 def source_sha(source: str) -> str:
-            stop=dict(data.get("stop") or {}),
     return hashlib.sha256(source.encode("utf-8")).hexdigest()
 
