@@ -116,6 +116,9 @@ class SummaryRequest:
     plan: str
     seed: int
     key: str = ""
+    # A rewrite that failed its check (NEGATIVE; `speedup` is then 1.0, not a measurement): the error kind and
+    # message of the failed kernel, which is the slow side. Empty for a measured speedup or slowdown.
+    failure: str = ""
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,8 @@
 """The offline agent: a deterministic search over known rewrites, used when no model endpoint is set.
 
 It is not a language model and does not pretend to be one (its label says so). It plays the roles with
-the catalog in `optimizer.agents.rewrites`:
+the catalog in `optimizer.agents.rewrites` of the problem's kernel language (NKI's, or Triton's for GPU
+platforms):
 
 * Planner: lists every (rewrite, site) that applies to the kernel, ordered by what the memory says
   (rewrites with positive entries first, rewrites with negative entries last, the catalog order in
@@ -10,7 +11,8 @@ the catalog in `optimizer.agents.rewrites`:
   1 and up, for rewrites whose sites disappear once applied). Every result is validated by the
   evaluator like any other candidate.
 * Fixer: none; it answers "unusable", so offline runs should set `fix_attempts=0`.
-* Summarizer: writes the entry from the rewrite's lesson, the measured speedup and the before/after diff.
+* Summarizer: writes the entry from the rewrite's lesson, the measured speedup and the before/after diff;
+  for a rewrite that failed (`request.failure`), from the lesson and the failure.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import difflib
 import random
 import re
 
+from benchmark.platforms import NKI, get_definition
 from optimizer.agents.base import (
     NEGATIVE,
     AgentResult,
@@ -29,7 +32,7 @@ from optimizer.agents.base import (
     SummaryRequest,
     WriteRequest,
 )
-from optimizer.agents.rewrites import BY_NAME, CATALOG, Rewrite, RewriteError
+from optimizer.agents.rewrites import ALL_BY_NAME, CATALOGS, Rewrite, RewriteError
 
 LABEL = "offline: search over known rewrites (no language model)"
 _PLAN_TAG = re.compile(r"\[rewrite (?P<name>\w+) #(?P<site>\d+)\]")
@@ -43,9 +46,9 @@ def plan_text(rewrite: Rewrite, site_index: int, description: str) -> str:
 
 def parse_plan(plan: str) -> tuple[Rewrite, int] | None:
     match = _PLAN_TAG.search(plan)
-    if not match or match.group("name") not in BY_NAME:
+    if not match or match.group("name") not in ALL_BY_NAME:
         return None
-    return BY_NAME[match.group("name")], int(match.group("site"))
+    return ALL_BY_NAME[match.group("name")], int(match.group("site"))
 
 
 def memory_score(rewrite: Rewrite, memory: tuple[MemoryItem, ...]) -> int:
@@ -60,12 +63,15 @@ def memory_score(rewrite: Rewrite, memory: tuple[MemoryItem, ...]) -> int:
 class OfflineAgents:
     label = LABEL
 
-    def __init__(self, catalog: tuple[Rewrite, ...] = CATALOG) -> None:
-        self.catalog = catalog
+    def __init__(self, catalog: tuple[Rewrite, ...] | None = None) -> None:
+        self.catalog = catalog  # None: the catalog of each problem's kernel language
+
+    def catalog_for(self, platform: str) -> tuple[Rewrite, ...]:
+        return self.catalog if self.catalog is not None else CATALOGS[get_definition(platform).language]
 
     async def plan(self, request: PlanRequest) -> AgentResult[list[str]]:
         options = []
-        for order, rewrite in enumerate(self.catalog):
+        for order, rewrite in enumerate(self.catalog_for(request.problem.platform)):
             for index, site in enumerate(rewrite.sites(request.kernel.source)):
                 options.append((memory_score(rewrite, request.memory), order, index, rewrite, site))
         if not options:
@@ -104,13 +110,18 @@ class OfflineAgents:
                                          lineterm="", n=1))
         snippet = "\n".join(diff[:DIFF_LINES]) + ("\n…" if len(diff) > DIFF_LINES else "")
         where = request.problem.slug
-        if request.polarity == NEGATIVE:
+        measured = "simulated" if get_definition(request.problem.platform).language == NKI else "measured"
+        if request.failure:
+            title = f"{rewrite.title}: failed on {where}"
+            verdict = (f"Applied to {where}, this rewrite produced a kernel that failed its check "
+                       f"({request.failure}); avoid it for kernels of this shape, or fix what it breaks.")
+        elif request.polarity == NEGATIVE:
             title = f"{rewrite.title}: slower on {where}"
             verdict = (f"Applied to {where}, this rewrite made the kernel {request.speedup:.2f}x slower "
-                       "(simulated); avoid it for kernels of this shape.")
+                       f"({measured}); avoid it for kernels of this shape.")
         else:
             title = rewrite.title
-            verdict = f"Applied to {where}, it made the kernel {request.speedup:.2f}x faster (simulated)."
+            verdict = f"Applied to {where}, it made the kernel {request.speedup:.2f}x faster ({measured})."
         summary = (f"{rewrite.lesson}\n\n{verdict} ({_MEMORY_TAG.format(name=rewrite.name)}, found by the offline "
                    f"rewrite search)\n\n```diff\n{snippet}\n```")
         return AgentResult(MemoryDraft(title=title, summary=summary))

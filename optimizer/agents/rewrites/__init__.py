@@ -21,9 +21,18 @@ The package, read in this order:
     loops.py      larger_free_tiles, smaller_free_tiles, interchange_loops
     transfers.py  drop_hbm_round_trip, drop_psum_copy
     catalog.py    CATALOG (every rewrite with its title and lesson) and BY_NAME
+    triton/       the Triton catalog (TRITON_CATALOG), for kernels of GPU platforms
+
+`CATALOGS` maps a platform's kernel language (`benchmark.platforms`) to its catalog; `ALL_BY_NAME` finds a
+rewrite of any catalog by its name (names are unique across catalogs).
 """
 
 from optimizer.agents.rewrites.catalog import BY_NAME, CATALOG
 from optimizer.agents.rewrites.rewrite import Rewrite, RewriteError, Site
+from optimizer.agents.rewrites.triton import TRITON_BY_NAME, TRITON_CATALOG
 
-__all__ = ["BY_NAME", "CATALOG", "Rewrite", "RewriteError", "Site"]
+CATALOGS: dict[str, tuple[Rewrite, ...]] = {"nki": CATALOG, "triton": TRITON_CATALOG}
+ALL_BY_NAME: dict[str, Rewrite] = {**BY_NAME, **TRITON_BY_NAME}
+assert len(ALL_BY_NAME) == len(BY_NAME) + len(TRITON_BY_NAME), "a rewrite name is used by two catalogs"
+
+__all__ = ["ALL_BY_NAME", "BY_NAME", "CATALOG", "CATALOGS", "TRITON_CATALOG", "Rewrite", "RewriteError", "Site"]
