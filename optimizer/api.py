@@ -20,8 +20,8 @@ from accounts.roles import ENGINEER
 from benchmark import services as benchmark_services
 from benchmark.models import Backend, Platform
 from optimizer import services
-from optimizer.search.budget import progress as budget_progress
 from optimizer.models import AgentKind, Run, RunEvent
+from optimizer.search.budget import progress as budget_progress
 
 router = Router()
 

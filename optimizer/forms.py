@@ -57,11 +57,6 @@ class RunForm(forms.Form):
         min_value=0, max_value=64, initial=FORM_SEARCH_DEFAULTS["memory_size"], label="Memory entries shown"
     )
     seed = forms.IntegerField(min_value=0, initial=0)
-    is_public = forms.BooleanField(required=False, label="Public", help_text="Anyone may watch it, signed in or not.")
-
-    SEARCH_FIELDS = ("iterations", "beam_width", "plans_per_candidate", "samples_per_plan", "memory_size", "seed",
-                     "strategy")
-    BUDGET_FIELDS = tuple(BUDGET_FIELDS)  # empty: no cap
     strategy = forms.ChoiceField(
         choices=list(STRATEGIES.items()), initial=BEAM, required=False, label="Search strategy",
         help_text="Repeated sampling spends the same budget on independent samples from the start kernel: the "
@@ -71,6 +66,11 @@ class RunForm(forms.Form):
     max_cost_usd = forms.FloatField(min_value=0.0001, required=False, label="Max dollars")
     max_wall_time_s = forms.FloatField(min_value=1, required=False, label="Max wall time (s)")
     max_evaluations = forms.IntegerField(min_value=1, required=False, label="Max evaluations")
+    is_public = forms.BooleanField(required=False, label="Public", help_text="Anyone may watch it, signed in or not.")
+
+    SEARCH_FIELDS = ("iterations", "beam_width", "plans_per_candidate", "samples_per_plan", "memory_size", "seed",
+                     "strategy")
+    BUDGET_FIELDS = tuple(BUDGET_FIELDS)  # empty: no cap
     MODEL_FIELDS = tuple(f"{role}_model" for role in conf.ROLES)
 
     def __init__(self, *args: Any, user: Any, problems: Any, **kwargs: Any) -> None:
@@ -133,6 +133,7 @@ class RunForm(forms.Form):
             "search": self.search_params(),
             "models": self.role_models() if data["agent"] == AgentKind.LLM else None,
             "is_public": data["is_public"],
+            "budget": self.budget(),
         }
 
 
@@ -148,4 +149,3 @@ class RunFilterForm(forms.Form):
 
         super().__init__(*args, **kwargs)
         self.fields["status"].choices = [("", "any status"), *RunStatus.choices]
-            "budget": self.budget(),

@@ -26,8 +26,8 @@ from optimizer import conf
 from optimizer.events import events_after, record_events
 from optimizer.models import AgentCall, AgentKind, Candidate, Iteration, Run, RunEvent, RunStatus
 from optimizer.search import SearchConfig
-
 from optimizer.search.budget import Budget, launch_notes
+
 __all__ = [
     "can_launch_runs",
     "visible_runs",
@@ -137,8 +137,8 @@ def create_run(
     is_public: bool = False,
     start_source: str | None = None,
     start_name: str = "",
-) -> Run:
     budget: dict[str, Any] | None = None,
+) -> Run:
     """Queue a run: the one way a run is launched, from the run form, the API and `manage.py optimize`.
 
     The run starts from `start_kernel`, or from a new kernel with the source `start_source` (named
@@ -173,6 +173,7 @@ def create_run(
         # The offline agent repairs nothing; a Fixer round would only record "unusable" replies.
         search.setdefault("fix_attempts", 0)
     config = _search_config(search)
+    caps = parse_budget(budget)
     role_models: dict[str, Any] = {}
     if agent == AgentKind.LLM:
         roles = conf.llm_roles(models)
@@ -181,7 +182,6 @@ def create_run(
             raise ValidationError(
                 f"the LLM agent needs a model for every role; none configured for {', '.join(missing)} "
                 "(set ACCELOPT_LLM_BASE_URL and ACCELOPT_LLM_MODEL, or use the offline agent)"
-    caps = parse_budget(budget)
             )
         role_models = conf.public_role_settings(roles)
     with transaction.atomic():
@@ -201,14 +201,6 @@ def create_run(
     return run
 
 
-def _store_start_kernel(user: Any, problem: Problem, source: str, platform: str, name: str) -> Kernel:
-    """A new kernel to start from. A person's is an upload like any other (theirs, evaluated at once);
-    a command's (no user) is only stored, and the run evaluates it."""
-    if user is not None and user.is_authenticated:
-        kernel, _, _ = benchmark_services.upload_kernel(
-            user, kernel_source=source, platform=platform, problem=problem, kernel_name=name
-        )
-        return kernel
 def parse_budget(budget: dict[str, Any] | None) -> Budget:
     """Budget caps from a form, the API or a command (None and "" are no cap), or a ValidationError."""
     try:
@@ -234,6 +226,14 @@ def check_budget(agent: str, search: dict[str, Any] | None, models: dict[str, st
                         max_evaluations=1 + calls["executor"] * (1 + config.fix_attempts), **kwargs)
 
 
+def _store_start_kernel(user: Any, problem: Problem, source: str, platform: str, name: str) -> Kernel:
+    """A new kernel to start from. A person's is an upload like any other (theirs, evaluated at once);
+    a command's (no user) is only stored, and the run evaluates it."""
+    if user is not None and user.is_authenticated:
+        kernel, _, _ = benchmark_services.upload_kernel(
+            user, kernel_source=source, platform=platform, problem=problem, kernel_name=name
+        )
+        return kernel
     kernel, _ = benchmark_services.create_kernel(problem, source, name=name)
     return kernel
 
