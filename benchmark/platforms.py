@@ -2,9 +2,10 @@
 
 Shared code (the problem and evaluation models, the evaluation pipeline, the leaderboard, the agents'
 prompts) reads what it assumes about a platform from its `PlatformDefinition` here, instead of spelling
-"trn1", "NKI" or "Trainium" itself. Today every platform is a Trainium generation programmed in NKI; a
-platform of another kind (a GPU programmed in Triton, say) is one more `Platform` member and definition,
-plus the backends, hardware spec and prompt rules it names.
+"trn1", "NKI" or "Trainium" itself. Two languages today: NKI on Trainium generations (trn1, trn2) and
+Triton on NVIDIA GPUs (h100, h200; issue 24). Code that only makes sense for one language (the NKI
+simulator's peaks, its prompt rules) asks `definition.language` or iterates `platforms_for(NKI)`, never
+every `Platform`.
 
 Pure Python, no Django: the simulator, the pipeline and the sandbox children import it too.
 """
@@ -14,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from benchmark.choices import Choices
-from benchmark.hardware import TRN1, TRN2, NeuronCoreSpec
+from benchmark.hardware import H100, H200, TRN1, TRN2, GpuSpec, NeuronCoreSpec
 
 
 class Backend(Choices):
@@ -24,6 +25,10 @@ class Backend(Choices):
     NEURON = "neuron", "Neuron hardware (measured)"
     # Runs the kernel as plain numpy with no latency: for testing the pipeline, never ranked.
     NULL = "null", "Null (pipeline tests)"
+    # Triton (benchmark.triton): the CPU interpreter checks correctness on every machine and reports no latency;
+    # cuda runs and times the kernel on an NVIDIA GPU.
+    TRITON_INTERPRETER = "triton-interpreter", "Triton interpreter (CPU, correctness only)"
+    CUDA = "cuda", "NVIDIA GPU (measured)"
 
 
 class Platform(Choices):
@@ -31,6 +36,8 @@ class Platform(Choices):
 
     TRN1 = "trn1", "trn1 (NeuronCore-v2)"
     TRN2 = "trn2", "trn2 (NeuronCore-v3)"
+    H100 = "h100", "h100 (NVIDIA H100 SXM)"
+    H200 = "h200", "h200 (NVIDIA H200 SXM)"
 
     @property
     def definition(self) -> PlatformDefinition:
@@ -42,16 +49,19 @@ class PlatformDefinition:
     """What shared code may assume about one platform."""
 
     platform: Platform
-    language: str  # the kernel language: which static check, simulator and prompt rules apply ("nki")
+    language: str  # the kernel language: which static check, simulator and prompt rules apply ("nki", "triton")
     language_name: str  # how the agents' prompts name the language
     hardware_name: str  # how the agents' prompts name the target hardware
-    hardware: NeuronCoreSpec  # the constants the simulator and the performance model use
+    hardware: NeuronCoreSpec | GpuSpec  # NKI: simulator and performance model constants; Triton: roofline peaks
     backends: tuple[Backend, ...]  # the backends that can evaluate its kernels
     default_backend: Backend
 
 
 NKI = "nki"
+TRITON = "triton"
 _NKI_BACKENDS = (Backend.SIMULATOR, Backend.NEURON, Backend.NULL)
+# The interpreter is the default: every machine has it; cuda needs a GPU (and is what ranks).
+_TRITON_BACKENDS = (Backend.CUDA, Backend.TRITON_INTERPRETER)
 
 DEFINITIONS: dict[Platform, PlatformDefinition] = {
     Platform.TRN1: PlatformDefinition(
@@ -61,6 +71,14 @@ DEFINITIONS: dict[Platform, PlatformDefinition] = {
     Platform.TRN2: PlatformDefinition(
         platform=Platform.TRN2, language=NKI, language_name="NKI", hardware_name="AWS Trainium2 (NeuronCore)",
         hardware=TRN2, backends=_NKI_BACKENDS, default_backend=Backend.SIMULATOR,
+    ),
+    Platform.H100: PlatformDefinition(
+        platform=Platform.H100, language=TRITON, language_name="Triton", hardware_name="NVIDIA H100 SXM GPU",
+        hardware=H100, backends=_TRITON_BACKENDS, default_backend=Backend.TRITON_INTERPRETER,
+    ),
+    Platform.H200: PlatformDefinition(
+        platform=Platform.H200, language=TRITON, language_name="Triton", hardware_name="NVIDIA H200 SXM GPU",
+        hardware=H200, backends=_TRITON_BACKENDS, default_backend=Backend.TRITON_INTERPRETER,
     ),
 }
 
@@ -75,3 +93,8 @@ def get_definition(platform: str) -> PlatformDefinition:
         return DEFINITIONS[Platform(platform)]
     except ValueError:
         raise ValueError(f"unknown platform {platform!r}; expected one of {sorted(Platform.values)}") from None
+
+
+def platforms_for(language: str) -> tuple[Platform, ...]:
+    """The platforms whose kernels are written in `language` ("nki", "triton"), in declaration order."""
+    return tuple(p for p, d in DEFINITIONS.items() if d.language == language)

@@ -10,7 +10,7 @@ from typing import Any
 from django.contrib import messages
 from django.core.exceptions import ValidationError
 from django.core.paginator import Paginator
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils.http import url_has_allowed_host_and_scheme
@@ -25,7 +25,7 @@ from benchmark.display import (
     profile_rows,
     timeline_figure_html,
 )
-from benchmark.forms import KernelUploadForm
+from benchmark.forms import FlashInferImportForm, KernelUploadForm
 from benchmark.leaderboard import build_leaderboard
 from benchmark.models import ErrorKind, Evaluation, KernelOrigin, Platform, Review
 from benchmark.provenance import evaluation_provenance, generated_by
@@ -55,10 +55,45 @@ def problem_detail(request: HttpRequest, pk: int) -> HttpResponse:
             "peaks": services.theoretical_peaks(problem),
             "other_cases": services.other_cases(request.user, problem),
             "kernel_rows": services.problem_kernel_rows(problem),
-            "platforms": Platform.values,
+            "platforms": [p.value for p in problem.platforms],  # problem_kernel_rows' columns
             "can_upload": services.can_create_kernels(request.user),
         },
     )
+
+
+@require_GET
+def problem_solution(request: HttpRequest, pk: int) -> HttpResponse:
+    """Our best kernel for a Triton problem as a FlashInfer-Bench solution JSON (a download)."""
+    problem = services.get_problem_for_user(request.user, pk)
+    try:
+        solution = services.export_solution(problem)
+    except ValidationError as error:
+        messages.error(request, " ".join(error.messages))
+        return redirect(problem)
+    response = JsonResponse(solution, json_dumps_params={"indent": 2})
+    response["Content-Disposition"] = f'attachment; filename="{solution["name"]}.json"'
+    return response
+
+
+@require_role(ENGINEER)
+@require_http_methods(["GET", "POST"])
+def flashinfer_import(request: HttpRequest) -> HttpResponse:
+    """FlashInfer-Bench definitions, workloads and solutions in, as Triton problems and kernels."""
+    form = FlashInferImportForm(request.POST or None, request.FILES or None)
+    if request.method == "POST" and form.is_valid():
+        try:
+            summary = services.import_flashinfer(
+                services.flashinfer_items_from_texts(form.cleaned_data["files"]),
+                platform=form.cleaned_data["platform"], user=request.user, evaluate=form.cleaned_data["evaluate"],
+            )
+        except ValidationError as error:
+            form.add_error(None, error)
+        else:
+            messages.success(request, f"Imported {summary}.")
+            if len(summary.problems) == 1:
+                return redirect(summary.problems[0])
+            return redirect("benchmark:problems")
+    return render(request, "benchmark/flashinfer_import.html", {"form": form})
 
 
 @require_GET
@@ -124,6 +159,8 @@ def kernel_upload(request: HttpRequest) -> HttpResponse:
             initial["problem"] = problems.filter(pk=int(request.GET["problem"])).first()
         if request.GET.get("platform") in Platform.values:
             initial["platform"] = request.GET["platform"]
+        elif initial.get("problem") is not None:
+            initial["platform"] = initial["problem"].default_platform  # a Triton problem's GPU
         form = KernelUploadForm(initial=initial, problems=problems)
     return render(request, "benchmark/kernel_upload.html", {"form": form})
 
@@ -151,7 +188,8 @@ def kernel_detail(request: HttpRequest, pk: int) -> HttpResponse:
             "source_error_line": selected.error_line
             if selected is not None and selected.error_kind != ErrorKind.INFRASTRUCTURE_ERROR
             else None,
-            "platforms": Platform.choices,
+            # The platforms of the problem's kernel language, with what each runs on by default.
+            "platforms": [(p.value, p.label) for p in kernel.problem.platforms],
         },
     )
 
@@ -185,7 +223,7 @@ def kernel_evaluate(request: HttpRequest, pk: int) -> HttpResponse:
     kernel = services.get_kernel_for_user(request.user, pk, write=True)
     try:
         evaluation = services.request_evaluation(
-            kernel, request.POST.get("platform", Platform.TRN1), request.POST.get("backend", "simulator"),
+            kernel, request.POST.get("platform") or kernel.problem.default_platform, request.POST.get("backend") or None,
             user=request.user,
         )
     except ValidationError as error:

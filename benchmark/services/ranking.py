@@ -10,10 +10,11 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from django.core.exceptions import ValidationError
 from django.db.models import Prefetch, QuerySet
 
 from benchmark.models import Evaluation, Kernel, KernelOrigin, Problem
-from benchmark.platforms import DEFAULT_BACKEND, DEFAULT_PLATFORM, Platform, get_definition
+from benchmark.platforms import DEFAULT_BACKEND, DEFAULT_PLATFORM, NKI, get_definition, platforms_for
 from benchmark.services.access import visible_kernels, visible_problems
 from benchmark.services.evaluations import backend_version
 
@@ -48,8 +49,9 @@ def preferred_evaluation(evaluations: Sequence[Evaluation]) -> Evaluation | None
 
 
 def kernel_row_sort_key(row: dict[str, Any]) -> tuple[float, int]:
-    """Problem pages list kernels fastest first on the default platform; unevaluated and failing ones after."""
-    best = row["best"].get(DEFAULT_PLATFORM)
+    """Problem pages list kernels fastest first on the problem's default platform (trn1 for NKI);
+    unevaluated and failing ones after."""
+    best = row["best"].get(row["kernel"].problem.default_platform)
     return (best.latency_ms if best is not None else float("inf"), -row["kernel"].pk)
 
 
@@ -59,7 +61,8 @@ def theoretical_peaks(problem: Problem) -> dict[str, float | None]:
     from benchmark.perf.peak import theoretical_peak_ms
 
     peaks: dict[str, float | None] = {}
-    for platform in Platform.values:
+    # NKIBench's peak counts are against a NeuronCore; a GPU platform's roofline is the Triton backend's.
+    for platform in platforms_for(NKI):
         if not problem.has_peak_counts:
             peaks[platform] = None
             continue
@@ -96,23 +99,45 @@ def problems_with_baselines(user: Any, platform: str = DEFAULT_PLATFORM) -> Quer
 
 
 def problem_kernel_rows(problem: Problem) -> list[dict[str, Any]]:
-    """The problem page's table: each kernel with its best rankable result per platform (`best`) and one cell
-    per platform (that result, else the latest evaluation, so failing or pending kernels show something),
-    fastest on the default platform first."""
-    kernels = problem.kernels.select_related("author").prefetch_related(
-        Prefetch("evaluations", queryset=current_evaluations(), to_attr="current_evaluations")
+    """The problem page's table: each kernel with its best rankable result per platform of the problem's
+    language (`best`) and one cell per such platform (that result, else the latest evaluation, so failing or
+    pending kernels show something), fastest on the problem's default platform first.
+
+    NKI problems show the default backend's results (the simulator); Triton ones every Triton backend's
+    (the interpreter's correct-only results, and a GPU's measured ones, which rank)."""
+    platforms = [p.value for p in problem.platforms]
+    if problem.language == NKI:
+        evaluations = current_evaluations()
+    else:
+        evaluations = Evaluation.objects.filter(
+            backend__in=[b.value for b in get_definition(platforms[0]).backends],
+            backend_version__in=_current_versions(get_definition(platforms[0]).backends),
+        )
+    kernels = problem.kernels.select_related("author", "problem").prefetch_related(
+        Prefetch("evaluations", queryset=evaluations, to_attr="current_evaluations")
     )
     rows = []
     for kernel in kernels:
-        best = {platform: best_of(kernel.current_evaluations, platform) for platform in Platform.values}
+        best = {platform: best_of(kernel.current_evaluations, platform) for platform in platforms}
         latest = {
             platform: next((e for e in kernel.current_evaluations if e.platform == platform), None)
-            for platform in Platform.values
+            for platform in platforms
         }
-        cells = [best[platform] or latest[platform] for platform in Platform.values]
+        cells = [best[platform] or latest[platform] for platform in platforms]
         rows.append({"kernel": kernel, "best": best, "cells": cells})
     rows.sort(key=kernel_row_sort_key)
     return rows
+
+
+def _current_versions(backends: Iterable[str]) -> list[str]:
+    """The current version of each backend that can say it (one this machine cannot load is left out)."""
+    versions = []
+    for backend in backends:
+        try:
+            versions.append(backend_version(backend))
+        except ValidationError:
+            continue
+    return versions
 
 
 def find_kernels(
