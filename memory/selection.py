@@ -8,11 +8,20 @@ search core imports it.
 
 from __future__ import annotations
 
+import math
+import random
 from collections.abc import Iterable
 from typing import Protocol, TypeVar
 
 # How close an entry is to the problem being optimized (higher is shown first).
 SAME_PROBLEM, SAME_FAMILY, UNRELATED = 2, 1, 0
+
+# How the free slots are ranked: a sum a curator can check by hand (docs/architecture.md, "The memory").
+PROBLEM_WEIGHT = 4.0  # learned on the problem being optimized
+FAMILY_WEIGHT = 2.0  # learned on a problem of the same family
+OPERATIONS_WEIGHT = 2.0  # times the share of operations the entry's kernels and this kernel both call
+BOTTLENECK_WEIGHT = 1.0  # learned on a kernel bound by what bounds this one (lessons.profile_bottleneck)
+EVIDENCE_WEIGHT = 0.5  # times log2 of how many times the lesson was learned
 
 
 class SelectableEntry(Protocol):
@@ -41,21 +50,58 @@ def relevance(entry: SelectableEntry, *, problem: object = None, family: str = "
     return UNRELATED
 
 
+def score(
+    entry: object, *, problem: object = None, family: str = "", operations: frozenset[str] = frozenset(),
+    bottleneck: str = "",
+) -> float:
+    """How relevant an entry is to the kernel at hand, and how well supported. Reads `operations` (the calls
+    its kernels make), `bottleneck` and `evidence` (times learned) when the entry has them."""
+    tier = relevance(entry, problem=problem, family=family)  # type: ignore[arg-type]
+    total = PROBLEM_WEIGHT if tier == SAME_PROBLEM else FAMILY_WEIGHT if tier == SAME_FAMILY else 0.0
+    entry_operations = frozenset(getattr(entry, "operations", ()) or ())
+    if operations and entry_operations:
+        total += OPERATIONS_WEIGHT * len(operations & entry_operations) / len(operations | entry_operations)
+    if bottleneck and getattr(entry, "bottleneck", "") == bottleneck:
+        total += BOTTLENECK_WEIGHT
+    evidence = max(1, int(getattr(entry, "evidence", 1) or 1))
+    return total + EVIDENCE_WEIGHT * math.log2(evidence)
+
+
 def select_for_planner(
-    entries_newest_first: Iterable[E], *, limit: int, problem: object = None, family: str = ""
+    entries_newest_first: Iterable[E], *, limit: int, problem: object = None, family: str = "",
+    operations: Iterable[str] = (),
+    bottleneck: str = "",
 ) -> list[E]:
     """The bounded memory given to the Planner.
 
     Pinned entries always (even past `limit`), newest first; the remaining slots go to the other entries
     from the same problem first, then the same family, then any, newest first within each tier. The
     caller passes only entries the Planner may see (the memory app leaves pruned ones out), newest first.
+
+    Within the free slots the order is `score`: the problem, then the family, the `operations` the kernel at
+    hand calls, its profile's `bottleneck` and the entry's evidence; newest first among equal scores.
     """
     entries = list(entries_newest_first)
     pinned = [entry for entry in entries if entry.pinned]
     free_slots = max(0, limit - len(pinned))
+    wanted = frozenset(operations)
     # sorted() is stable, so each tier keeps the newest-first order it was given in.
     others = sorted(
         (entry for entry in entries if not entry.pinned),
-        key=lambda entry: -relevance(entry, problem=problem, family=family),
+        key=lambda entry: -score(entry, problem=problem, family=family, operations=wanted, bottleneck=bottleneck),
     )
     return pinned + others[:free_slots]
+
+
+def select_accelopt(items_by_iteration: Iterable[tuple[int, E]], *, limit: int, seed: int) -> list[E]:
+    """AccelOpt's memory for one problem: the rewrites learned in the latest iteration that learned any, then a
+    random sample of the older ones (seeded by `seed` and that iteration) up to `limit` in all."""
+    items = list(items_by_iteration)
+    if not items or limit <= 0:
+        return []
+    latest = max(iteration for iteration, _ in items)
+    newest = [item for iteration, item in items if iteration == latest][:limit]
+    older = [item for iteration, item in items if iteration != latest]
+    wanted = min(len(older), limit - len(newest))
+    rng = random.Random(f"accelopt-memory:{seed}:{latest}")
+    return newest + (rng.sample(older, wanted) if wanted > 0 else [])

@@ -62,6 +62,11 @@ class MemoryItem:
     family: str = ""
     provenance: dict[str, object] = field(default_factory=dict)
     pinned: bool = False
+    # What memory.selection ranks by: the kernel-language calls of the pair's kernels, what bounded the kernel
+    # the rewrite was applied to (memory.lessons.profile_bottleneck), and how many times it was learned.
+    operations: tuple[str, ...] = ()
+    bottleneck: str = ""
+    evidence: int = 1
 
     def to_dict(self) -> dict[str, object]:
         return asdict(self)

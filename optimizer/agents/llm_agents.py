@@ -1,12 +1,19 @@
 """The four roles played by models behind an OpenAI-compatible endpoint (`LLMClient`).
 
-Each role renders its prompt template, makes one call, and parses the reply; a failed call or an
+Each role renders its prompt template, makes its call, and parses the reply; a failed call or an
 unusable reply comes back as `AgentResult(value=None, unusable=...)` with the call recorded.
+
+As in AccelOpt: the Planner is asked `count` times independently for one plan each, each call shown the
+profile's fields in its own seeded order; an Executor or Fixer reply may be the kernel without its imports
+(the platform's standard imports are added, `imports.complete_imports`).
 """
 
 from __future__ import annotations
 
+import asyncio
+import hashlib
 from collections.abc import Callable
+from dataclasses import replace
 from typing import TypeVar
 
 from optimizer.agents import prompting
@@ -19,6 +26,7 @@ from optimizer.agents.base import (
     SummaryRequest,
     WriteRequest,
 )
+from optimizer.agents.imports import complete_imports
 from optimizer.agents.llm import LLMClient
 from optimizer.agents.parsing import (
     UnusableReply,
@@ -26,6 +34,7 @@ from optimizer.agents.parsing import (
     kernel_function_name,
     parse_plans,
     parse_summary,
+    strip_reasoning,
 )
 
 T = TypeVar("T")
@@ -38,22 +47,49 @@ class LLMAgents:
         self.label = "llm: " + ", ".join(models)
 
     async def plan(self, request: PlanRequest) -> AgentResult[list[str]]:
-        call = await self.client.chat("planner", prompting.planner_messages(request), seed=request.seed)
-        return _parsed("planner", call, lambda reply: parse_plans(reply, request.count))
+        """`request.count` independent calls for one plan each (concurrently, within the client's limit)."""
+        one = replace(request, count=1)
+        seeds = [call_seed(request.seed, index) for index in range(request.count)]
+        calls = await asyncio.gather(*(
+            self.client.chat("planner", prompting.planner_messages_shuffled(one, seed), seed=seed) for seed in seeds
+        ))
+        results = [_parsed("planner", call, parse_one_plan) for call in calls]
+        plans = [result.value for result in results if result.value]
+        if not plans:
+            reasons = sorted({result.unusable for result in results})
+            return AgentResult(None, list(calls), unusable="; ".join(reasons)[:2000] or "no planner call was made")
+        return AgentResult(plans, list(calls))
 
     async def write(self, request: WriteRequest) -> AgentResult[str]:
         call = await self.client.chat("executor", prompting.executor_messages(request), seed=request.seed)
-        name = kernel_function_name(request.kernel.source)
-        return _parsed("executor", call, lambda reply: extract_kernel(reply, name))
+        name, platform = kernel_function_name(request.kernel.source), request.problem.platform
+        return _parsed("executor", call, lambda reply: complete_imports(extract_kernel(reply, name), platform))
 
     async def fix(self, request: FixRequest) -> AgentResult[str]:
         call = await self.client.chat("fixer", prompting.fixer_messages(request), seed=request.seed)
-        name = kernel_function_name(request.kernel.source)
-        return _parsed("fixer", call, lambda reply: extract_kernel(reply, name))
+        name, platform = kernel_function_name(request.kernel.source), request.problem.platform
+        return _parsed("fixer", call, lambda reply: complete_imports(extract_kernel(reply, name), platform))
 
     async def summarize(self, request: SummaryRequest) -> AgentResult[MemoryDraft]:
         call = await self.client.chat("summarizer", prompting.summarizer_messages(request), seed=request.seed)
         return _parsed("summarizer", call, parse_summary)
+
+
+def call_seed(request_seed: int, index: int) -> int:
+    """The seed of the `index`th of a request's independent calls: fixed by the request's seed, distinct per call."""
+    digest = hashlib.sha256(f"{request_seed}:{index}".encode()).digest()
+    return int.from_bytes(digest[:4], "big") >> 1
+
+
+def parse_one_plan(reply: str) -> str:
+    """The first plan of a numbered or JSON list, else the whole reply (one plan asked, one plan given)."""
+    try:
+        return parse_plans(reply, 1)[0]
+    except UnusableReply:
+        text = strip_reasoning(reply or "").strip()
+        if not text:
+            raise
+        return text
 
 
 def _parsed(role: str, call: CallRecord, parse: Callable[[str], T]) -> AgentResult[T]:

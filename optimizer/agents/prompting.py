@@ -11,8 +11,10 @@ placeholder that has no value, so a template edit cannot silently send `{{kernel
 
 from __future__ import annotations
 
+import random
 import re
 from collections.abc import Callable
+from contextvars import ContextVar
 from functools import cache
 from pathlib import Path
 
@@ -105,6 +107,9 @@ def format_profile(kernel: KernelView) -> str:
     rows.extend(sorted(kernel.profile.items()))
     if not rows:
         return "(no profile: this kernel has not been profiled)"
+    order_seed = _PROFILE_ORDER_SEED.get()
+    if order_seed is not None:  # set by planner_messages_shuffled
+        random.Random(order_seed).shuffle(rows)
     lines = ["| counter | value | meaning |", "| --- | --- | --- |"]
     for name, value in rows:
         shown = f"{value:.6g}" if isinstance(value, float) else str(value)
@@ -176,6 +181,21 @@ def planner_messages(request: PlanRequest) -> list[dict[str, str]]:
     })
 
 
+# The seed that shuffles the profile's rows while planner_messages_shuffled renders (None: sorted order).
+_PROFILE_ORDER_SEED: ContextVar[int | None] = ContextVar("profile_order_seed", default=None)
+
+
+def planner_messages_shuffled(request: PlanRequest, profile_order_seed: int) -> list[dict[str, str]]:
+    """`planner_messages` with the profile's rows in an order shuffled by `profile_order_seed`: AccelOpt shows
+    each independent Planner call the profile fields in a random order, so the calls do not all anchor on
+    the same first counters."""
+    token = _PROFILE_ORDER_SEED.set(profile_order_seed)
+    try:
+        return planner_messages(request)
+    finally:
+        _PROFILE_ORDER_SEED.reset(token)
+
+
 def executor_messages(request: WriteRequest) -> list[dict[str, str]]:
     return render("executor", {
         **_problem_values(request.problem),
@@ -183,6 +203,9 @@ def executor_messages(request: WriteRequest) -> list[dict[str, str]]:
         "profile": format_profile(request.kernel),
         "plan": request.plan.strip(),
         "memory": format_memory(request.memory),
+        # Off by default (SearchConfig.executor_memory): the request then has no memory and no section is shown.
+        "memory_section": ("# Related lessons from the optimization memory\n" + format_memory(request.memory)
+                           if request.memory else ""),
     })
 
 

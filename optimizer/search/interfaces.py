@@ -27,6 +27,7 @@ from typing import Any, Protocol, runtime_checkable
 from optimizer.agents.base import (
     AgentResult,
     FixRequest,
+    KernelView,
     MemoryDraft,
     MemoryItem,
     PlanRequest,
@@ -46,8 +47,8 @@ EVENT_KINDS = (
     "iteration.finished",
     "run.finished",
     "run.failed",
-    "llm.error",
     "run.stopped",
+    "llm.error",
     "agent.call",
     "agent.unusable",
 )
@@ -84,7 +85,11 @@ class Agents(Protocol):
 class OptimizationMemory(Protocol):
     """The store of lessons (slow -> fast rewrites) the Planner learns from: the memory app's entries."""
 
-    async def select(self, problem: ProblemContext, k: int) -> Sequence[MemoryItem]: ...
+    async def select(
+        self, problem: ProblemContext, k: int, *, kernel: KernelView | None = None
+    ) -> Sequence[MemoryItem]:
+        """At most `k` entries (pinned ones aside) for the Planner, ranked for `kernel` when given."""
+        ...
 
     async def add(self, item: MemoryItem) -> None:
         """Store `item`; adding a key that is already stored must not create a second entry."""

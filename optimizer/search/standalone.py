@@ -14,11 +14,13 @@ import json
 import os
 import tempfile
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from memory.selection import select_for_planner
-from optimizer.agents.base import MemoryItem, ProblemContext
+from memory.lessons import kernel_operations, lesson_digest, profile_bottleneck
+from memory.selection import select_accelopt, select_for_planner
+from optimizer.agents.base import KernelView, MemoryItem, ProblemContext
 from optimizer.search.interfaces import EvaluationLike
 
 
@@ -89,16 +91,42 @@ class JsonFileCheckpoint:
 
 
 class ListOptimizationMemory:
-    """The optimization memory without a database, selected by the same rule as the memory app's
-    (`memory.selection.select_for_planner`), the items in the order they were added standing for their
-    age. Adding an existing key replaces nothing (idempotent)."""
+    """The optimization memory without a database, selected by the same rules as the memory app's
+    (`memory.selection`), the items in the order they were added standing for their age.
 
-    def __init__(self, items: Sequence[MemoryItem] = ()) -> None:
+    Adding an existing key changes nothing (idempotent); adding the same lesson again (`lessons.lesson_digest`)
+    strengthens the item already held (evidence + 1) instead of adding a copy, as the memory app does.
+    `mode="accelopt"` selects as the paper's scripts do (`selection.select_accelopt`, seeded by `seed`)."""
+
+    def __init__(self, items: Sequence[MemoryItem] = (), *, mode: str = "curated", seed: int = 0) -> None:
         self.items: list[MemoryItem] = list(items)
+        self.mode, self.seed = mode, seed
+        self.learned: list[tuple[int, MemoryItem]] = []  # (iteration, item) of every add, repeats included
 
-    async def select(self, problem: ProblemContext, k: int) -> Sequence[MemoryItem]:
-        return select_for_planner(reversed(self.items), limit=k, problem=problem.slug, family=problem.family)
+    async def select(
+        self, problem: ProblemContext, k: int, *, kernel: KernelView | None = None
+    ) -> Sequence[MemoryItem]:
+        if self.mode == "accelopt":
+            return select_accelopt(self.learned, limit=k, seed=self.seed)
+        return select_for_planner(
+            reversed(self.items), limit=k, problem=problem.slug, family=problem.family,
+            operations=kernel_operations(kernel.source) if kernel else (),
+            bottleneck=profile_bottleneck(kernel.profile) if kernel else "",
+        )
 
     async def add(self, item: MemoryItem) -> None:
-        if all(existing.key != item.key for existing in self.items):
-            self.items.append(item)
+        if any(existing.key == item.key for existing in self.items):
+            return
+        iteration = item.provenance.get("iteration", 0)
+        self.learned.append((iteration if isinstance(iteration, int) else 0, item))
+        digest = _digest(item)
+        for index, existing in enumerate(self.items):
+            if _digest(existing) == digest:
+                self.items[index] = replace(existing, evidence=existing.evidence + item.evidence)
+                return
+        operations = tuple(sorted(kernel_operations(item.slow_kernel) | kernel_operations(item.fast_kernel)))
+        self.items.append(replace(item, operations=item.operations or operations))
+
+
+def _digest(item: MemoryItem) -> str:
+    return lesson_digest(item.title, item.summary, polarity=item.polarity, problem_slug=item.problem)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import threading
 from dataclasses import dataclass, field
 
 import pytest
@@ -47,8 +48,13 @@ class LatencyEvaluator:
 class ModelBehaviour:
     """Answers by role (from the system prompt) and plan; injects one of each failure once."""
 
+    PLANS = ("Halve the work: process two tiles per instruction.", "Double the work: split every tile in two.",
+             "Rambling plan", "Cut-off plan")
+
     def __init__(self) -> None:
         self.failed_once: set[str] = set()
+        self.plans_given: dict[str, int] = {}  # per kernel: the Planner is asked once per plan
+        self.lock = threading.Lock()
 
     def once(self, key: str) -> bool:
         if key in self.failed_once:
@@ -61,8 +67,11 @@ class ModelBehaviour:
         if system.startswith("You are the Planner"):
             if "Kernel to improve" in user and self.once("planner-500"):
                 return Reply(status=500)  # retried by the client
-            return Reply("Here are my plans.\n1. Halve the work: process two tiles per instruction.\n"
-                         "2. Double the work: split every tile in two.\n3. Rambling plan\n4. Cut-off plan\n",
+            kernel = re.search(r"LATENCY_MS = ([\d.]+)", user).group(1)
+            with self.lock:  # the calls for one kernel arrive together: each gets the next plan
+                given = self.plans_given.get(kernel, 0)
+                self.plans_given[kernel] = given + 1
+            return Reply(f"Here is my plan.\n1. {self.PLANS[given % len(self.PLANS)]}\n",
                          prompt_tokens=900, completion_tokens=120)
         if system.startswith("You are the Executor"):
             parent = float(re.search(r"LATENCY_MS = ([\d.]+)", user).group(1))

@@ -49,7 +49,7 @@ def test_the_planner_sees_kernel_profile_meanings_memory_rules_and_reference(pro
     assert "| latency_ms | 1.25 |" in user
     assert "Reuse tiles (from silu)" in user and "1.30x faster" in user and "2.00x slower: avoid it" in user
     assert "at most 128" in system and "2 KiB (512 float32)" in system
-    assert "at most 3 plans" in system
+    assert "at most 3 plan(s)" in system
 
 
 def test_the_fixer_sees_the_failing_kernel_and_its_error(problem):
