@@ -13,7 +13,7 @@ from asgiref.sync import sync_to_async
 
 from memory import services as memory_services
 from memory.models import EntryStatus, SourceKind
-from optimizer.agents.base import MemoryItem, ProblemContext
+from optimizer.agents.base import KernelView, MemoryItem, ProblemContext
 from optimizer.models import Candidate, Run
 
 
@@ -22,7 +22,9 @@ class DjangoOptimizationMemory:
         self.run_id = run.pk
         self.problem = run.problem
 
-    async def select(self, problem: ProblemContext, k: int) -> Sequence[MemoryItem]:
+    async def select(
+        self, problem: ProblemContext, k: int, *, kernel: KernelView | None = None
+    ) -> Sequence[MemoryItem]:
         return await sync_to_async(self._select)(k)
 
     def _select(self, k: int) -> list[MemoryItem]:
