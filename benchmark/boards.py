@@ -43,6 +43,14 @@ class Cell:
         return self.baseline.latency_ms / self.best.latency_ms
 
     @property
+    def run_models(self) -> list[str]:
+        """The distinct models the generating run's roles used, in a stable order."""
+        if self.run is None:
+            return []
+        models = (getattr(self.run, "config", None) or {}).get("models") or {}
+        return sorted({str(m.get("model")) for m in models.values() if isinstance(m, dict) and m.get("model")})
+
+    @property
     def found_by_baseline(self) -> bool:
         return self.best is not None and self.baseline is not None and self.best.kernel_id == self.baseline.kernel_id
 

@@ -220,7 +220,7 @@ def board_figure_html(board: Board) -> str:
                             y=[row.simulated.baseline.latency_ms if row.simulated.baseline else None for row in rows]))
     figure.add_trace(go.Bar(name="best found (simulated)", x=names, y=[row.simulated.best.latency_ms for row in rows]))
     figure.update_layout(barmode="group", height=340, margin={"l": 60, "r": 20, "t": 10, "b": 90},
-                         yaxis={"title": f"simulated latency (ms, {board.simulator_version})", "type": "log"},
+                         yaxis={"title": "latency (ms, simulated)", "type": "log"},
                          legend={"orientation": "h", "y": 1.1})
     return figure_html(figure)
 
@@ -237,5 +237,5 @@ def best_over_time_figure_html(history: dict[str, list[Improvement]]) -> str:
         figure.add_trace(go.Scatter(name=address, x=[s.when for s in steps], y=[s.speedup for s in steps],
                                     mode="lines+markers", line={"shape": "hv"}))
     figure.update_layout(height=320, margin={"l": 60, "r": 20, "t": 10, "b": 40},
-                         yaxis={"title": "speedup over the baseline (simulated)"}, legend={"orientation": "h", "y": -0.2})
+                         yaxis={"title": "speedup over baseline"}, legend={"orientation": "h", "y": -0.2})
     return figure_html(figure)

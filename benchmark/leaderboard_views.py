@@ -13,7 +13,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.views.decorators.http import require_GET
 
-from benchmark import conf, services, views
+from benchmark import services, views
 from benchmark.boards import CASES as BOARD_CASES
 from benchmark.boards import best_over_time, build_board
 from benchmark.display import best_over_time_figure_html, board_figure_html
@@ -51,11 +51,9 @@ def leaderboard(request: HttpRequest) -> HttpResponse:
 
 def progress_context(cases: Sequence[str] = CASES) -> dict[str, Any]:
     """The partial's context: one BaselineProgress per case, and whether the fragment should keep polling."""
-    background = bool(conf.background_baseline_cases())
     progresses = [baseline_progress(case) for case in cases]
-    poll = any(p.pending for p in progresses) or (background and any(not p.complete and p.total for p in progresses))
-    return {"progresses": progresses, "poll": poll, "background": background,
-            "query": "&".join(f"case={case}" for case in cases)}
+    poll = any(p.pending or (p.in_background and not p.complete and p.total) for p in progresses)
+    return {"progresses": progresses, "poll": poll, "query": "&".join(f"case={case}" for case in cases)}
 
 
 @require_GET

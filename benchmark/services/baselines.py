@@ -43,6 +43,7 @@ class BaselineProgress:
     queued: int = 0
     failed: list[str] = field(default_factory=list)  # addresses of baselines that finished but are not correct
     not_started: int = 0  # no current, fresh evaluation at all (yet)
+    in_background: bool = False  # a serving process evaluates this case by itself (ACCELOPT_BACKGROUND_BASELINES)
 
     @property
     def done(self) -> int:
@@ -64,7 +65,7 @@ class BaselineProgress:
         return {
             "case": self.case, "platform": self.platform, "total": self.total, "done": self.done,
             "correct": self.correct, "failed": self.failed, "running": self.running, "queued": self.queued,
-            "not_started": self.not_started, "complete": self.complete,
+            "not_started": self.not_started, "complete": self.complete, "in_background": self.in_background,
         }
 
 
@@ -86,7 +87,8 @@ def baseline_progress(case: str, platform: str = DEFAULT_PLATFORM, *, suite: str
             backend_version=backend_version(backend),
         ).select_related("kernel__problem")
     }
-    progress = BaselineProgress(case=case, platform=platform, total=len(problems))
+    progress = BaselineProgress(case=case, platform=platform, total=len(problems),
+                                in_background=case in conf.background_baseline_cases())
     for problem in problems:
         evaluation = evaluations.get(problem.baseline_kernel_id)
         if evaluation is None:

@@ -30,7 +30,6 @@ from collections.abc import Awaitable, Sequence
 from dataclasses import asdict
 from typing import Any
 
-from memory.lessons import profile_bottleneck
 from optimizer.agents.base import (
     NEGATIVE,
     POSITIVE,
@@ -61,6 +60,7 @@ from optimizer.search.state import (
     RunState,
     source_sha,
 )
+from optimizer.search.unmeasured import admitted, beam_key, failed_rewrites, start_refusal
 
 INFRASTRUCTURE_RETRIES = 2  # evaluations of one kernel that fail for infrastructure reasons and are redone
 
@@ -164,13 +164,14 @@ class BeamSearch:
             await self._evaluate([st.start_sha], candidate_of={})
             return
         ev = st.evaluations[st.start_sha]
-        if not ev.usable:
+        refusal = start_refusal(ev, self.config.correctness_only)
+        if refusal:
             st.status = FAILED
-            st.error = (f"the starting kernel cannot be optimized: it is not a correct, timed kernel "
-                        f"({ev.error_kind or 'incorrect'}: {ev.error_message or 'no latency'})")
+            st.error = refusal
             self._event("run.failed", {"error": st.error, "phase": "start"})
             return
-        st.beam = [BeamMember(sha=st.start_sha, latency_ms=float(ev.latency_ms or 0.0), origin="start")]
+        st.beam = [BeamMember(sha=st.start_sha, latency_ms=None if ev.latency_ms is None else float(ev.latency_ms),
+                              origin="start", correct=ev.correct)]
         self._start_iteration(1)
 
     def _start_iteration(self, iteration: int) -> None:
@@ -189,14 +190,12 @@ class BeamSearch:
         if not pending:
             st.phase = "write"
             return
+        memory = tuple(await self.memory.select(self.problem, self.config.memory_size))
         chunk = pending[: self.config.agent_batch]
         requests = []
         for index, member in chunk:
             key = f"{st.iteration}.{index}"
-            view = self._view(member.sha)
-            # Chosen for this kernel (its operations, its profile's bottleneck): beam members get different ones.
-            memory = tuple(await self.memory.select(self.problem, self.config.memory_size, kernel=view))
-            requests.append(PlanRequest(problem=self.problem, kernel=view, memory=memory,
+            requests.append(PlanRequest(problem=self.problem, kernel=self._view(member.sha), memory=memory,
                                         count=self.config.plans_per_candidate,
                                         seed=derive_seed(self.config.seed, f"plan:{key}"), key=key))
         results = await self._call_all("planner", [self.agents.plan(r) for r in requests], requests)
@@ -219,9 +218,7 @@ class BeamSearch:
             st.phase = "evaluate"
             return
         chunk = pending[: self.config.agent_batch]
-        # The Executor sees the memory only when asked (AccelOpt's does not: it would double that prompt).
-        memory = (tuple(await self.memory.select(self.problem, self.config.memory_size))
-                  if self.config.executor_memory else ())
+        memory = tuple(await self.memory.select(self.problem, self.config.memory_size))
         requests = [WriteRequest(problem=self.problem, kernel=self._view(plan.parent_sha), plan=plan.text,
                                  memory=memory, sample=s, key=f"{plan.key}.{s}",
                                  seed=derive_seed(self.config.seed, f"write:{plan.key}.{s}"))
@@ -304,18 +301,27 @@ class BeamSearch:
             ev = st.evaluations.get(c.sha or "")
             if ev is not None and ev.usable:
                 c.speedup = self._parent_latency(c.parent_sha) / float(ev.latency_ms or 0.0)
-        # Next beam: the fastest distinct correct kernels among the old beam and the new candidates.
+        # Next beam: the fastest distinct correct kernels among the old beam and the new candidates (correct,
+        # unmeasured ones in a correctness-only run: unmeasured.py).
         pool: dict[str, BeamMember] = {m.sha: m for m in st.beam}
         for c in st.candidates:
-            if c.speedup is not None and c.sha not in pool:
-                pool[c.sha or ""] = BeamMember(sha=c.sha or "", latency_ms=float(st.evaluations[c.sha or ""].latency_ms or 0.0),
+            ev = st.evaluations.get(c.sha or "")
+            if admitted(ev, self.config.correctness_only) and c.sha not in pool:
+                latency = ev.latency_ms if ev is not None else None
+                pool[c.sha or ""] = BeamMember(sha=c.sha or "", latency_ms=None if latency is None else float(latency),
                                                origin=c.key)
         order = {sha: i for i, sha in enumerate(pool)}
-        st.beam = sorted(pool.values(), key=lambda m: (m.latency_ms, order[m.sha]))[: self.config.beam_width]
+        st.beam = sorted(pool.values(), key=lambda m: beam_key(m, order[m.sha]))[: self.config.beam_width]
         chosen = {m.sha for m in st.beam}
         for c in st.candidates:
-            c.chosen = c.speedup is not None and c.sha in chosen and any(m.origin == c.key for m in st.beam)
-        st.rewrites = self._select_rewrites() if not final else []
+            c.chosen = (admitted(st.evaluations.get(c.sha or ""), self.config.correctness_only) and c.sha in chosen
+                        and any(m.origin == c.key for m in st.beam))
+        if final:
+            st.rewrites = []
+        elif self.config.correctness_only:
+            st.rewrites = failed_rewrites(st.candidates, st.evaluations, self.config.rewrites_per_iteration)
+        else:
+            st.rewrites = self._select_rewrites()
         self._event("beam.selected", {
             "iteration": st.iteration,
             "beam": [asdict(m) for m in st.beam],
@@ -362,7 +368,8 @@ class BeamSearch:
         requests = [SummaryRequest(problem=self.problem, slow_source=st.kernels[r.slow_sha],
                                    fast_source=st.kernels[r.fast_sha], speedup=_ratio(r.speedup),
                                    polarity=r.polarity, plan=plan_of[r.candidate_key], key=r.candidate_key,
-                                   seed=derive_seed(self.config.seed, f"summarize:{r.candidate_key}"))
+                                   seed=derive_seed(self.config.seed, f"summarize:{r.candidate_key}"),
+                                   failure=r.failure)
                     for r in chunk]
         results = await self._call_all("summarizer", [self.agents.summarize(r) for r in requests], requests)
         for rewrite, request, result in zip(chunk, requests, results, strict=True):
@@ -372,11 +379,9 @@ class BeamSearch:
                     title=result.value.title, summary=result.value.summary, polarity=rewrite.polarity,
                     speedup=request.speedup, slow_kernel=request.slow_source, fast_kernel=request.fast_source,
                     problem=self.problem.slug, family=self.problem.family,
-                    # What bounded the kernel the rewrite was applied to (its parent): when the lesson holds.
-                    bottleneck=profile_bottleneck(st.evaluations[rewrite.slow_sha if rewrite.polarity == POSITIVE
-                                                                  else rewrite.fast_sha].profile),
                     provenance={"run": st.run_key, "candidate": rewrite.candidate_key, "iteration": st.iteration,
-                                "speedup_over_parent": rewrite.speedup, "agents": self.agents.label},
+                                "speedup_over_parent": rewrite.speedup, "agents": self.agents.label,
+                                **({"failure": rewrite.failure} if rewrite.failure else {})},
                 )
                 await self.memory.add(item)
                 self._event("memory.added", {"iteration": st.iteration, "candidate_key": rewrite.candidate_key,
@@ -402,7 +407,7 @@ class BeamSearch:
             "iteration": st.iteration,
             "plans": len(st.plans),
             "candidates": len(st.candidates),
-            "correct": sum(1 for c in st.candidates if c.speedup is not None),
+            "correct": sum(1 for c in st.candidates if admitted(st.evaluations.get(c.sha or ""), self.config.correctness_only)),
             "evaluated": len(evaluated),
             "unusable": sum(1 for c in st.candidates if c.unusable),
             "fixes": sum(c.fixes for c in st.candidates),

@@ -74,3 +74,9 @@ def test_an_unknown_case_in_the_setting_is_refused_by_name(settings):
     settings.ACCELOPT_BACKGROUND_BASELINES = "mini,huge"
     with pytest.raises(ImproperlyConfigured, match="huge"):
         conf.background_baseline_cases()
+
+
+def test_a_case_left_out_of_the_background_pass_is_not_shown_as_being_evaluated(client, nkibench, settings):
+    settings.ACCELOPT_BACKGROUND_BASELINES = "mini"
+    html = client.get(reverse("benchmark:baseline_progress") + "?case=full").content.decode()
+    assert "Evaluating" not in html and "load_suite --evaluate full" in html
