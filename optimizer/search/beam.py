@@ -30,6 +30,7 @@ from collections.abc import Awaitable, Sequence
 from dataclasses import asdict
 from typing import Any
 
+from memory.lessons import profile_bottleneck
 from optimizer.agents.base import (
     NEGATIVE,
     POSITIVE,
@@ -190,12 +191,14 @@ class BeamSearch:
         if not pending:
             st.phase = "write"
             return
-        memory = tuple(await self.memory.select(self.problem, self.config.memory_size))
         chunk = pending[: self.config.agent_batch]
         requests = []
         for index, member in chunk:
             key = f"{st.iteration}.{index}"
-            requests.append(PlanRequest(problem=self.problem, kernel=self._view(member.sha), memory=memory,
+            view = self._view(member.sha)
+            # Chosen for this kernel (its operations, its profile's bottleneck): beam members get different ones.
+            memory = tuple(await self.memory.select(self.problem, self.config.memory_size, kernel=view))
+            requests.append(PlanRequest(problem=self.problem, kernel=view, memory=memory,
                                         count=self.config.plans_per_candidate,
                                         seed=derive_seed(self.config.seed, f"plan:{key}"), key=key))
         results = await self._call_all("planner", [self.agents.plan(r) for r in requests], requests)
@@ -218,7 +221,9 @@ class BeamSearch:
             st.phase = "evaluate"
             return
         chunk = pending[: self.config.agent_batch]
-        memory = tuple(await self.memory.select(self.problem, self.config.memory_size))
+        # The Executor sees the memory only when asked (AccelOpt's does not: it would double that prompt).
+        memory = (tuple(await self.memory.select(self.problem, self.config.memory_size))
+                  if self.config.executor_memory else ())
         requests = [WriteRequest(problem=self.problem, kernel=self._view(plan.parent_sha), plan=plan.text,
                                  memory=memory, sample=s, key=f"{plan.key}.{s}",
                                  seed=derive_seed(self.config.seed, f"write:{plan.key}.{s}"))
@@ -379,6 +384,9 @@ class BeamSearch:
                     title=result.value.title, summary=result.value.summary, polarity=rewrite.polarity,
                     speedup=request.speedup, slow_kernel=request.slow_source, fast_kernel=request.fast_source,
                     problem=self.problem.slug, family=self.problem.family,
+                    # What bounded the kernel the rewrite was applied to (its parent): when the lesson holds.
+                    bottleneck=profile_bottleneck(st.evaluations[rewrite.slow_sha if rewrite.polarity == POSITIVE
+                                                                  else rewrite.fast_sha].profile),
                     provenance={"run": st.run_key, "candidate": rewrite.candidate_key, "iteration": st.iteration,
                                 "speedup_over_parent": rewrite.speedup, "agents": self.agents.label,
                                 **({"failure": rewrite.failure} if rewrite.failure else {})},

@@ -13,6 +13,14 @@ REPEATED_SAMPLING = "repeated_sampling"
 STRATEGIES = {BEAM: "Beam search", REPEATED_SAMPLING: "Repeated sampling (from the start kernel, no beam)"}
 
 
+# Which memory the Planner is shown. CURATED: the global memory, ranked for the kernel at hand
+# (memory.selection). ACCELOPT: as the paper's scripts build it, per problem: the rewrites this run learned
+# last plus a seeded random sample of its older ones, up to memory_size.
+CURATED, ACCELOPT_MEMORY = "curated", "accelopt"
+MEMORY_MODES = {CURATED: "Curated global memory (ranked by relevance and evidence)",
+                ACCELOPT_MEMORY: "AccelOpt-style (this run's latest rewrites + a random sample of older ones)"}
+
+
 @dataclass(frozen=True)
 class SearchConfig:
     """Search parameters. Defaults follow the public AccelOpt NKIBench experiment scripts."""
@@ -30,12 +38,16 @@ class SearchConfig:
     seed: int = 0
     agent_batch: int = 8  # agent calls started together in one step (execution only, not semantics)
     evaluation_batch: int = 8  # evaluations started together in one step (execution only)
+    memory_mode: str = CURATED  # CURATED or ACCELOPT_MEMORY (MEMORY_MODES)
+    executor_memory: bool = False  # show the memory to the Executor too (AccelOpt does not: it doubles that prompt)
     strategy: str = BEAM  # BEAM or REPEATED_SAMPLING
     # The backend measures no latency (the Triton interpreter): rank by correctness, keep kernels as "correct,
     # unmeasured", let a failing start be repaired, learn only from failed rewrites (optimizer.search.unmeasured).
     correctness_only: bool = False
 
     def __post_init__(self) -> None:
+        if self.memory_mode not in MEMORY_MODES:
+            raise ValueError(f"SearchConfig.memory_mode must be one of {', '.join(MEMORY_MODES)}, got {self.memory_mode!r}")
         if self.strategy not in STRATEGIES:
             raise ValueError(f"SearchConfig.strategy must be one of {', '.join(STRATEGIES)}, got {self.strategy!r}")
         for name in ("iterations", "beam_width", "plans_per_candidate", "samples_per_plan",
