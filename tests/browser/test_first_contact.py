@@ -98,6 +98,9 @@ def _walk_through(pages: Pages, run_id: str, kernel_id: str) -> None:
     assert engineer.locator(".checks li.ok", has_text="correct").count() == 1, engineer.locator(".evaluation-panel").inner_text()
     peak = engineer.locator("dl.headline dt:has-text('Peak fraction') + dd").inner_text()
     assert re.fullmatch(r"\d+(\.\d)?%", peak) and float(peak[:-1]) > 0, peak
+    # The evaluations table follows the panel (it used to keep saying "running").
+    row_result = engineer.locator("[id^=evaluation-][id$=-result]").first.inner_text()
+    assert "running" not in row_result and "of peak" in row_result, row_result
     assert engineer.locator('[data-testid="optimize-kernel"]').count() == 1
     pages.screenshot(engineer, "upload-nkibench-silu-full")
 
