@@ -31,7 +31,8 @@ SCREENSHOTS = Path(os.environ.get("ACCELOPT_SCREENSHOTS", REPO / "var" / "screen
 
 playwright_sync = pytest.importorskip("playwright.sync_api")
 if not Path(CHROMIUM).exists():
-    pytest.skip(f"browser tests need {CHROMIUM} (apt-get install chromium)", allow_module_level=True)
+    # Only a direct pytest run gets here: `make test` installs chromium first or stops saying how (Makefile).
+    pytest.skip(f"browser tests need {CHROMIUM} (apt-get install chromium, or make test)", allow_module_level=True)
 
 
 def _free_port() -> int:
