@@ -169,7 +169,7 @@ class RunRecorder:
         # (A run stopped on a budget selected its last beam in the step that stopped it.)
         if (state["phase"] in ("summarize", "next") or state["status"] == STOPPED) and not iteration.next_beam_kernel_ids:
             iteration.next_beam_kernel_ids = [self._kernel_ids.get(m["sha"]) for m in state["beam"]]
-            best = min(state["beam"], key=lambda m: m["latency_ms"]) if state["beam"] else None
+            best = _best(state["beam"])
             iteration.best_latency_ms = best["latency_ms"] if best else None
             if best:
                 iteration.best_peak_fraction = state["evaluations"].get(best["sha"], {}).get("peak_fraction")
@@ -323,7 +323,7 @@ class RunRecorder:
             checkpoint["inline_kernels"] = inline
         totals = state["totals"]
         beam = state["beam"]
-        best = min(beam, key=lambda m: m["latency_ms"]) if beam else None
+        best = _best(beam)
         start = state["evaluations"].get(state["start_sha"])
         fields: dict[str, Any] = {
             "checkpoint": checkpoint,
@@ -349,3 +349,9 @@ class RunRecorder:
             )
         Run.objects.filter(pk=self.run_id).update(**fields)
 
+
+def _best(beam: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """`RunState.best` on the checkpoint's beam: the fastest correct member, or the first correct one when
+    none is timed (a correctness-only run); a failing start kernel is never the best."""
+    correct = [m for m in beam if m.get("correct", True)]
+    return min(correct, key=lambda m: (m["latency_ms"] is None, m["latency_ms"] or 0.0), default=None)

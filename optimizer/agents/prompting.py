@@ -2,7 +2,9 @@
 meanings, the platform's language, hardware and rules, and memory entries.
 
 What the prompts say about the platform comes from its definition (`benchmark.platforms`): the language
-and hardware names, and the rules written for its kernel language (`RULES_BY_LANGUAGE`).
+and hardware names, and the rules written for its kernel language (`RULES_BY_LANGUAGE`). A language may
+have its own templates in `prompts/<language>/` (Triton does: `prompts/triton/`, with `contract.md`, its
+entry-point contract, as the `{{contract}}` value); `prompts/*.md` are the default (NKI's).
 
 A template is a system part and a user part separated by a line `<!-- user -->`; placeholders are
 `{{name}}` (double braces, so kernel code with `{}` needs no escaping). Rendering fails loudly on a
@@ -17,9 +19,11 @@ from collections.abc import Callable
 from contextvars import ContextVar
 from functools import cache
 from pathlib import Path
+from typing import Any
 
 from benchmark.hardware import NeuronCoreSpec
 from benchmark.platforms import NKI, get_definition
+from optimizer.agents import triton_prompts
 from optimizer.agents.base import (
     NEGATIVE,
     POSITIVE,
@@ -95,10 +99,16 @@ def _nki_rules(p: NeuronCoreSpec) -> list[str]:
 
 
 # The rules the prompts state, per kernel language (a platform's `language`).
-RULES_BY_LANGUAGE: dict[str, Callable[[NeuronCoreSpec], list[str]]] = {NKI: _nki_rules}
+RULES_BY_LANGUAGE: dict[str, Callable[[Any], list[str]]] = {
+    NKI: _nki_rules, triton_prompts.LANGUAGE: triton_prompts.triton_rules,
+}
+# Profile meanings that differ from PROFILE_MEANINGS, per language; and what an empty profile means.
+MEANINGS_BY_LANGUAGE: dict[str, dict[str, str]] = {triton_prompts.LANGUAGE: triton_prompts.TRITON_PROFILE_MEANINGS}
+NO_PROFILE_BY_LANGUAGE: dict[str, str] = {triton_prompts.LANGUAGE: triton_prompts.NO_LATENCY}
 
 
-def format_profile(kernel: KernelView) -> str:
+def format_profile(kernel: KernelView, language: str = NKI) -> str:
+    meanings = {**PROFILE_MEANINGS, **MEANINGS_BY_LANGUAGE.get(language, {})}
     rows = []
     if kernel.latency_ms is not None:
         rows.append(("latency_ms", kernel.latency_ms))
@@ -106,14 +116,14 @@ def format_profile(kernel: KernelView) -> str:
         rows.append(("peak_fraction", kernel.peak_fraction))
     rows.extend(sorted(kernel.profile.items()))
     if not rows:
-        return "(no profile: this kernel has not been profiled)"
+        return NO_PROFILE_BY_LANGUAGE.get(language, "(no profile: this kernel has not been profiled)")
     order_seed = _PROFILE_ORDER_SEED.get()
     if order_seed is not None:  # set by planner_messages_shuffled
         random.Random(order_seed).shuffle(rows)
     lines = ["| counter | value | meaning |", "| --- | --- | --- |"]
     for name, value in rows:
         shown = f"{value:.6g}" if isinstance(value, float) else str(value)
-        lines.append(f"| {name} | {shown} | {PROFILE_MEANINGS.get(name, '')} |")
+        lines.append(f"| {name} | {shown} | {meanings.get(name, '')} |")
     return "\n".join(lines)
 
 
@@ -123,15 +133,20 @@ def format_memory(items: tuple[MemoryItem, ...] | list[MemoryItem]) -> str:
     parts = []
     for n, item in enumerate(items, 1):
         verdict = (f"made a kernel {item.speedup:.2f}x faster" if item.polarity == POSITIVE
-                   else f"made a kernel {item.speedup:.2f}x slower: avoid it")
+                   else f"made a kernel {item.speedup:.2f}x slower: avoid it" if item.speedup > 1.0
+                   # a negative entry with no slowdown is a rewrite that failed its check (SummaryRequest.failure)
+                   else "broke a kernel (the result failed its check): avoid it")
         origin = f" (from {item.problem})" if item.problem else ""
         parts.append(f"## {n}. {item.title}{origin}\nThis rewrite {verdict}.\n{item.summary.strip()}")
     return "\n\n".join(parts)
 
 
 @cache
-def load_template(role: str) -> tuple[str, str]:
-    path = PROMPT_DIR / f"{role}.md"
+def load_template(role: str, language: str = NKI) -> tuple[str, str]:
+    """The system and user parts of `role`'s template: the language's own if it has one, else the default."""
+    path = PROMPT_DIR / language / f"{role}.md"
+    if not path.exists():
+        path = PROMPT_DIR / f"{role}.md"
     text = path.read_text(encoding="utf-8")
     if _SEPARATOR not in text:
         raise ValueError(f"prompt template {path} has no '{_SEPARATOR}' line between system and user parts")
@@ -150,15 +165,27 @@ def fill(template: str, values: dict[str, str], name: str) -> str:
     return _PLACEHOLDER.sub(replace, template)
 
 
-def render(role: str, values: dict[str, str]) -> list[dict[str, str]]:
-    system, user = load_template(role)
+def render(role: str, values: dict[str, str], language: str = NKI) -> list[dict[str, str]]:
+    system, user = load_template(role, language)
     return [{"role": "system", "content": fill(system, values, role)},
             {"role": "user", "content": fill(user, values, role)}]
 
 
 def _platform_values(problem: ProblemContext) -> dict[str, str]:
     definition = get_definition(problem.platform)
-    return {"language": definition.language_name, "hardware": definition.hardware_name}
+    return {"language": definition.language_name, "hardware": definition.hardware_name,
+            "contract": _contract(definition.language)}
+
+
+def _language(problem: ProblemContext) -> str:
+    return get_definition(problem.platform).language
+
+
+@cache
+def _contract(language: str) -> str:
+    """The language's entry-point contract (`prompts/<language>/contract.md`), or '' when it has none."""
+    path = PROMPT_DIR / language / "contract.md"
+    return path.read_text(encoding="utf-8").strip() if path.exists() else ""
 
 
 def _problem_values(problem: ProblemContext) -> dict[str, str]:
@@ -175,10 +202,10 @@ def planner_messages(request: PlanRequest) -> list[dict[str, str]]:
     return render("planner", {
         **_problem_values(request.problem),
         "kernel": request.kernel.source.strip(),
-        "profile": format_profile(request.kernel),
+        "profile": format_profile(request.kernel, _language(request.problem)),
         "memory": format_memory(request.memory),
         "count": str(request.count),
-    })
+    }, _language(request.problem))
 
 
 # The seed that shuffles the profile's rows while planner_messages_shuffled renders (None: sorted order).
@@ -200,13 +227,13 @@ def executor_messages(request: WriteRequest) -> list[dict[str, str]]:
     return render("executor", {
         **_problem_values(request.problem),
         "kernel": request.kernel.source.strip(),
-        "profile": format_profile(request.kernel),
+        "profile": format_profile(request.kernel, _language(request.problem)),
         "plan": request.plan.strip(),
         "memory": format_memory(request.memory),
         # Off by default (SearchConfig.executor_memory): the request then has no memory and no section is shown.
         "memory_section": ("# Related lessons from the optimization memory\n" + format_memory(request.memory)
                            if request.memory else ""),
-    })
+    }, _language(request.problem))
 
 
 def fixer_messages(request: FixRequest) -> list[dict[str, str]]:
@@ -218,7 +245,7 @@ def fixer_messages(request: FixRequest) -> list[dict[str, str]]:
         "attempt": str(request.attempt),
         "error_kind": request.error_kind,
         "error_message": request.error_message.strip(),
-    })
+    }, _language(request.problem))
 
 
 def summarizer_messages(request: SummaryRequest) -> list[dict[str, str]]:
@@ -226,6 +253,10 @@ def summarizer_messages(request: SummaryRequest) -> list[dict[str, str]]:
                  if request.polarity == POSITIVE else
                  "The planned change made the kernel slower (the slow kernel is the changed one): "
                  "describe what to avoid and why it hurt.")
+    if request.failure:
+        direction = ("The planned change broke the kernel: the 'slow kernel' below is the changed one, and it "
+                     f"failed its check ({request.failure}); the 'fast kernel' is the correct kernel it started "
+                     "from, and the speedup shown is not a measurement. Describe what to avoid and why it broke.")
     if request.polarity not in (POSITIVE, NEGATIVE):
         raise ValueError(f"summary polarity must be {POSITIVE!r} or {NEGATIVE!r}, got {request.polarity!r}")
     return render("summarizer", {
@@ -236,4 +267,4 @@ def summarizer_messages(request: SummaryRequest) -> list[dict[str, str]]:
         "fast_kernel": request.fast_source.strip(),
         "speedup": f"{request.speedup:.3f}",
         "plan": request.plan.strip(),
-    })
+    }, _language(request.problem))

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 from typing import Any
 
-LANGUAGE = "triton"  # benchmark.platforms.TRITON: the platforms' language these prompts are for
+from benchmark.platforms import TRITON
+
+LANGUAGE = TRITON  # the platforms' kernel language these prompts are for
 
 # Profile fields of the Triton backends and what each tells the Planner (the cuda backend measures; the
 # interpreter reports none of them). Fields not listed are shown without a meaning.

@@ -27,11 +27,12 @@ The package, read in this order:
 rewrite of any catalog by its name (names are unique across catalogs).
 """
 
+from benchmark.platforms import NKI, TRITON
 from optimizer.agents.rewrites.catalog import BY_NAME, CATALOG
 from optimizer.agents.rewrites.rewrite import Rewrite, RewriteError, Site
 from optimizer.agents.rewrites.triton import TRITON_BY_NAME, TRITON_CATALOG
 
-CATALOGS: dict[str, tuple[Rewrite, ...]] = {"nki": CATALOG, "triton": TRITON_CATALOG}
+CATALOGS: dict[str, tuple[Rewrite, ...]] = {NKI: CATALOG, TRITON: TRITON_CATALOG}
 ALL_BY_NAME: dict[str, Rewrite] = {**BY_NAME, **TRITON_BY_NAME}
 assert len(ALL_BY_NAME) == len(BY_NAME) + len(TRITON_BY_NAME), "a rewrite name is used by two catalogs"
 
