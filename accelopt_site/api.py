@@ -22,6 +22,7 @@ from ninja import NinjaAPI, Schema
 from accounts.auth import api_auth
 from accounts.roles import roles_of
 from benchmark.api import router as benchmark_router
+from campaigns.api import router as campaigns_router
 from memory.api import router as memory_router
 from optimizer.api import router as optimizer_router
 
@@ -38,6 +39,7 @@ api = NinjaAPI(
 api.add_router("", benchmark_router, tags=["benchmark"])
 api.add_router("", memory_router, tags=["memory"])
 api.add_router("", optimizer_router, tags=["optimizer"])
+api.add_router("", campaigns_router, tags=["campaigns"])
 
 
 def _error(request: HttpRequest, status: int, detail: str) -> HttpResponse:

@@ -12,6 +12,7 @@ NAV_ITEMS: tuple[tuple[str, str], ...] = (
     ("Problems", "benchmark:problems"),
     ("Kernels", "benchmark:kernels"),
     ("Runs", "optimizer:runs"),
+    ("Campaigns", "campaigns:list"),
     ("Memory", "memory:entries"),
     ("API", "api:openapi-view"),
 )

@@ -55,6 +55,7 @@ INSTALLED_APPS = [
     "benchmark",
     "memory",
     "optimizer",
+    "campaigns",
 ]
 
 MIDDLEWARE = [

@@ -21,4 +21,5 @@ urlpatterns = [
     path("", include("benchmark.urls")),
     path("", include("optimizer.urls")),
     path("", include("memory.urls")),
+    path("", include("campaigns.urls")),
 ]

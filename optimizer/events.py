@@ -9,7 +9,7 @@ everything after n and gets exactly what it missed.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import Any
 
 from asgiref.sync import async_to_sync
@@ -27,6 +27,17 @@ EVENT_PARTIAL = "optimizer/partials/event.html"
 
 # Kinds the worker and the services add around the search's own (optimizer.search.EVENT_KINDS).
 RUN_LIFECYCLE_KINDS = ("run.queued", "run.paused", "run.resumed", "run.cancelled", "run.resumed_after_crash")
+
+
+# Awaited with (run_id, events) after each publish, in the publishing process: how an app above the optimizer
+# (campaigns) follows runs without the optimizer importing it. A failing listener is logged, never raised.
+EventListener = Callable[[int, list[RunEvent]], Awaitable[None]]
+_listeners: list[EventListener] = []
+
+
+def register_event_listener(listener: EventListener) -> None:
+    if listener not in _listeners:
+        _listeners.append(listener)
 
 
 def group_name(run_id: int) -> str:
@@ -67,9 +78,18 @@ def _message(event: RunEvent) -> dict[str, Any]:
 
 
 async def publish_events_async(run_id: int, events: Iterable[RunEvent]) -> None:
+    events = list(events)
     layer = get_channel_layer()
-    if layer is None:
-        return
+    if layer is not None:
+        await _send(layer, run_id, events)
+    for listener in list(_listeners):
+        try:
+            await listener(run_id, events)
+        except Exception:
+            logger.exception("run %s: event listener %r failed", run_id, listener)
+
+
+async def _send(layer: Any, run_id: int, events: list[RunEvent]) -> None:
     for event in events:
         try:
             await layer.group_send(group_name(run_id), _message(event))

@@ -1,0 +1,14 @@
+from django.apps import AppConfig
+
+
+class CampaignsConfig(AppConfig):
+    name = "campaigns"
+    default_auto_field = "django.db.models.BigAutoField"
+
+    def ready(self) -> None:
+        # The optimizer tells listeners about every run event it publishes; campaigns schedule their next runs
+        # and refresh their pages from it. The optimizer never imports campaigns (docs/architecture.md).
+        from campaigns.scheduler import on_run_events
+        from optimizer.events import register_event_listener
+
+        register_event_listener(on_run_events)

@@ -1,0 +1,107 @@
+"""The campaign form: which problems (a whole suite, or chosen ones), on which platform, with one configuration.
+
+It validates input only; `campaign_arguments()` hands the answers to `campaigns.services.create_campaign`, the
+path the page, the API and `manage.py campaign` share. Its defaults are AccelOpt's published configuration.
+"""
+
+from __future__ import annotations
+
+from dataclasses import fields as dataclass_fields
+from typing import Any
+
+from django import forms
+
+from benchmark.models import Backend, Platform
+from campaigns.models import BUDGET_FIELDS
+from campaigns.services import ACCELOPT_DEFAULTS
+from optimizer import conf
+from optimizer.models import AgentKind
+from optimizer.search import SearchConfig
+
+CASES = (("mini", "mini (seconds per evaluation)"), ("full", "full (the published shapes)"))
+
+
+def search_fields() -> set[str]:
+    return {f.name for f in dataclass_fields(SearchConfig)}
+
+
+class CampaignForm(forms.Form):
+    name = forms.CharField(required=False, max_length=200)
+    suite = forms.ChoiceField(required=False, help_text="Every problem of this suite; or choose problems below.")
+    problems = forms.MultipleChoiceField(required=False, help_text="Problems to optimize (instead of a suite).")
+    case = forms.ChoiceField(choices=CASES, initial="mini", help_text="Shapes: mini evaluates in seconds.")
+    platform = forms.ChoiceField(choices=Platform.choices, initial=Platform.TRN1)
+    agent = forms.ChoiceField(choices=AgentKind.choices, initial=AgentKind.OFFLINE)
+    planner_model = forms.CharField(required=False, label="Planner model")
+    executor_model = forms.CharField(required=False, label="Executor model")
+    fixer_model = forms.CharField(required=False, label="Fixer model")
+    summarizer_model = forms.CharField(required=False, label="Summarizer model")
+    iterations = forms.IntegerField(min_value=1, max_value=100, initial=ACCELOPT_DEFAULTS["iterations"])
+    beam_width = forms.IntegerField(min_value=1, max_value=32, initial=ACCELOPT_DEFAULTS["beam_width"])
+    plans_per_candidate = forms.IntegerField(min_value=1, max_value=32, label="Plans per kernel",
+                                             initial=ACCELOPT_DEFAULTS["plans_per_candidate"])
+    samples_per_plan = forms.IntegerField(min_value=1, max_value=8, initial=ACCELOPT_DEFAULTS["samples_per_plan"])
+    rewrites_per_iteration = forms.IntegerField(min_value=0, max_value=64, label="Rewrites kept per iteration",
+                                                initial=ACCELOPT_DEFAULTS["rewrites_per_iteration"])
+    memory_size = forms.IntegerField(min_value=0, max_value=64, label="Memory entries shown",
+                                     initial=ACCELOPT_DEFAULTS["memory_size"])
+    memory = forms.BooleanField(required=False, initial=True, label="Optimization memory",
+                                help_text="Off: the Planner is shown no entries and none are written.")
+    seed = forms.IntegerField(min_value=0, initial=0)
+    max_tokens = forms.IntegerField(required=False, min_value=1, label="Max tokens")
+    max_dollars = forms.FloatField(required=False, min_value=0.0001, label="Max dollars")
+    max_wall_s = forms.FloatField(required=False, min_value=1, label="Max wall time (s)")
+    max_evaluations = forms.IntegerField(required=False, min_value=1, label="Max evaluations")
+    max_concurrent_runs = forms.IntegerField(required=False, min_value=1, max_value=64, label="Runs at once",
+                                             help_text="Default: what the worker drives at once.")
+    is_public = forms.BooleanField(required=False, label="Public", help_text="Anyone may watch it.")
+
+    SEARCH_FIELDS = ("iterations", "beam_width", "plans_per_candidate", "samples_per_plan", "rewrites_per_iteration",
+                     "memory_size", "seed")
+    MODEL_FIELDS = tuple(f"{role}_model" for role in conf.ROLES)
+
+    def __init__(self, *args: Any, problems: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        problems = list(problems)
+        suites = sorted({p.suite for p in problems})
+        self.fields["suite"].choices = [("", "— chosen problems —")] + [(s, s) for s in suites]
+        self.fields["problems"].choices = sorted({(p.slug, p.slug) for p in problems})
+        self.fields["problems"].widget.attrs["size"] = 10
+        self.fields["backend"] = forms.ChoiceField(
+            choices=[(b, label) for b, label in Backend.choices if b != Backend.NULL], initial=Backend.SIMULATOR
+        )
+        if "strategy" in search_fields():  # the search strategies the optimizer offers (beam by default)
+            default = getattr(SearchConfig(), "strategy", "beam")
+            self.fields["strategy"] = forms.CharField(initial=default, help_text="beam or repeated_sampling")
+        for role, spec in conf.llm_roles().items():
+            self.fields[f"{role}_model"].initial = spec.model
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean()
+        if not data.get("suite") and not data.get("problems"):
+            raise forms.ValidationError("Choose a suite or at least one problem.")
+        if data.get("suite") and data.get("problems"):
+            raise forms.ValidationError("Choose a suite or problems, not both.")
+        return data
+
+    def campaign_arguments(self) -> dict[str, Any]:
+        data = self.cleaned_data
+        search = {name: data[name] for name in self.SEARCH_FIELDS if data.get(name) is not None}
+        if data.get("strategy"):
+            search["strategy"] = data["strategy"]
+        return {
+            "name": data.get("name") or "",
+            "suite": data.get("suite") or "",
+            "problems": list(data.get("problems") or []),
+            "case": data["case"],
+            "platform": data["platform"],
+            "backend": data["backend"],
+            "agent": data["agent"],
+            "search": search,
+            "models": {role: data.get(f"{role}_model") or "" for role in conf.ROLES} if data["agent"] == AgentKind.LLM
+            else {},
+            "memory": bool(data.get("memory")),
+            "budgets": {name: data.get(name) for name in BUDGET_FIELDS},
+            "max_concurrent_runs": data.get("max_concurrent_runs"),
+            "is_public": bool(data.get("is_public")),
+        }
