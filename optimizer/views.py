@@ -21,9 +21,10 @@ from accounts.roles import ENGINEER, require_role
 from benchmark.diffing import changed_line_count, side_by_side
 from benchmark.models import Kernel
 from benchmark.provenance import evaluation_provenance
+from benchmark.services import visible_kernels
 from optimizer import services, tree
 from optimizer.display import run_chart_html
-from optimizer.forms import BASELINE, RunFilterForm, RunForm
+from optimizer.forms import BASELINE, UPLOAD, RunFilterForm, RunForm
 from optimizer.models import AgentKind, Candidate, Run
 from optimizer.search.budget import progress as budget_progress
 
@@ -77,7 +78,9 @@ def run_create(request: HttpRequest) -> HttpResponse:
             except ValidationError as error:
                 form.add_error(None, error)
             else:
-                messages.success(request, f"Run {run.pk} is queued; it starts as soon as a worker is free.")
+                # Not "is queued": the message stays on the page while the run starts, pauses and ends; the
+                # status panel below follows it live.
+                messages.success(request, f"Run {run.pk} launched. Its status below updates live.")
                 return redirect(run.get_absolute_url())
     else:
         initial: dict[str, Any] = {"start": BASELINE}
@@ -87,6 +90,10 @@ def run_create(request: HttpRequest) -> HttpResponse:
             kernel = services.own_kernels(request.user).filter(pk=int(request.GET["kernel"])).first()
             if kernel is not None:
                 initial.update(problem=kernel.problem, start=str(kernel.pk))
+            else:  # "Optimize this kernel" on someone else's kernel: start from a copy of its source
+                theirs = visible_kernels(request.user).filter(pk=int(request.GET["kernel"]), problem__in=problems).first()
+                if theirs is not None:
+                    initial.update(problem=theirs.problem, start=UPLOAD, source=theirs.source)
         form = RunForm(initial=initial, user=request.user, problems=problems)
     return render(request, "optimizer/run_form.html", {
         "form": form, "has_problems": problems.exists(), "estimate": _estimate(form),
