@@ -19,7 +19,7 @@ from ninja.files import UploadedFile
 from accounts.auth import api_optional_auth, api_role
 from accounts.roles import CURATOR, ENGINEER
 from benchmark import review, services
-from benchmark.models import Backend, Evaluation, Kernel, Platform, Problem, Review
+from benchmark.models import Evaluation, Kernel, Problem, Review
 from benchmark.provenance import evaluation_provenance, generated_by
 
 router = Router()
@@ -44,6 +44,8 @@ class ProblemOut(Schema):
     hbm_bytes: int | None
     tolerance: float | None
     visibility: str
+    language: str  # the kernel language: "nki" or "triton"
+    platforms: list[str]  # the platforms its kernels may be evaluated on
     baseline_kernel_id: int | None
     theoretical_peak_ms: dict[str, float | None]
     url: str
@@ -51,6 +53,8 @@ class ProblemOut(Schema):
 
 class ProblemDetailOut(ProblemOut):
     reference_source: str
+    definition: dict[str, Any]  # a Triton problem's FlashInfer-Bench definition ({} for NKI)
+    workloads: list[dict[str, Any]]  # and its workloads
 
 
 class ReviewOut(Schema):
@@ -109,6 +113,7 @@ class KernelOut(Schema):
     run_id: int | None
     created: datetime
     source: str
+    entry_point: str  # a Triton kernel's FlashInfer-Bench entry point ("main.py::run"); blank for NKI
     evaluations: list[EvaluationOut]
     url: str
 
@@ -124,14 +129,14 @@ class KernelIn(Schema):
     reference_source: str | None = None  # instead of a problem: your own NKIBench-format reference
     source: str
     name: str = ""
-    platform: str = Platform.TRN1.value
+    platform: str | None = None  # by default the problem's own: trn1 for NKI, h100 for Triton
     evaluate: bool = True
     wait: bool = False  # block until the evaluation has finished
 
 
 class EvaluationIn(Schema):
-    platform: str = Platform.TRN1.value
-    backend: str = Backend.SIMULATOR.value
+    platform: str | None = None  # by default the problem's own: trn1 for NKI, h100 for Triton
+    backend: str | None = None  # by default the platform's own: simulator for NKI, triton-interpreter for Triton
     wait: bool = False
 
 
@@ -155,12 +160,16 @@ def _problem_out(request: HttpRequest, problem: Problem, *, detail: bool = False
         "hbm_bytes": problem.hbm_bytes,
         "tolerance": problem.tolerance,
         "visibility": problem.visibility,
+        "language": problem.language,
+        "platforms": [p.value for p in problem.platforms],
         "baseline_kernel_id": problem.baseline_kernel_id,
         "theoretical_peak_ms": services.theoretical_peaks(problem),
         "url": _absolute(request, problem.get_absolute_url()),
     }
     if detail:
         data["reference_source"] = problem.reference_source
+        data["definition"] = problem.definition
+        data["workloads"] = problem.workloads
     return data
 
 
@@ -236,6 +245,7 @@ def _kernel_out(request: HttpRequest, kernel: Kernel) -> dict[str, Any]:
         "run_id": kernel.run_id,
         "created": kernel.created,
         "source": kernel.source,
+        "entry_point": kernel.entry_point,
         "evaluations": [_evaluation_out(request, e, generated) for e in evaluations],
         "url": _absolute(request, kernel.get_absolute_url()),
     }
@@ -302,7 +312,8 @@ def read_kernel(request: HttpRequest, kernel_id: int) -> dict[str, Any]:
 def request_evaluation(request: HttpRequest, kernel_id: int, payload: EvaluationIn) -> dict[str, Any]:
     kernel = services.get_kernel_for_user(request.auth, kernel_id, write=True)
     evaluation = services.request_evaluation(
-        kernel, payload.platform, payload.backend, user=request.auth, wait=payload.wait
+        kernel, payload.platform or kernel.problem.default_platform, payload.backend, user=request.auth,
+        wait=payload.wait,
     )
     return _evaluation_out(request, evaluation)
 
@@ -352,6 +363,58 @@ def accept_evaluation(request: HttpRequest, evaluation_id: int, payload: ReviewI
 )
 def reject_evaluation(request: HttpRequest, evaluation_id: int, payload: ReviewIn) -> dict[str, Any]:
     return _decide(request, evaluation_id, Review.REJECTED, payload.note)
+
+
+class FlashInferImportIn(Schema):
+    platform: str  # a GPU platform running Triton: h100 or h200
+    definitions: list[dict[str, Any]] = []  # FlashInfer-Bench definition objects
+    workloads: list[dict[str, Any]] = []  # workload objects (a .jsonl file's lines)
+    solutions: list[dict[str, Any]] = []  # solution objects
+    suite: str = "flashinfer"
+    evaluate: bool = False  # evaluate every imported solution on the platform's default backend
+
+
+class FlashInferImportOut(Schema):
+    suite: str
+    platform: str
+    problems: list[ProblemOut]
+    problems_created: int
+    workloads_added: int
+    kernel_ids: list[int]
+    kernels_created: int
+    evaluation_ids: list[int]
+
+
+@router.post(
+    "/flashinfer/import",
+    auth=api_role(ENGINEER),
+    response={200: FlashInferImportOut, 400: ErrorOut},
+    summary="Import FlashInfer-Bench definitions, workloads and solutions as Triton problems and kernels",
+)
+def import_flashinfer(request: HttpRequest, payload: FlashInferImportIn) -> dict[str, Any]:
+    items = services.flashinfer_items_from_payload(payload.dict())
+    summary = services.import_flashinfer(items, platform=payload.platform, user=request.auth, suite=payload.suite,
+                                         evaluate=payload.evaluate)
+    return {
+        "suite": summary.suite,
+        "platform": summary.platform,
+        "problems": [_problem_out(request, problem) for problem in summary.problems],
+        "problems_created": summary.problems_created,
+        "workloads_added": summary.workloads_added,
+        "kernel_ids": [kernel.pk for kernel in summary.kernels],
+        "kernels_created": summary.kernels_created,
+        "evaluation_ids": [evaluation.pk for evaluation in summary.evaluations],
+    }
+
+
+@router.get(
+    "/flashinfer/solutions/{path:reference}",
+    auth=api_optional_auth,
+    response={200: dict[str, Any], 400: ErrorOut, 404: ErrorOut},
+    summary="Our best kernel for a Triton problem as a FlashInfer-Bench solution (by id or address)",
+)
+def export_solution(request: HttpRequest, reference: str) -> dict[str, Any]:
+    return services.export_solution(services.get_problem_by_reference(request.auth, reference))
 
 
 class BaselineProgressOut(Schema):

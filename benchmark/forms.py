@@ -1,4 +1,5 @@
-"""The kernel upload form: a problem (or the user's own reference file), a platform, and the source."""
+"""The kernel upload form: a problem (or the user's own reference file), a platform, and the source; the
+FlashInfer-Bench import form."""
 
 from __future__ import annotations
 
@@ -8,13 +9,16 @@ from django import forms
 from django.core.files.uploadedfile import UploadedFile
 
 from benchmark.models import Platform, Problem
+from benchmark.platforms import TRITON, platforms_for
 from benchmark.services import kernel_source_limit
+from benchmark.services.flashinfer import MAX_FILE_BYTES as FLASHINFER_MAX_FILE_BYTES
+from benchmark.sizes import human_bytes
 
 
 def _read_text_upload(upload: UploadedFile, what: str) -> str:
     limit = kernel_source_limit()
     if upload.size is not None and upload.size > limit:
-        raise forms.ValidationError(f"the {what} is {upload.size / 1024:.1f} KiB; the limit is {limit // 1024} KiB")
+        raise forms.ValidationError(f"the {what} is {human_bytes(upload.size)}; the limit is {human_bytes(limit)}")
     data = upload.read(limit + 1)
     try:
         return data.decode("utf-8")
@@ -76,3 +80,36 @@ class KernelUploadForm(forms.Form):
         elif not data.get("problem") and "problem" not in self.errors:
             raise forms.ValidationError("choose a problem, or upload your own reference file")
         return data
+
+
+class _MultipleFileInput(forms.ClearableFileInput):
+    allow_multiple_selected = True
+
+
+class FlashInferImportForm(forms.Form):
+    """FlashInfer-Bench files for `services.import_flashinfer`: definitions, workloads and solutions at once."""
+
+    files = forms.FileField(
+        widget=_MultipleFileInput(attrs={"multiple": True, "accept": ".json,.jsonl"}),
+        label="FlashInfer-Bench files",
+        help_text="Definitions (.json: axes, inputs, outputs, reference), workloads (.jsonl, one per line) and "
+        "solutions (.json: spec, sources). Select several at once. Nothing is stored if any file is wrong.",
+    )
+    platform = forms.ChoiceField(choices=[(p.value, p.label) for p in platforms_for(TRITON)],
+                                 help_text="The GPU the problems are for.")
+    evaluate = forms.BooleanField(required=False, initial=True,
+                                  help_text="Evaluate every imported solution on the platform's default backend.")
+
+    def clean_files(self) -> list[tuple[str, str]]:
+        uploads = self.files.getlist("files")
+        named = []
+        for upload in uploads:
+            if upload.size is not None and upload.size > FLASHINFER_MAX_FILE_BYTES:
+                raise forms.ValidationError(
+                    f"{upload.name} is {upload.size / 2**20:.1f} MiB; the limit is {FLASHINFER_MAX_FILE_BYTES // 2**20} MiB"
+                )
+            try:
+                named.append((upload.name, upload.read().decode("utf-8")))
+            except UnicodeDecodeError as error:
+                raise forms.ValidationError(f"{upload.name} is not UTF-8 text (byte {error.start})") from None
+        return named

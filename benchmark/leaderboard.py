@@ -1,4 +1,6 @@
-"""The public leaderboard: per NKIBench problem, case and platform, the best correct kernel found so far.
+"""The public leaderboard: per problem, case and platform, the best correct kernel found so far. One board
+per platform: NKIBench's problems on trn1/trn2 (simulated or measured), FlashInfer-Bench's Triton problems on
+h100/h200 (measured by the cuda backend; a kernel only the CPU interpreter judged is "correctness only").
 
 Each row says whether its number is simulated (and by which performance-model version) or measured on
 hardware, and how the kernel was found (the run, its agent and models, its LLM cost). Reference rows come
@@ -18,12 +20,23 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from benchmark.models import DEFAULT_SUITE, Backend, Evaluation, Platform, Problem
-from benchmark.platforms import DEFAULT_PLATFORM
+from benchmark.models import (
+    DEFAULT_SUITE,
+    Backend,
+    Evaluation,
+    EvaluationStatus,
+    Platform,
+    Problem,
+    Visibility,
+)
+from benchmark.platforms import DEFAULT_PLATFORM, NKI, get_definition
 from benchmark.provenance import generating_runs
 
 REFERENCE_CSV = Path(__file__).resolve().parent / "suites" / "nkibench" / "accelopt_trn1_best.csv"
-RANKED_BACKENDS = (Backend.SIMULATOR, Backend.NEURON)
+# Backends whose latencies rank: NKI's simulator and hardware, and a GPU's measurement. The Triton
+# interpreter reports no latency; a kernel it judged correct shows as "correctness only: no GPU", unranked.
+RANKED_BACKENDS = (Backend.SIMULATOR, Backend.NEURON, Backend.CUDA)
+MEASURED_BACKENDS = (Backend.NEURON, Backend.CUDA)
 
 
 @dataclass
@@ -42,6 +55,8 @@ class LeaderboardRow:
     baseline: Evaluation | None
     run: Any = None
     reference: ReferenceResult | None = None
+    # Triton boards: with no GPU result, the newest correct interpreter result (correct, but no latency).
+    correct_only: Evaluation | None = None
 
     @property
     def speedup(self) -> float | None:
@@ -51,12 +66,13 @@ class LeaderboardRow:
 
     @property
     def measured(self) -> bool:
-        return self.best is not None and self.best.backend == Backend.NEURON
+        return self.best is not None and self.best.backend in MEASURED_BACKENDS
 
 
 @dataclass
 class Leaderboard:
     rows: list[LeaderboardRow] = field(default_factory=list)
+    language: str = NKI  # the board's kernel language: "nki" (NKIBench problems) or "triton" (FlashInfer-Bench)
 
     def geomean(self, attribute: str) -> float | None:
         values = [v for v in (getattr(row, attribute) for row in self.rows) if v]
@@ -111,8 +127,30 @@ def _ranked(evaluations: Any) -> Any:
     return evaluations.rankable().filter(backend__in=RANKED_BACKENDS)
 
 
-def build_leaderboard(platform: str = DEFAULT_PLATFORM, *, suite: str = DEFAULT_SUITE) -> Leaderboard:
-    problems = list(Problem.objects.filter(suite=suite).select_related("baseline_kernel").order_by("slug", "case"))
+def _board_problems(platform: str, suite: str | None) -> Any:
+    """An NKI board: the suite's problems (NKIBench by default). A board of another language: the public
+    problems of that language (FlashInfer-Bench imports for Triton), of `suite` when given."""
+    language = get_definition(platform).language
+    if language == NKI:
+        return Problem.objects.filter(suite=suite or DEFAULT_SUITE, language=NKI)
+    problems = Problem.objects.filter(language=language, visibility=Visibility.PUBLIC)
+    return problems.filter(suite=suite) if suite else problems
+
+
+def _correct_only(problems: list[Problem], platform: str) -> dict[int, Evaluation]:
+    """Per problem, its newest correct, clean interpreter result: shown as correct with no latency."""
+    newest: dict[int, Evaluation] = {}
+    for evaluation in Evaluation.objects.filter(
+        kernel__problem__in=problems, platform=platform, backend=Backend.TRITON_INTERPRETER,
+        status=EvaluationStatus.DONE, correct=True, error_kind="", review="",
+    ).select_related("kernel", "kernel__author").order_by("-finished", "-id"):
+        newest.setdefault(evaluation.kernel.problem_id, evaluation)
+    return newest
+
+
+def build_leaderboard(platform: str = DEFAULT_PLATFORM, *, suite: str | None = None) -> Leaderboard:
+    """The board of one platform: NKIBench's problems on trn1/trn2, FlashInfer-Bench's Triton problems on a GPU."""
+    problems = list(_board_problems(platform, suite).select_related("baseline_kernel").order_by("slug", "case"))
     best: dict[int, Evaluation] = {}
     for evaluation in _ranked(Evaluation.objects.filter(kernel__problem__in=problems, platform=platform)).select_related(
         "kernel", "kernel__author"
@@ -141,5 +179,11 @@ def build_leaderboard(platform: str = DEFAULT_PLATFORM, *, suite: str = DEFAULT_
             run=runs.get(evaluation.kernel.run_id) if evaluation is not None and evaluation.kernel.run_id else None,
             reference=reference_for(problem, platform),
         ))
-    return Leaderboard(rows=rows)
+    language = get_definition(platform).language
+    if language != NKI:
+        correct_only = _correct_only(problems, platform)
+        for row in rows:
+            if row.best is None:
+                row.correct_only = correct_only.get(row.problem.pk)
+    return Leaderboard(rows=rows, language=language)
 

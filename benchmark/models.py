@@ -18,7 +18,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from benchmark.evaluation.result import ErrorKind
-from benchmark.platforms import DEFAULT_BACKEND, DEFAULT_PLATFORM, Backend, Platform
+from benchmark.platforms import DEFAULT_BACKEND, DEFAULT_PLATFORM, TRITON, Backend, Platform, platforms_for
 
 # A problem is addressed as `[SUITE/]SLUG[:CASE]`; without a case the mini one is meant, because it
 # evaluates in seconds (the published full shapes take minutes in the simulator).
@@ -43,8 +43,17 @@ class Visibility(models.TextChoices):
     PRIVATE = "private", "Private (owner only)"
 
 
+# The kernel language of NKIBench's problems; a Triton problem says "triton" (the languages are the
+# `PlatformDefinition.language` values of benchmark.platforms).
+DEFAULT_LANGUAGE = DEFAULT_PLATFORM.definition.language
+
+
 class Problem(models.Model):
-    """One case (shape set) of one problem of one suite, e.g. nkibench/silu:mini."""
+    """One case (shape set) of one problem of one suite, e.g. nkibench/silu:mini.
+
+    A Triton problem (language "triton", imported from FlashInfer-Bench) holds its FIB definition and its
+    workloads; its reference_source is the definition's reference, for the pages.
+    """
 
     suite = models.CharField(max_length=64, default=DEFAULT_SUITE)
     slug = models.SlugField(max_length=100)
@@ -64,6 +73,12 @@ class Problem(models.Model):
     # reference_digest() of the reference, parameters, tolerance and counts, kept by save(); evaluations record
     # the one they ran against.
     reference_digest = models.CharField(max_length=64, blank=True, editable=False)
+    # Which platforms may evaluate its kernels: those whose definition has this language.
+    language = models.CharField(max_length=16, default=DEFAULT_LANGUAGE, db_index=True)
+    # FlashInfer-Bench's definition (axes, inputs, outputs, reference) and workloads, as their JSON objects;
+    # empty for an NKI problem. The Triton evaluation core (benchmark.triton) reads them.
+    definition = models.JSONField(default=dict, blank=True)
+    workloads = models.JSONField(default=list, blank=True)
     # The suite's current baseline; older baselines stay as kernels when the suite's source changes.
     baseline_kernel = models.ForeignKey(
         "Kernel", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
@@ -92,14 +107,33 @@ class Problem(models.Model):
         super().save(*args, **kwargs)
 
     def current_reference_digest(self) -> str:
+        reference = self.reference_source
+        if self.definition or self.workloads:
+            # A Triton problem is measured against its FlashInfer-Bench definition and workloads too (an NKI
+            # problem has neither, so its digest is what it always was).
+            flashinfer = json.dumps({"definition": self.definition, "workloads": self.workloads}, sort_keys=True)
+            reference = f"{reference}\n# flashinfer: {flashinfer}"
         return reference_digest(
-            self.reference_source, self.parameters, self.tolerance, (self.vector_flops, self.matmul_flops, self.hbm_bytes)
+            reference, self.parameters, self.tolerance, (self.vector_flops, self.matmul_flops, self.hbm_bytes)
         )
 
     @property
     def address(self) -> str:
         prefix = "" if self.suite == DEFAULT_SUITE else f"{self.suite}/"
         return f"{prefix}{self.slug}:{self.case}"
+
+    @property
+    def is_triton(self) -> bool:
+        return self.language == TRITON
+
+    @property
+    def platforms(self) -> tuple[Platform, ...]:
+        """The platforms that may evaluate its kernels (trn1, trn2 for NKI; h100, h200 for Triton)."""
+        return platforms_for(self.language)
+
+    @property
+    def default_platform(self) -> Platform:
+        return DEFAULT_PLATFORM if DEFAULT_PLATFORM in self.platforms else self.platforms[0]
 
     @property
     def has_peak_counts(self) -> bool:
@@ -142,6 +176,12 @@ class Kernel(models.Model):
     # not a foreign key: a foreign key would make benchmark depend on the optimizer app (dependencies point
     # optimizer -> benchmark). Only the generator registered in benchmark.provenance resolves it.
     run_id = models.PositiveBigIntegerField(null=True, blank=True, db_index=True)
+    # A Triton kernel's entry point as FlashInfer-Bench names it ("main.py::run"); blank for NKI, whose
+    # kernel function the static check finds.
+    entry_point = models.CharField(max_length=200, blank=True)
+    # What a FlashInfer-Bench solution said that we do not model (its name, author, description, target
+    # hardware, dependencies, source path), so an export gives it back.
+    solution_meta = models.JSONField(default=dict, blank=True)
     created = models.DateTimeField(auto_now_add=True)
 
     class Meta:

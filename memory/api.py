@@ -35,6 +35,7 @@ class VersionOut(Schema):
     title: str
     summary: str
     status: str
+    transfers: bool
     changed_by: str | None
     changed_at: datetime
 
@@ -47,6 +48,8 @@ class EntryOut(Schema):
     polarity: str
     status: str
     family: str
+    language: str  # the kernel language it was learned in ("nki", "triton")
+    transfers: bool  # a curator says it holds in other languages too: shown to every Planner
     problem_id: int | None
     source_kind: str
     source_run_id: int | None
@@ -106,6 +109,8 @@ def _entry_out(entry: MemoryEntry, *, detail: bool = False) -> dict[str, Any]:
         "polarity": entry.polarity,
         "status": entry.status,
         "family": entry.family,
+        "language": entry.language,
+        "transfers": entry.transfers,
         "problem_id": entry.problem_id,
         "source_kind": entry.source_kind,
         "source_run_id": entry.source_run_id,
@@ -125,6 +130,7 @@ def _entry_out(entry: MemoryEntry, *, detail: bool = False) -> dict[str, Any]:
                 "title": v.title,
                 "summary": v.summary,
                 "status": v.status,
+                "transfers": v.transfers,
                 "changed_by": _user_name(v.changed_by),
                 "changed_at": v.changed_at,
             }
@@ -220,6 +226,10 @@ for _name, _action, _summary in (
     ("unpin", services.unpin_entry, "Unpin an entry"),
     ("prune", services.prune_entry, "Prune an entry (never given to the Planner; reversible)"),
     ("restore", services.restore_entry, "Restore a pruned entry"),
+    ("transfers", lambda entry, user: services.set_transfers(entry, True, user),
+     "Mark an entry as transferring: shown to Planners of every kernel language"),
+    ("stays", lambda entry, user: services.set_transfers(entry, False, user),
+     "Mark an entry as for its own kernel language only (the default)"),
 ):
     router.post(f"/memory/{{int:entry_id}}/{_name}", auth=api_role(CURATOR), response=_CURATION_RESPONSES,
                 summary=_summary, operation_id=f"memory_{_name}", url_name=f"memory-{_name}")(_curation(_action))

@@ -9,6 +9,8 @@ from __future__ import annotations
 from django.conf import settings
 from django.db import models
 
+from benchmark.platforms import NKI
+
 
 class Polarity(models.TextChoices):
     POSITIVE = "positive", "positive rewrite (made the kernel faster)"
@@ -42,6 +44,12 @@ class MemoryEntry(models.Model):
         "benchmark.Problem", null=True, blank=True, on_delete=models.SET_NULL, related_name="memory_entries"
     )
     family = models.CharField(max_length=100, blank=True, help_text="Problem family, e.g. matmul, rmsnorm_matmul.")
+    # The kernel language the lesson was learned in ("nki", "triton": benchmark.platforms): a Planner is shown
+    # entries of its own language only, unless a curator marks an entry as transferring to every language.
+    language = models.CharField(max_length=16, default=NKI, db_index=True)
+    transfers = models.BooleanField(
+        default=False, help_text="A curator says the lesson holds in other kernel languages too."
+    )
 
     source_kind = models.CharField(max_length=16, choices=SourceKind.choices, default=SourceKind.PERSON)
     source_run_id = models.BigIntegerField(null=True, blank=True, help_text="optimizer Run id, if from a run.")
@@ -91,6 +99,8 @@ class ChangeKind(models.TextChoices):
     UNPINNED = "unpinned", "unpinned"
     PRUNED = "pruned", "pruned"
     RESTORED = "restored", "restored"
+    TRANSFERS = "transfers", "marked as transferring to other languages"
+    STAYS = "stays", "marked as for its own language only"
 
 
 class MemoryEntryVersion(models.Model):
@@ -102,6 +112,7 @@ class MemoryEntryVersion(models.Model):
     title = models.CharField(max_length=300)
     summary = models.TextField(blank=True)
     status = models.CharField(max_length=16, choices=EntryStatus.choices)
+    transfers = models.BooleanField(default=False)
     changed_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )

@@ -41,6 +41,16 @@ class SelectableEntry(Protocol):
 E = TypeVar("E", bound=SelectableEntry)
 
 
+def shown_in_language(entry: object, language: str) -> bool:
+    """Whether a Planner writing `language` may see the entry: one learned in the same kernel language, or
+    one a curator marked as transferring. A blank `language` (the caller does not say) or an entry that
+    does not say its language (the search's test double) filters nothing."""
+    entry_language = getattr(entry, "language", "")
+    if not language or not entry_language:
+        return True
+    return entry_language == language or bool(getattr(entry, "transfers", False))
+
+
 def relevance(entry: SelectableEntry, *, problem: object = None, family: str = "") -> int:
     """SAME_PROBLEM, SAME_FAMILY or UNRELATED; a blank `problem` or `family` matches nothing."""
     if problem not in (None, "") and entry.problem == problem:
@@ -68,20 +78,21 @@ def score(
 
 
 def select_for_planner(
-    entries_newest_first: Iterable[E], *, limit: int, problem: object = None, family: str = "",
+    entries_newest_first: Iterable[E], *, limit: int, problem: object = None, family: str = "", language: str = "",
     operations: Iterable[str] = (),
     bottleneck: str = "",
 ) -> list[E]:
     """The bounded memory given to the Planner.
 
-    Pinned entries always (even past `limit`), newest first; the remaining slots go to the other entries
-    from the same problem first, then the same family, then any, newest first within each tier. The
+    Only entries of the Planner's kernel `language` or marked as transferring (`shown_in_language`); of
+    those, pinned entries always (even past `limit`), newest first; the remaining slots go to the other
+    entries from the same problem first, then the same family, then any, newest first within each tier. The
     caller passes only entries the Planner may see (the memory app leaves pruned ones out), newest first.
 
     Within the free slots the order is `score`: the problem, then the family, the `operations` the kernel at
     hand calls, its profile's `bottleneck` and the entry's evidence; newest first among equal scores.
     """
-    entries = list(entries_newest_first)
+    entries = [entry for entry in entries_newest_first if shown_in_language(entry, language)]
     pinned = [entry for entry in entries if entry.pinned]
     free_slots = max(0, limit - len(pinned))
     wanted = frozenset(operations)

@@ -17,6 +17,7 @@ from django.db.models import Q, QuerySet
 from django.http import Http404
 
 from accounts.roles import is_curator, is_engineer
+from benchmark.platforms import NKI
 from memory.models import ChangeKind, EntryStatus, MemoryEntry, MemoryEntryVersion, Polarity, SourceKind
 from memory.selection import select_for_planner
 
@@ -96,7 +97,9 @@ def filter_entries(
 
 def entry_families() -> list[str]:
     """The kernel families entries are filed under, sorted, for the browser's family filter."""
-    return sorted(f for f in MemoryEntry.objects.values_list("family", flat=True).distinct() if f)
+    # order_by first: with the model's default ordering, distinct() counted (family, created) pairs and listed
+    # a family once per entry.
+    return [f for f in MemoryEntry.objects.order_by("family").values_list("family", flat=True).distinct() if f]
 
 
 # --- entries ------------------------------------------------------------------------------------------
@@ -124,6 +127,7 @@ def _record_version(entry: MemoryEntry, change: str, user: Any = None) -> Memory
         title=entry.title,
         summary=entry.summary,
         status=entry.status,
+        transfers=entry.transfers,
         changed_by=user if getattr(user, "is_authenticated", False) else None,
     )
 
@@ -149,8 +153,11 @@ def add_entry(
     source_key: str = "",
     source_label: str = "",
     user: Any = None,
+    language: str = "",
 ) -> MemoryEntry:
     """Create an entry (and its first version). Idempotent per `source_key`.
+
+    Its kernel `language` is the problem's when not given, else NKI (the memory's language before Triton).
 
     A run that crashed after summarizing but before checkpointing replays the summarizer step; the
     entry with that key is then returned instead of duplicated.
@@ -165,6 +172,7 @@ def add_entry(
             return existing
     if problem is not None and not family:
         family = getattr(problem, "family", "") or ""
+    language = language or getattr(problem, "language", "") or NKI
     try:
         with transaction.atomic():
             entry = MemoryEntry.objects.create(
@@ -176,6 +184,7 @@ def add_entry(
                 polarity=polarity,
                 problem=problem,
                 family=family,
+                language=language,
                 source_kind=source_kind,
                 source_run_id=source_run_id,
                 source_candidate_id=source_candidate_id,
@@ -202,24 +211,45 @@ class _Selectable:
     pinned: bool
     problem: int | None
     family: str
+    language: str
+    transfers: bool
+    operations: tuple[str, ...] = ()
+    bottleneck: str = ""
+    evidence: int = 1
 
 
-def select_entries(*, problem: Any = None, family: str = "", limit: int = 8) -> list[MemoryEntry]:
-    """The bounded memory given to the Planner, chosen by `memory.selection.select_for_planner`: pinned
+def select_entries(
+    *, problem: Any = None, family: str = "", limit: int = 8, language: str = "",
+    operations: Iterable[str] = (), bottleneck: str = "",
+) -> list[MemoryEntry]:
+    """The bounded memory given to the Planner, chosen by `memory.selection.select_for_planner`: only entries
+    of the Planner's kernel language (the problem's when not given) or marked as transferring; pinned
     entries always (even past `limit`), pruned entries never, then the same problem, the same family, any.
+
+    The free slots are ranked for the kernel at hand: the `operations` it calls and its profile's `bottleneck`
+    (memory.lessons), and by each entry's evidence (memory.selection.score).
 
     Only the columns the rule reads are loaded for every entry; the full rows only for the chosen ones.
     """
+    language = language or getattr(problem, "language", "")
     rows = (
         MemoryEntry.objects.filter(status__in=[EntryStatus.ACTIVE, EntryStatus.PINNED])
         .order_by("-created_at", "-id")
-        .values_list("pk", "status", "problem_id", "family")
+        .values_list("pk", "status", "problem_id", "family", "language", "transfers", "operations", "bottleneck",
+                     "evidence_count")
     )
     chosen = select_for_planner(
-        (_Selectable(pk, status == EntryStatus.PINNED, problem_id, family) for pk, status, problem_id, family in rows),
+        (
+            _Selectable(pk, status == EntryStatus.PINNED, problem_id, family, entry_language, transfers,
+                        tuple(ops or ()), entry_bottleneck, evidence)
+            for pk, status, problem_id, family, entry_language, transfers, ops, entry_bottleneck, evidence in rows
+        ),
         limit=limit,
         problem=problem.pk if problem is not None else None,
         family=family,
+        language=language,
+        operations=operations,
+        bottleneck=bottleneck,
     )
     entries = MemoryEntry.objects.select_related("problem").in_bulk([row.pk for row in chosen])
     # A row deleted between the two queries simply drops out.
@@ -290,6 +320,19 @@ def edit_entry(
         entry.title, entry.summary = new_title, new_summary
         entry.save(update_fields=["title", "summary", "updated_at"])
         _record_version(entry, ChangeKind.EDITED, user)
+    return entry
+
+
+def set_transfers(entry: MemoryEntry, transfers: bool, user: Any = None) -> MemoryEntry:
+    """A curator's word on whether the lesson holds in other kernel languages (then every Planner may be
+    shown it); recorded as a version. Setting what is already set records nothing."""
+    with transaction.atomic():
+        entry = MemoryEntry.objects.select_for_update().get(pk=entry.pk)
+        if entry.transfers == bool(transfers):
+            return entry
+        entry.transfers = bool(transfers)
+        entry.save(update_fields=["transfers", "updated_at"])
+        _record_version(entry, ChangeKind.TRANSFERS if entry.transfers else ChangeKind.STAYS, user)
     return entry
 
 

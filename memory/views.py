@@ -113,11 +113,22 @@ def entry_revert(request: HttpRequest, pk: int, number: int) -> HttpResponse:
     return redirect("memory:entry", pk=entry.pk)
 
 
+def _mark_transfers(entry: MemoryEntry, user: Any) -> MemoryEntry:
+    return services.set_transfers(entry, True, user)
+
+
+def _mark_stays(entry: MemoryEntry, user: Any) -> MemoryEntry:
+    return services.set_transfers(entry, False, user)
+
+
 ACTIONS = {
     "pin": services.pin_entry,
     "unpin": services.unpin_entry,
     "prune": services.prune_entry,
     "restore": services.restore_entry,
+    # Whether the lesson is shown to Planners of other kernel languages (NKI, Triton) too.
+    "transfers": _mark_transfers,
+    "stays": _mark_stays,
 }
 
 
@@ -128,7 +139,11 @@ def entry_action(request: HttpRequest, pk: int, action: str) -> HttpResponse:
         raise Http404(f"no memory action {action!r}; expected one of {', '.join(ACTIONS)}")
     entry = services.get_entry_for_user(request.user, pk, write=True)
     entry = ACTIONS[action](entry, request.user)
-    messages.success(request, f"Entry {entry.pk} is now {entry.status}.")
+    if action in ("transfers", "stays"):
+        shown = "Planners of every language" if entry.transfers else f"{entry.language} Planners only"
+        messages.success(request, f"Entry {entry.pk} is now shown to {shown}.")
+    else:
+        messages.success(request, f"Entry {entry.pk} is now {entry.status}.")
     return redirect(_next(request, reverse("memory:entry", args=[entry.pk])))
 
 

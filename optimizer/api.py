@@ -14,11 +14,11 @@ from typing import Any
 
 from django.http import HttpRequest
 from ninja import Field, Router, Schema, Status
+from pydantic import ConfigDict
 
 from accounts.auth import api_optional_auth, api_role
 from accounts.roles import ENGINEER
 from benchmark import services as benchmark_services
-from benchmark.models import Backend, Platform
 from optimizer import services
 from optimizer.models import AgentKind, Run, RunEvent
 from optimizer.search.budget import progress as budget_progress
@@ -34,19 +34,26 @@ class ErrorOut(Schema):
 
 
 class RunIn(Schema):
+    # An unknown field (say `iterations` at the top level instead of under `search`) is a 422 naming it,
+    # never silently ignored.
+    model_config = ConfigDict(extra="forbid")
+
     problem: str = Field(description="problem id or address such as silu:mini")
     start_kernel_id: int | None = Field(None, description="default: the problem's baseline kernel")
     agent: str = AgentKind.OFFLINE
-    platform: str = Platform.TRN1
-    backend: str = Backend.SIMULATOR
-    search: dict[str, Any] = Field(default_factory=dict, description="SearchConfig fields; unset ones take defaults")
+    platform: str | None = Field(None, description="default: the problem's own (trn1 for NKI, h100 for Triton)")
+    backend: str | None = Field(None, description="default: the platform's own")
+    search: dict[str, Any] = Field(
+        default_factory=dict,
+        description="SearchConfig fields (iterations, beam_width, ...); unset ones take the run form's defaults",
+    )
     models: dict[str, str] = Field(default_factory=dict, description="model name per role (LLM agent)")
+    is_public: bool = False
     budget: dict[str, float | None] = Field(
         default_factory=dict,
         description="caps, each optional: max_tokens, max_cost_usd, max_wall_time_s, max_evaluations; the run stops "
         "as 'stopped' when it reaches one",
     )
-    is_public: bool = False
 
 
 class RunOut(Schema):

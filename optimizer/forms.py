@@ -9,26 +9,21 @@ from __future__ import annotations
 from typing import Any
 
 from django import forms
+from django.core.exceptions import ValidationError
 
+from benchmark import services as benchmark_services
 from benchmark.models import Backend, Platform, Problem
+from benchmark.platforms import get_definition
 from optimizer import conf, services
 from optimizer.models import AgentKind
-from optimizer.search import BUDGET_FIELDS, SearchConfig
+from optimizer.search import BUDGET_FIELDS
 from optimizer.search.config import BEAM, STRATEGIES
 
 BASELINE = "baseline"
 UPLOAD = "upload"
 
-# The form's search defaults: AccelOpt's breadth per iteration, fewer iterations, so a first run finishes
-# in minutes; the full 15 iterations are one edit away.
-FORM_SEARCH_DEFAULTS: dict[str, int] = {
-    "iterations": 4,
-    "beam_width": 2,
-    "plans_per_candidate": 4,
-    "samples_per_plan": 1,
-    "memory_size": SearchConfig.memory_size,
-    "seed": 0,
-}
+# The form shows the defaults every way of launching a run shares (optimizer.services.RUN_SEARCH_DEFAULTS).
+FORM_SEARCH_DEFAULTS: dict[str, int] = services.RUN_SEARCH_DEFAULTS
 
 
 class RunForm(forms.Form):
@@ -105,7 +100,23 @@ class RunForm(forms.Form):
                 data["start_kernel"] = kernel
         if start == BASELINE and problem is not None and problem.baseline_kernel_id is None:
             self.add_error("start", f"{problem.address} has no baseline kernel; upload one to start from.")
+        self._check_platform(data, problem)
         return data
+
+    def _check_platform(self, data: dict[str, Any], problem: Any) -> None:
+        """The platform must run the problem's kernel language, and the backend that platform's kernels."""
+        platform, backend = data.get("platform"), data.get("backend")
+        if problem is None or not platform:
+            return
+        try:
+            benchmark_services.check_platform_for(problem, platform)
+        except ValidationError as error:
+            self.add_error("platform", error)
+            return
+        supported = get_definition(platform).backends
+        if backend and backend not in supported:
+            names = ", ".join(b.value for b in supported)
+            self.add_error("backend", f"{backend} does not evaluate {platform} kernels; choose one of {names}.")
 
     def search_params(self) -> dict[str, Any]:
         params = {name: self.cleaned_data[name] for name in self.SEARCH_FIELDS}

@@ -7,7 +7,7 @@ below; each lives in the module of its concern, and the modules depend on each o
     access        who may see and change what: can_create_kernels, visible_problems/kernels,
                   get_problem/kernel/evaluation_for_user, parse_problem_address, get_problem_by_address,
                   get_problem_by_reference (id or address), find_problems, other_cases, kernel_evaluations
-    evaluations   the evaluation lifecycle and its executor: request_evaluation, run_evaluation_now,
+    evaluations   the evaluation lifecycle and its executor: request_evaluation, check_platform_for, run_evaluation_now,
                   get/set_executor, save_result, cancel_evaluations, wait_for_evaluations, evaluation_is_stale,
                   evaluate_source, backend_version, limits_for, reference_limits, reference_size,
                   evaluation_request_for
@@ -18,6 +18,9 @@ below; each lives in the module of its concern, and the modules depend on each o
                   problem_kernel_rows, find_kernels (uses access, evaluations)
     suites        problems in bulk: load_suite, import_nkibench, LoadSummary, ImportSummary, IMPORTED_SUITE
                   (uses evaluations, kernels)
+    flashinfer    FlashInfer-Bench in and out: import_flashinfer (definitions, workloads, solutions as Triton
+                  problems and kernels), flashinfer_items_from_paths/texts/payload, export_solution,
+                  exportable_kernel, FLASHINFER_SUITE (uses evaluations, kernels, ranking)
 
 `benchmark.review` (the curators' queue) builds on `access`; nothing here imports it.
 """
@@ -41,6 +44,7 @@ from benchmark.services.access import (
 from benchmark.services.evaluations import (
     backend_version,
     cancel_evaluations,
+    check_platform_for,
     evaluate_source,
     evaluation_is_stale,
     evaluation_request_for,
@@ -54,6 +58,17 @@ from benchmark.services.evaluations import (
     set_executor,
     wait_for_evaluations,
 )
+from benchmark.services.flashinfer import (
+    FLASHINFER_SUITE,
+    FlashInferImportSummary,
+    FlashInferItems,
+    export_solution,
+    exportable_kernel,
+    import_flashinfer,
+)
+from benchmark.services.flashinfer import items_from_paths as flashinfer_items_from_paths
+from benchmark.services.flashinfer import items_from_payload as flashinfer_items_from_payload
+from benchmark.services.flashinfer import items_from_texts as flashinfer_items_from_texts
 from benchmark.services.kernels import (
     CUSTOM_SUITE,
     create_custom_problem,
@@ -76,8 +91,10 @@ from benchmark.services.ranking import (
 from benchmark.services.suites import IMPORTED_SUITE, ImportSummary, LoadSummary, import_nkibench, load_suite
 
 __all__ = [
+    "FLASHINFER_SUITE", "FlashInferImportSummary", "FlashInferItems", "export_solution", "exportable_kernel",
+    "flashinfer_items_from_paths", "flashinfer_items_from_payload", "flashinfer_items_from_texts", "import_flashinfer",
     "CUSTOM_SUITE", "IMPORTED_SUITE", "ImportSummary", "LoadSummary", "backend_version", "best_evaluation",
-    "cancel_evaluations",
+    "cancel_evaluations", "check_platform_for",
     "best_of", "can_create_kernels", "create_custom_problem", "create_kernel", "current_evaluations",
     "evaluate_source", "evaluation_is_stale", "evaluation_request_for", "find_kernels", "find_problems",
     "get_evaluation_for_user", "get_executor", "get_kernel_for_user", "get_problem_by_address",

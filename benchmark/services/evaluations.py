@@ -185,6 +185,7 @@ def request_evaluation(
     knows the process which started it died: the run worker that took over a crashed worker's run).
     """
     backend = _check_platform_and_backend(platform, backend)
+    check_platform_for(kernel.problem, platform)
     version = backend_version(backend)
     evaluation, created = Evaluation.objects.get_or_create(
         kernel=kernel,
@@ -219,6 +220,21 @@ def _check_platform_and_backend(platform: str, backend: str | None) -> str:
         supported = ", ".join(b.value for b in definition.backends)
         raise ValidationError(f"backend {backend!r} does not evaluate {platform} kernels; expected one of {supported}")
     return backend
+
+
+def check_platform_for(problem: Problem, platform: str) -> None:
+    """ValidationError unless `platform` runs the problem's kernel language (an NKI problem on trn1/trn2, a
+    Triton one on a GPU), naming the platforms that do."""
+    try:
+        language = get_definition(platform).language
+    except ValueError as error:
+        raise ValidationError(str(error)) from None
+    if language != problem.language:
+        fitting = ", ".join(p.value for p in problem.platforms) or "none"
+        raise ValidationError(
+            f"problem {problem.address} is a {problem.language} problem and {platform} runs {language} kernels; "
+            f"choose one of its platforms: {fitting}"
+        )
 
 
 def _needs_run(evaluation: Evaluation, abandoned_before: datetime | None = None) -> bool:

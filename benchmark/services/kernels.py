@@ -13,13 +13,15 @@ from django.core.exceptions import PermissionDenied, ValidationError
 from django.utils.text import slugify
 
 from benchmark.evaluation.static_check import MAX_SOURCE_BYTES
-from benchmark.models import Evaluation, Kernel, KernelOrigin, Problem, Visibility
-from benchmark.platforms import DEFAULT_PLATFORM
+from benchmark.models import DEFAULT_LANGUAGE, Evaluation, Kernel, KernelOrigin, Problem, Visibility
+from benchmark.platforms import platforms_for
 from benchmark.services.access import can_create_kernels
-from benchmark.services.evaluations import reference_size, request_evaluation
+from benchmark.services.evaluations import check_platform_for, reference_size, request_evaluation
 
 # The suite of the problems users create from their own reference files (private to them).
 CUSTOM_SUITE = "custom"
+# A Triton kernel uploaded as one file: FlashInfer-Bench's entry point naming its `run` function.
+TRITON_ENTRY_POINT = "main.py::run"
 
 
 def kernel_source_limit() -> int:
@@ -68,6 +70,8 @@ def create_kernel(
             "parent": parent,
             "run_id": run_id,
             "name": name[:200],
+            # A Triton kernel (an upload, a run's rewrite) is one file whose `run` is the entry point.
+            "entry_point": TRITON_ENTRY_POINT if problem.is_triton else "",
         },
     )
     return kernel, created
@@ -105,7 +109,7 @@ def upload_kernel(
     user: Any,
     *,
     kernel_source: str,
-    platform: str = DEFAULT_PLATFORM,
+    platform: str | None = None,
     problem: Problem | None = None,
     reference_source: str | None = None,
     kernel_name: str = "",
@@ -117,13 +121,24 @@ def upload_kernel(
 
     The one path for the upload page, POST /api/kernels and a kernel pasted into the run form. The API may
     skip the evaluation (`evaluate=False`, then the evaluation is None) or wait for its result (`wait`).
+
+    Without a platform, the problem's default one (trn1 for NKI, the first GPU for Triton). A platform of
+    another kernel language than the problem's is refused before anything is stored. The source is
+    checked by its language's evaluation in the sandbox, never here: no NKI check runs on Triton code.
     """
     if not can_create_kernels(user):
         raise PermissionDenied("only engineers can upload kernels")
     if problem is None:
         if reference_source is None:
             raise ValidationError("choose a problem, or upload your own reference file")
+        if platform is not None and platform not in platforms_for(DEFAULT_LANGUAGE):
+            raise ValidationError(
+                f"a reference file in NKIBench's format is an NKI problem, not for {platform}; for Triton, "
+                "import a FlashInfer-Bench definition (manage.py import_flashinfer or /problems/import-flashinfer/)"
+            )
         problem = create_custom_problem(user, reference_source, name=reference_name)
+    platform = platform or problem.default_platform
+    check_platform_for(problem, platform)
     kernel, created = create_kernel(problem, kernel_source, origin=KernelOrigin.UPLOADED, author=user, name=kernel_name)
     evaluation = request_evaluation(kernel, platform, user=user, wait=wait) if evaluate else None
     return kernel, created, evaluation
