@@ -18,6 +18,7 @@ from optimizer.agents.rewrites.triton.source import (
     JitKernel,
     arange_offsets,
     assignments,
+    is_block_name,
     jit_kernels,
     keyword,
     line_of,
@@ -29,8 +30,8 @@ _EXPAND_DEPTH = 4  # how many `name = expr` steps we follow from a pointer back 
 
 
 def _bound(kernel: JitKernel, offs: str) -> ast.expr | None:
-    """What `offs` must stay below: an existing `offs < X` over parameters only, else the only size-like
-    scalar parameter."""
+    """What `offs` must stay below: an existing `offs < X` over parameters only, else the only scalar
+    parameter named like a size (SIZE_NAMES)."""
     params = set(kernel.params())
     for node in ast.walk(kernel.fn):
         if (isinstance(node, ast.Compare) and len(node.ops) == 1 and isinstance(node.ops[0], ast.Lt)
@@ -38,7 +39,7 @@ def _bound(kernel: JitKernel, offs: str) -> ast.expr | None:
             bound = node.comparators[0]
             if all(n.id in params for n in ast.walk(bound) if isinstance(n, ast.Name)):
                 return bound
-    sizes = [p for p in kernel.scalar_params() if p in SIZE_NAMES or p.startswith(("n_", "num_"))]
+    sizes = [p for p in kernel.scalar_params() if p in SIZE_NAMES]
     return ast.Name(sizes[0], ast.Load()) if len(sizes) == 1 else None
 
 
@@ -67,8 +68,13 @@ def _offsets_in(pointer: ast.expr, kernel: JitKernel, offsets: set[str]) -> tupl
 
 
 def _unmasked_accesses(kernel: JitKernel) -> list[tuple[ast.Call, str, ast.expr]]:
-    """(load/store call, offsets name, bound) for every access we know how to mask."""
-    offsets = set(arange_offsets(kernel.fn))
+    """(load/store call, offsets name, bound) for every access we know how to mask: offsets over a block
+    (`tl.arange(0, BLOCK...)`; an extent named otherwise, `tl.arange(0, HEAD_DIM)`, is sized to its
+    dimension and needs no mask)."""
+    offsets = {name for name, stmt in arange_offsets(kernel.fn).items()
+               if any(tl_call(n, "arange") and isinstance(n, ast.Call) and len(n.args) == 2
+                      and isinstance(n.args[1], ast.Name) and is_block_name(n.args[1].id)
+                      for n in ast.walk(stmt.value))}
     out = []
     for node in ast.walk(kernel.fn):
         is_load, is_store = tl_call(node, "load"), tl_call(node, "store")
