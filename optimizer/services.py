@@ -165,10 +165,17 @@ def create_run(
         raise PermissionDenied("only engineers can launch optimization runs")
     if agent not in AgentKind.values:
         raise ValidationError(f"unknown agent {agent!r}; expected one of {', '.join(AgentKind.values)}")
+    # By default the problem's own platform (trn1 for NKI, a GPU for Triton) and that platform's backend.
+    platform = platform or problem.default_platform
     if platform not in Platform.values:
         raise ValidationError(f"unknown platform {platform!r}; expected one of {', '.join(Platform.values)}")
+    benchmark_services.check_platform_for(problem, platform)
+    backend = backend or get_definition(platform).default_backend
     if backend not in Backend.values:
         raise ValidationError(f"unknown backend {backend!r}; expected one of {', '.join(Backend.values)}")
+    if backend not in get_definition(platform).backends:
+        supported = ", ".join(b.value for b in get_definition(platform).backends)
+        raise ValidationError(f"backend {backend!r} does not evaluate {platform} kernels; expected one of {supported}")
     if start_source is not None:
         if start_kernel is not None:
             raise ValidationError("give the starting kernel or its source, not both")
