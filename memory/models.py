@@ -21,6 +21,7 @@ class EntryStatus(models.TextChoices):
     ACTIVE = "active", "active"
     PINNED = "pinned", "pinned (always given to the Planner)"
     PRUNED = "pruned", "pruned (never given to the Planner)"
+    MERGED = "merged", "merged into another entry (its evidence counts there)"
 
 
 class SourceKind(models.TextChoices):
@@ -67,6 +68,20 @@ class MemoryEntry(models.Model):
     )
     # sha256 over (slow, fast): import skips an entry it already holds.
     content_sha256 = models.CharField(max_length=64, db_index=True)
+
+    # Keeping the memory clean (memory.learning): the same lesson learned again strengthens this entry (one
+    # more MemoryEvidence row) instead of adding a copy; a near-duplicate is merged into it (merged_into).
+    lesson_digest = models.CharField(
+        max_length=64, blank=True, db_index=True, help_text="memory.lessons.lesson_digest of title and summary."
+    )
+    evidence_count = models.PositiveIntegerField(default=1, help_text="How many times the lesson was learned.")
+    operations = models.JSONField(default=list, blank=True, help_text="Kernel-language calls of its kernels.")
+    bottleneck = models.CharField(
+        max_length=16, blank=True, help_text="What bounded the kernel the rewrite was applied to."
+    )
+    merged_into = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="merged_entries"
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -88,7 +103,7 @@ class MemoryEntry(models.Model):
 
     @property
     def is_selectable(self) -> bool:
-        return self.status != EntryStatus.PRUNED
+        return self.status not in (EntryStatus.PRUNED, EntryStatus.MERGED)
 
 
 class ChangeKind(models.TextChoices):
@@ -99,6 +114,10 @@ class ChangeKind(models.TextChoices):
     UNPINNED = "unpinned", "unpinned"
     PRUNED = "pruned", "pruned"
     RESTORED = "restored", "restored"
+    STRENGTHENED = "strengthened", "learned again"
+    MERGED = "merged", "merged into another entry"
+    ABSORBED = "absorbed", "took in a merged entry"
+    UNMERGED = "unmerged", "merge undone"
     TRANSFERS = "transfers", "marked as transferring to other languages"
     STAYS = "stays", "marked as for its own language only"
 
@@ -126,3 +145,67 @@ class MemoryEntryVersion(models.Model):
 
     def __str__(self) -> str:
         return f"{self.entry_id} v{self.number} {self.change}"
+
+
+class MemoryEvidence(models.Model):
+    """One time a lesson was learned: the slow/fast pair behind it, where, and how much it changed the speed.
+
+    `original_entry` is the entry the pair was first filed under; `entry` is where it counts now (another
+    entry after a merge). Undoing the merge moves the pair back.
+    """
+
+    entry = models.ForeignKey(MemoryEntry, on_delete=models.CASCADE, related_name="evidence")
+    original_entry = models.ForeignKey(MemoryEntry, on_delete=models.CASCADE, related_name="+")
+    speedup = models.FloatField(help_text="Slow over fast latency (>= 1), as the entry's own speedup.")
+    problem = models.ForeignKey("benchmark.Problem", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    source_kind = models.CharField(max_length=16, choices=SourceKind.choices, default=SourceKind.RUN)
+    source_run_id = models.BigIntegerField(null=True, blank=True)
+    source_candidate_id = models.BigIntegerField(null=True, blank=True)
+    candidate_key = models.CharField(max_length=100, blank=True, help_text="The search's key of the candidate.")
+    iteration = models.PositiveIntegerField(null=True, blank=True)
+    # The writer's stable key ("<run>:<candidate key>"): learning the same pair twice adds nothing.
+    source_key = models.CharField(max_length=200, blank=True)
+    content_sha256 = models.CharField(max_length=64, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["entry", "created_at", "id"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["source_key"], condition=~models.Q(source_key=""), name="memory_evidence_unique_source_key"
+            ),
+        ]
+        verbose_name_plural = "memory evidence"
+
+    def __str__(self) -> str:
+        return f"evidence {self.pk} for entry {self.entry_id} (x{self.speedup:.2f})"
+
+
+class ProposalStatus(models.TextChoices):
+    OPEN = "open", "open"
+    ACCEPTED = "accepted", "merged"
+    REJECTED = "rejected", "kept apart"
+
+
+class MergeProposal(models.Model):
+    """Two entries that may say the same thing (similar text, same polarity and language): a curator merges
+    `duplicate` into `entry` or keeps them apart."""
+
+    entry = models.ForeignKey(MemoryEntry, on_delete=models.CASCADE, related_name="merge_proposals")
+    duplicate = models.ForeignKey(MemoryEntry, on_delete=models.CASCADE, related_name="+")
+    similarity = models.FloatField()
+    status = models.CharField(max_length=16, choices=ProposalStatus.choices, default=ProposalStatus.OPEN)
+    decided_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    decided_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-similarity", "-id"]
+        constraints = [
+            models.UniqueConstraint(fields=["entry", "duplicate"], name="memory_merge_proposal_unique_pair"),
+        ]
+
+    def __str__(self) -> str:
+        return f"merge {self.duplicate_id} into {self.entry_id}? ({self.similarity:.2f}, {self.status})"

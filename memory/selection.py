@@ -21,7 +21,7 @@ PROBLEM_WEIGHT = 4.0  # learned on the problem being optimized
 FAMILY_WEIGHT = 2.0  # learned on a problem of the same family
 OPERATIONS_WEIGHT = 2.0  # times the share of operations the entry's kernels and this kernel both call
 BOTTLENECK_WEIGHT = 1.0  # learned on a kernel bound by what bounds this one (lessons.profile_bottleneck)
-EVIDENCE_WEIGHT = 0.5  # times log2 of how many times the lesson was learned
+EVIDENCE_WEIGHT = 0.25  # times log2 of how many times the lesson was learned
 
 
 class SelectableEntry(Protocol):

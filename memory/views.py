@@ -39,7 +39,7 @@ def _filtered(request: HttpRequest) -> tuple[EntryFilterForm, Any]:
     data = form.cleaned_data if form.is_valid() else {}
     status = data.get("status") or ""
     if status == "":
-        entries = entries.exclude(status=EntryStatus.PRUNED)
+        entries = entries.exclude(status__in=[EntryStatus.PRUNED, EntryStatus.MERGED])  # merged: counted elsewhere
     entries = services.filter_entries(
         entries,
         text=(data.get("q") or "").strip(),

@@ -1,0 +1,33 @@
+"""Template tags of the memory pages: an entry's evidence and merges, and the merges proposed to curators."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django import template
+
+from memory import learning
+from memory.models import MemoryEntry
+
+register = template.Library()
+
+
+@register.inclusion_tag("memory/partials/evidence.html", takes_context=True)
+def memory_evidence(context: dict[str, Any], entry: MemoryEntry, can_curate: bool = False) -> dict[str, Any]:
+    """How often the lesson was learned, its speedup range, the problems it held on, every source pair, and
+    the entries merged into it (or the one it was merged into), with the curator's undo."""
+    return {
+        "entry": entry,
+        "can_curate": can_curate,
+        "evidence": learning.evidence_summary(entry),
+        "merged_entries": list(entry.merged_entries.order_by("id")),
+        "proposals": list(learning.open_proposals().filter(entry=entry)) + list(
+            learning.open_proposals().filter(duplicate=entry)),
+        "csrf_token": context.get("csrf_token"),
+    }
+
+
+@register.inclusion_tag("memory/partials/merge_proposals.html", takes_context=True)
+def memory_merge_proposals(context: dict[str, Any], can_curate: bool = False) -> dict[str, Any]:
+    return {"proposals": list(learning.open_proposals()[:50]), "can_curate": can_curate,
+            "csrf_token": context.get("csrf_token"), "request": context.get("request")}
