@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from optimizer.agents.rewrites.blocking import visit_interleave_iterations, visit_share_across_blocks
+from optimizer.agents.rewrites.engines import visit_scale_on_scalar_engine
 from optimizer.agents.rewrites.fusion import (
     visit_activation_reduce,
     visit_fold_scale,
@@ -10,9 +12,29 @@ from optimizer.agents.rewrites.fusion import (
 from optimizer.agents.rewrites.loads import visit_hoist_loads, visit_reuse_loads
 from optimizer.agents.rewrites.loops import visit_interchange, visit_larger_tiles, visit_smaller_tiles
 from optimizer.agents.rewrites.rewrite import Rewrite
+from optimizer.agents.rewrites.stores import visit_batch_stores
 from optimizer.agents.rewrites.transfers import visit_hbm_round_trip, visit_psum_copy
 
+# Catalog order breaks ties in the offline Planner: the rewrites that pay at full NKIBench shapes come first
+# (docs/benchmarks.md, "Offline agent at full size"), the tile-size changes that mostly pay at mini shapes last.
 CATALOG: tuple[Rewrite, ...] = (
+    Rewrite("share_across_blocks", "Load a shared operand once for several output blocks",
+            "An inner loop reloaded a tile that does not depend on the outer loop's index (a matmul's rhs, read "
+            "again for every block of output rows) and the operand is too large to stay in SBUF. Processing "
+            "several outer iterations together (unroll-and-jam: their own tiles and accumulators side by side) "
+            "loads each shared tile once for all of them, dividing that operand's HBM and DMA traffic by the "
+            "group size, as long as the group's tiles fit SBUF and its accumulators fit PSUM.",
+            visit_share_across_blocks, repeatable=False),
+    Rewrite("scale_on_scalar_engine", "Move constant multiplies to the Scalar Engine",
+            "The Vector Engine ran multiplies of a tile by a constant (or by a per-partition column, or by itself) "
+            "while the Scalar Engine was mostly idle. The Scalar Engine's activation computes f(data * scale) "
+            "with f = copy (or square) at the same rate, so moving those multiplies there balances the two "
+            "engines; it pays when the Vector Engine is the bottleneck.", visit_scale_on_scalar_engine),
+    Rewrite("batch_stores", "Store a whole output row with one DMA",
+            "A loop stored one column block of the same output rows per iteration: many DMAs, each paying a fixed "
+            "latency and a per-descriptor cost on short contiguous runs. Writing the blocks into one SBUF row tile "
+            "and storing it once after the loop moves the same bytes in fewer, longer transfers, as long as the "
+            "row tile fits SBUF.", visit_batch_stores, repeatable=False),
     Rewrite("hoist_invariant_loads", "Load loop-invariant tiles once",
             "A tile whose address does not depend on a loop's index was loaded from HBM again in every iteration "
             "of that loop. Loading it once before the loop (or caching all tiles of an inner loop nest in SBUF "
@@ -33,6 +55,11 @@ CATALOG: tuple[Rewrite, ...] = (
             "A row sum of an activation's output was a separate Vector Engine reduction. nisa.activation_reduce "
             "accumulates the sum while the Scalar Engine writes the activation, removing a pass over the tile.",
             visit_activation_reduce),
+    Rewrite("interleave_iterations", "Interleave two independent iterations so engines overlap",
+            "Each iteration ran a matmul and then Vector/Scalar Engine work on its result, so one engine waited for "
+            "the other. Writing two independent iterations side by side, statement by statement, gives each engine "
+            "the other iteration's work to do meanwhile, at the cost of twice the live tiles.",
+            visit_interleave_iterations, repeatable=False),
     Rewrite("larger_free_tiles", "Use larger free-dimension tiles",
             "Each instruction and each DMA has a fixed cost; larger tiles along the free dimension amortize it, "
             "as long as the tiles fit in SBUF and the shape divides evenly.", visit_larger_tiles, repeatable=False),

@@ -27,7 +27,7 @@ from optimizer.agents.rewrites.rewrite import Site
 # fold a multiply (or divide) by a constant into the activation's free scale
 
 
-def _scaled_operand(kernel: Kernel, node: ast.AST) -> tuple[ast.expr, ast.expr] | None:
+def scaled_operand(kernel: Kernel, node: ast.AST) -> tuple[ast.expr, ast.expr] | None:
     if kernel.is_nl(node, "multiply") and len(node.args) == 2 and not node.keywords:
         a, b = node.args
         if kernel.is_scalar(b) and not kernel.is_scalar(a):
@@ -46,11 +46,11 @@ def _scaled_operand_or_definition(
 ) -> tuple[tuple[ast.expr, ast.expr] | None, ast.Assign | None]:
     """(data, scale) of `operand` when it is a multiply/divide by a constant, written in place or in a
     single-use `name = ...` before the statement of `user`; with that definition (to remove), or None."""
-    found = _scaled_operand(kernel, operand)
+    found = scaled_operand(kernel, operand)
     if found is not None:
         return found, None
     definition = kernel.single_use_definition(operand, kernel.statement_of(user))
-    return (_scaled_operand(kernel, definition.value) if definition else None), definition
+    return (scaled_operand(kernel, definition.value) if definition else None), definition
 
 
 def visit_fold_scale(tree: ast.Module, target: int | None) -> list[Site]:

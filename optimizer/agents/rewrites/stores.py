@@ -1,0 +1,127 @@
+"""Rewrites that make DMAs fewer and larger.
+
+    visit_batch_stores  a loop that stores one column block of an output row per iteration writes the blocks
+                        into one SBUF row tile instead, stored with a single DMA after the loop
+
+Why it is correct: the loop's iterations store disjoint column blocks `n0:n0 + t` (n0 = n * t) of the same
+rows, so the row tile holds exactly what the stores wrote, and one store of its `0:count * t` columns
+writes the same bytes. The stored value goes through the same assignment (a copy) into the row tile.
+"""
+
+from __future__ import annotations
+
+import ast
+import copy
+
+from optimizer.agents.rewrites.kernel import (
+    Kernel,
+    dotted,
+    line_of,
+    loaded_names,
+    short,
+    simplify,
+    stored_names,
+    walk_kernel,
+)
+from optimizer.agents.rewrites.rewrite import Site
+
+
+def _column_index(loop: ast.For) -> tuple[str, ast.expr] | None:
+    """(`n0`, `t`) when the loop body starts by binding `n0 = n * t` for the loop index `n`."""
+    first = loop.body[0] if loop.body else None
+    if not (isinstance(first, ast.Assign) and len(first.targets) == 1 and isinstance(first.targets[0], ast.Name)):
+        return None
+    value = first.value
+    if (isinstance(value, ast.BinOp) and isinstance(value.op, ast.Mult) and isinstance(value.left, ast.Name)
+            and value.left.id == loop.target.id and not loaded_names(value.right) & stored_names(loop)):
+        return first.targets[0].id, value.right
+    return None
+
+
+def _is_block(element: ast.expr, start: str, size: ast.expr) -> bool:
+    """`start:start + size`."""
+    return (isinstance(element, ast.Slice) and element.step is None and isinstance(element.lower, ast.Name)
+            and element.lower.id == start and isinstance(element.upper, ast.BinOp)
+            and isinstance(element.upper.op, ast.Add) and dotted(element.upper.left) == start
+            and ast.dump(element.upper.right) == ast.dump(size))
+
+
+def _extent(element: ast.expr) -> ast.expr | None:
+    if isinstance(element, ast.Slice) and element.lower is not None and element.upper is not None \
+            and element.step is None:
+        return simplify(ast.BinOp(left=copy.deepcopy(element.upper), op=ast.Sub(), right=copy.deepcopy(element.lower)))
+    return None
+
+
+def _sites(kernel: Kernel) -> list[tuple[ast.For, ast.Expr, str, ast.expr]]:
+    found = []
+    affine = f"{kernel.nl}.affine_range"
+    for loop in walk_kernel(kernel):
+        if not (isinstance(loop, ast.For) and isinstance(loop.target, ast.Name) and isinstance(loop.iter, ast.Call)
+                and dotted(loop.iter.func) == affine and len(loop.iter.args) == 1 and not loop.orelse):
+            continue
+        column = _column_index(loop)
+        if column is None:
+            continue
+        start, size = column
+        variant = stored_names(loop) | {loop.target.id}
+        stores = [s for s in loop.body if isinstance(s, ast.Expr) and kernel.is_nl(s.value, "store")]
+        if len(stores) != 1 or stores[0] is not loop.body[-1]:
+            continue
+        call = stores[0].value
+        if not (call.args and isinstance(call.args[0], ast.Subscript) and isinstance(call.args[0].value, ast.Name)
+                and len(call.args) + len(call.keywords) == 2
+                and all(k.arg == "value" for k in call.keywords)):
+            continue
+        region = call.args[0]
+        elements = region.slice.elts if isinstance(region.slice, ast.Tuple) else [region.slice]
+        if len(elements) < 2 or not _is_block(elements[-1], start, size):
+            continue
+        partitions = elements[-2]
+        if _extent(partitions) is None:
+            continue
+        # Every other index of the region is the same in all iterations (the rows being written).
+        if any(loaded_names(e) & variant for e in elements[:-1]):
+            continue
+        found.append((loop, stores[0], start, size))
+    return found
+
+
+def visit_batch_stores(tree: ast.Module, target: int | None) -> list[Site]:
+    kernel, sites = Kernel(tree), []
+    for loop, store, start, size in _sites(kernel):
+        if len(sites) == target:
+            _apply(kernel, loop, store, start, size)
+        sites.append(Site(f"`{short(store.value, 60)}` (line {line_of(store)}) stores one block per `{loop.target.id}`: "
+                          "gather the row in SBUF and store it with one DMA after the loop", line_of(store)))
+    return sites
+
+
+def _apply(kernel: Kernel, loop: ast.For, store: ast.Expr, start: str, size: ast.expr) -> None:
+    call = store.value
+    region = call.args[0]
+    value = call.args[1] if len(call.args) == 2 else call.keywords[0].value
+    output = region.value.id
+    elements = list(region.slice.elts) if isinstance(region.slice, ast.Tuple) else [region.slice]
+    count = loop.iter.args[0]
+    width = ast.BinOp(left=copy.deepcopy(count), op=ast.Mult(), right=copy.deepcopy(size))
+    row = kernel.fresh_name(f"{output}_row")
+    alloc = ast.Assign(targets=[ast.Name(row, ast.Store())], value=ast.Call(
+        func=kernel.nl_attr("ndarray"),
+        args=[ast.Tuple(elts=[_extent(elements[-2]), copy.deepcopy(width)], ctx=ast.Load())],
+        keywords=[ast.keyword("dtype", ast.Attribute(value=ast.Name(output, ast.Load()), attr="dtype",
+                                                     ctx=ast.Load())),
+                  ast.keyword("buffer", kernel.nl_attr("sbuf"))]))
+    block = copy.deepcopy(elements[-1])
+    fill = ast.Assign(targets=[ast.Subscript(value=ast.Name(row, ast.Load()),
+                                             slice=ast.Tuple(elts=[ast.Slice(), block], ctx=ast.Load()),
+                                             ctx=ast.Store())], value=value)
+    loop.body[-1] = ast.copy_location(fill, store)
+    whole = elements[:-1] + [ast.Slice(lower=ast.Constant(0), upper=width)]
+    final = ast.Expr(value=ast.Call(
+        func=copy.deepcopy(call.func),
+        args=[ast.Subscript(value=ast.Name(output, ast.Load()), slice=ast.Tuple(elts=whole, ctx=ast.Load()),
+                            ctx=ast.Load())],
+        keywords=[ast.keyword("value", ast.Name(row, ast.Load()))]))
+    block_list, position = kernel.block_of(loop)
+    block_list[position:position + 1] = [alloc, loop, final]
