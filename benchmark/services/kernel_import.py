@@ -20,6 +20,7 @@ from django.core.exceptions import ValidationError
 from benchmark.models import DEFAULT_CASE, DEFAULT_SUITE, Evaluation, Kernel, Problem
 from benchmark.services.access import visible_problems
 from benchmark.services.kernels import kernel_source_limit, upload_kernel
+from benchmark.sizes import human_bytes
 
 MAX_FILES = 200  # one request or command; more is a sign of the wrong folder
 _SHAPE_PART = re.compile(r"^([A-Za-z]+)(\d+)$")
@@ -75,7 +76,7 @@ def import_kernels(
             errors.append(f"{name}: not UTF-8 text (byte {error.start})")
             continue
         if len(source.encode()) > limit:
-            errors.append(f"{name}: larger than the {limit // 1024} KiB a kernel source may be")
+            errors.append(f"{name}: {human_bytes(len(source.encode()))}, over the {human_bytes(limit)} a kernel may be")
             continue
         target = problem or problem_for_file(name, problems)
         if target is None:

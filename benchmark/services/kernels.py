@@ -17,6 +17,7 @@ from benchmark.models import DEFAULT_LANGUAGE, Evaluation, Kernel, KernelOrigin,
 from benchmark.platforms import platforms_for
 from benchmark.services.access import can_create_kernels
 from benchmark.services.evaluations import check_platform_for, reference_size, request_evaluation
+from benchmark.sizes import human_bytes
 
 # The suite of the problems users create from their own reference files (private to them).
 CUSTOM_SUITE = "custom"
@@ -55,7 +56,7 @@ def create_kernel(
     limit = kernel_source_limit()
     if size > limit:
         raise ValidationError(
-            f"the kernel source is {size / 1024:.1f} KiB; the limit is {limit // 1024} KiB"
+            f"the kernel source is {human_bytes(size)}; the limit is {human_bytes(limit)}"
         )
     if not source.strip():
         raise ValidationError("the kernel source is empty")
