@@ -234,6 +234,9 @@ def check_budget(agent: str, search: dict[str, Any] | None, models: dict[str, st
     """The budget against the run's upper-bound estimate: notes for the run form and the run (launch_notes)."""
     if budget.empty:
         return []
+    search = dict(search or {})
+    if agent == AgentKind.OFFLINE:
+        search.setdefault("fix_attempts", 0)  # as create_run sets it: the offline agent repairs nothing
     config = _search_config(search)
     calls = max_agent_calls(search)
     kwargs: dict[str, Any] = {}
