@@ -8,20 +8,25 @@ error answers, one JSON body for all of them: {"detail": "<what went wrong>"}.
     ValidationError     400  (Django's: bad input a service refused; its messages joined by spaces)
     ValueError          400  (bad input a service or a parser refused, e.g. a malformed problem address)
 
-ninja's own answers stay as they are: 401/403 from the auth classes, 422 for a request body or query that
-does not fit its schema, and HttpError(status, message) for anything an endpoint raises itself.
+ninja's own answers keep their status: 401/403 from the auth classes, 422 for a request body or query that
+does not fit its schema (its detail a message naming each wrong or unknown field; the list in "errors"), and
+HttpError(status, message) for anything an endpoint raises itself. A body over DATA_UPLOAD_MAX_MEMORY_SIZE is
+a 413 with both sizes, and a path under /api/ that names no endpoint a 404 (`unknown_endpoint`): JSON too.
 """
 
 from __future__ import annotations
 
 import pydantic
-from django.core.exceptions import PermissionDenied, ValidationError
-from django.http import Http404, HttpRequest, HttpResponse
+from django.conf import settings
+from django.core.exceptions import PermissionDenied, RequestDataTooBig, SuspiciousOperation, ValidationError
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from ninja import NinjaAPI, Schema
+from ninja.errors import ValidationError as SchemaError
 
 from accounts.auth import api_auth
 from accounts.roles import roles_of
 from benchmark.api import router as benchmark_router
+from benchmark.sizes import human_bytes
 from campaigns.api import router as campaigns_router
 from memory.api import router as memory_router
 from optimizer.api import router as optimizer_router
@@ -60,6 +65,36 @@ def forbidden(request: HttpRequest, error: PermissionDenied) -> HttpResponse:
 @api.exception_handler(ValidationError)
 def invalid(request: HttpRequest, error: ValidationError) -> HttpResponse:
     return _error(request, 400, " ".join(error.messages))
+
+
+@api.exception_handler(SchemaError)
+def unfit(request: HttpRequest, error: SchemaError) -> HttpResponse:
+    problems = []
+    for item in error.errors:
+        where = ".".join(str(part) for part in item.get("loc", ()) if part not in ("body", "payload", "query", "form"))
+        if item.get("type") == "extra_forbidden":
+            problems.append(f"unknown field {where!r}")
+        else:
+            problems.append(f"{where or 'request'}: {item.get('msg', 'invalid')}")
+    return api.create_response(request, {"detail": "; ".join(problems), "errors": error.errors}, status=422)
+
+
+@api.exception_handler(RequestDataTooBig)
+def too_big(request: HttpRequest, error: RequestDataTooBig) -> HttpResponse:
+    limit = human_bytes(settings.DATA_UPLOAD_MAX_MEMORY_SIZE)
+    length = request.META.get("CONTENT_LENGTH", "")
+    size = f"the request body is {human_bytes(int(length))}" if length.isdigit() else "the request body is too large"
+    return _error(request, 413, f"{size}; the limit is {limit}")
+
+
+@api.exception_handler(SuspiciousOperation)
+def refused(request: HttpRequest, error: SuspiciousOperation) -> HttpResponse:
+    return _error(request, 400, str(error) or "Bad Request")
+
+
+def unknown_endpoint(request: HttpRequest, path: str = "") -> JsonResponse:
+    """Any /api/ path no router answers: a JSON 404 (Django's own would be an HTML page)."""
+    return JsonResponse({"detail": f"no API endpoint {request.path}; the endpoints are listed at /api/docs"}, status=404)
 
 
 @api.exception_handler(ValueError)

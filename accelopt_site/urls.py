@@ -5,10 +5,10 @@ static/."""
 from __future__ import annotations
 
 from django.contrib import admin
-from django.urls import include, path
+from django.urls import include, path, re_path
 
 from accelopt_site import views
-from accelopt_site.api import api
+from accelopt_site.api import api, unknown_endpoint
 from accelopt_site.evaluation_queue import evaluation_queue
 
 urlpatterns = [
@@ -18,6 +18,7 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("accounts/", include("accounts.urls")),
     path("api/", api.urls),
+    re_path(r"^api/(?P<path>.*)$", unknown_endpoint),  # after the API's own: an unknown /api/ path answers JSON
     path("", include("benchmark.urls")),
     path("", include("optimizer.urls")),
     path("", include("memory.urls")),

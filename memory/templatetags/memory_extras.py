@@ -5,8 +5,10 @@ from __future__ import annotations
 from typing import Any
 
 from django import template
+from django.utils.safestring import mark_safe
 
 from memory import learning
+from memory.markdown import render_markdown
 from memory.models import MemoryEntry
 
 register = template.Library()
@@ -31,3 +33,20 @@ def memory_evidence(context: dict[str, Any], entry: MemoryEntry, can_curate: boo
 def memory_merge_proposals(context: dict[str, Any], can_curate: bool = False) -> dict[str, Any]:
     return {"proposals": list(learning.open_proposals()[:50]), "can_curate": can_curate,
             "csrf_token": context.get("csrf_token"), "request": context.get("request")}
+
+
+@register.filter
+def markdown_text(source: str | None) -> str:
+    """A summary's Markdown as HTML (escaped first: memory.markdown)."""
+    return mark_safe(render_markdown(source or ""))  # noqa: S308 - render_markdown escapes everything first
+
+
+@register.filter
+def entry_effect(entry: MemoryEntry) -> str:
+    """An entry's effect as its rewrite had it: a positive one's speedup (1.73×), a negative one's slowdown
+    (0.58×: the stored ratio is slow over fast, always >= 1, as AccelOpt keeps it)."""
+    if not entry.speedup:
+        return "—"
+    if entry.polarity == "negative":
+        return f"{1 / entry.speedup:.2f}× (slower)"
+    return f"{entry.speedup:.2f}×"
