@@ -193,6 +193,9 @@ def create_run(
     if agent == AgentKind.OFFLINE:
         # The offline agent repairs nothing; a Fixer round would only record "unusable" replies.
         search.setdefault("fix_attempts", 0)
+    if backend == Backend.TRITON_INTERPRETER:
+        # The interpreter measures no latency: the search ranks by correctness (optimizer.search.unmeasured).
+        search.setdefault("correctness_only", True)
     config = _search_config(search)
     caps = parse_budget(budget)
     role_models: dict[str, Any] = {}
