@@ -86,11 +86,22 @@ class _MultipleFileInput(forms.ClearableFileInput):
     allow_multiple_selected = True
 
 
+class _MultipleFileField(forms.FileField):
+    """Several files in one field (Django's FileField takes one): the cleaned value is a list."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("widget", _MultipleFileInput(attrs={"accept": ".json,.jsonl"}))
+        super().__init__(*args, **kwargs)
+
+    def clean(self, data: Any, initial: Any = None) -> list[Any]:
+        files = data if isinstance(data, (list, tuple)) else [data]
+        return [super(_MultipleFileField, self).clean(item, initial) for item in files]
+
+
 class FlashInferImportForm(forms.Form):
     """FlashInfer-Bench files for `services.import_flashinfer`: definitions, workloads and solutions at once."""
 
-    files = forms.FileField(
-        widget=_MultipleFileInput(attrs={"multiple": True, "accept": ".json,.jsonl"}),
+    files = _MultipleFileField(
         label="FlashInfer-Bench files",
         help_text="Definitions (.json: axes, inputs, outputs, reference), workloads (.jsonl, one per line) and "
         "solutions (.json: spec, sources). Select several at once. Nothing is stored if any file is wrong.",
@@ -101,7 +112,7 @@ class FlashInferImportForm(forms.Form):
                                   help_text="Evaluate every imported solution on the platform's default backend.")
 
     def clean_files(self) -> list[tuple[str, str]]:
-        uploads = self.files.getlist("files")
+        uploads = self.cleaned_data["files"]
         named = []
         for upload in uploads:
             if upload.size is not None and upload.size > FLASHINFER_MAX_FILE_BYTES:

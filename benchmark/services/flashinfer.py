@@ -10,6 +10,7 @@ identified by its uuid, so importing more workloads of a definition adds to the 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,14 +20,15 @@ from django.core.exceptions import ValidationError
 from django.db import transaction
 
 from benchmark.models import Evaluation, Kernel, KernelOrigin, Problem, Visibility
-from benchmark.platforms import TRITON, get_definition
+from benchmark.platforms import TRITON, Backend, get_definition
 from benchmark.services.evaluations import request_evaluation
-from benchmark.services.kernels import create_kernel
-from benchmark.services.ranking import best_evaluation
+from benchmark.services.kernels import TRITON_ENTRY_POINT, create_kernel
 
 # Where imported definitions go unless told otherwise, and the case naming "all of its workloads".
 FLASHINFER_SUITE = "flashinfer"
 WORKLOADS_CASE = "workloads"
+# Who an exported solution of ours names as its author, unless it came with one.
+EXPORT_AUTHOR = "AccelOpt Studio"
 # The largest file an import reads (a definition, a workload list, a solution): FlashInfer-Bench's are KiBs.
 MAX_FILE_BYTES = 8 * 1024 * 1024
 
@@ -62,9 +64,10 @@ class FlashInferImportSummary:
 
 
 def _fib() -> Any:
-    # The Triton core's reader (benchmark/triton/flashinfer.py) is being written alongside; until it lands,
-    # an import says so instead of guessing at the formats with a second parser.
-    raise ValidationError("FlashInfer-Bench files cannot be read yet: benchmark.triton.flashinfer is not installed")
+    # Imported on first use, like the evaluation pipeline: web processes that never import need none of it.
+    from benchmark.triton import flashinfer
+
+    return flashinfer
 
 
 # --------------------------------------------------------------------------------------------------
@@ -150,7 +153,8 @@ def items_from_payload(payload: dict[str, Any]) -> FlashInferItems:
 
 
 def _parse(kind: str, data: Any, label: str) -> Any:
-    """One object through the Triton core's reader; its complaint, prefixed with where it came from."""
+    """One object through the Triton core's reader; its complaint (naming the field), prefixed with where
+    the object came from."""
     reader = getattr(_fib(), f"parse_{kind}")
     try:
         return reader(data)
@@ -158,18 +162,45 @@ def _parse(kind: str, data: Any, label: str) -> Any:
         raise ValidationError(f"{label}: {error}") from None
 
 
-def _problem_fields(definition: Any, raw: dict[str, Any], user: Any) -> dict[str, Any]:
-    fib = _fib()
+def _problem_fields(definition: Any) -> dict[str, Any]:
     return {
         "language": TRITON,
-        "family": str(raw.get("op_type") or "")[:64],
+        "family": definition.op_type[:64],
         "title": definition.name[:200],
-        "description": str(raw.get("description") or ""),
-        "parameters": fib.const_axes(definition),
+        "description": definition.description,
+        "parameters": dict(definition.const_axes),
         "reference_source": definition.reference,
-        "definition": fib.dump_definition(definition),
+        "definition": _fib().definition_to_dict(definition),
         "visibility": Visibility.PUBLIC,
     }
+
+
+def _check_workload(definition: Any, workload: Any) -> None:
+    """A workload must give every variable axis of its definition and name only the definition's inputs."""
+    definition.axis_values(workload)  # FormatError naming a missing axis
+    unknown = sorted(set(workload.inputs) - set(definition.inputs))
+    if unknown:
+        raise ValueError(f"workload.inputs.{unknown[0]}: not an input of {definition.name} "
+                         f"(inputs are {sorted(definition.inputs)})")
+    extra = sorted(set(workload.axes) - set(definition.var_axes))
+    if extra:
+        raise ValueError(f"workload.axes.{extra[0]}: not a variable axis of {definition.name} "
+                         f"(variable axes are {sorted(definition.var_axes)})")
+
+
+def _solution_parts(solution: Any) -> tuple[str, str, dict[str, Any]]:
+    """A solution as what a Kernel row holds: its one source, its entry point, and the rest (for export)."""
+    if solution.language != TRITON:
+        raise ValueError(f"spec.language: {solution.language!r} solutions are not supported; only triton")
+    if len(solution.sources) != 1:
+        raise ValueError(f"sources: {len(solution.sources)} files ({', '.join(solution.sources)}); only "
+                         "single-file solutions are supported (the sandbox runs one module)")
+    meta = {
+        "name": solution.name, "author": solution.author, "description": solution.description,
+        "target_hardware": list(solution.target_hardware), "dependencies": list(solution.dependencies),
+        "path": solution.entry_file, "extra": solution.extra,
+    }
+    return solution.sources[solution.entry_file], solution.entry_point, meta
 
 
 def import_flashinfer(
@@ -223,13 +254,14 @@ def _import_definitions(items: FlashInferItems, summary: FlashInferImportSummary
         definition = _parse("definition", raw, label)
         if definition.name in problems:
             raise ValidationError(f"{label}: a second definition named {definition.name!r} in this import")
-        if len(definition.name) > Problem._meta.get_field("slug").max_length:
-            raise ValidationError(f"{label}: the name {definition.name!r} is longer than 100 characters")
+        if not re.fullmatch(r"[A-Za-z0-9_-]{1,100}", definition.name):
+            raise ValidationError(f"{label}: name: {definition.name!r} cannot name a problem (letters, digits, "
+                                  "_ and -, at most 100)")
         problem = Problem.objects.select_for_update().filter(suite=suite, slug=definition.name,
                                                               case=WORKLOADS_CASE).first()
         if problem is not None and not problem.is_triton:
             raise ValidationError(f"{label}: {problem.address} is an existing {problem.language} problem")
-        fields = _problem_fields(definition, raw, user)
+        fields = _problem_fields(definition)
         if problem is None:
             problem = Problem.objects.create(suite=suite, slug=definition.name, case=WORKLOADS_CASE,
                                              owner=user if getattr(user, "is_authenticated", False) else None,
@@ -252,11 +284,13 @@ def _import_workloads(items: FlashInferItems, problems: dict[str, Problem], summ
         workload = _parse("workload", raw, label)
         problem = _problem_named(problems, workload.definition, suite, label)
         try:
-            fib.check_workload(fib.parse_definition(problem.definition), workload)
+            _check_workload(fib.parse_definition(problem.definition), workload)
         except ValueError as error:
             raise ValidationError(f"{label}: {error}") from None
-        dumped = fib.dump_workload(workload)
-        uuids = [w.get("uuid") for w in problem.workloads]
+        if not workload.uuid:
+            raise ValidationError(f"{label}: workload.uuid: missing (a workload is kept and replaced by its uuid)")
+        dumped = fib.workload_to_dict(workload)
+        uuids = [w["workload"].get("uuid") for w in problem.workloads]
         if workload.uuid in uuids:
             problem.workloads[uuids.index(workload.uuid)] = dumped
         else:
@@ -271,7 +305,6 @@ def _import_workloads(items: FlashInferItems, problems: dict[str, Problem], summ
 
 def _import_solutions(items: FlashInferItems, problems: dict[str, Problem], summary: FlashInferImportSummary,
                       user: Any, suite: str) -> None:
-    fib = _fib()
     for label, raw in items.solutions:
         solution = _parse("solution", raw, label)
         problem = _problem_named(problems, solution.definition, suite, label)
@@ -279,7 +312,7 @@ def _import_solutions(items: FlashInferItems, problems: dict[str, Problem], summ
             raise ValidationError(f"{label}: definition {solution.definition!r} has no workloads to evaluate "
                                   "the solution on; import its workloads (.jsonl) with it")
         try:
-            source, entry_point, meta = fib.solution_parts(solution)
+            source, entry_point, meta = _solution_parts(solution)
         except ValueError as error:
             raise ValidationError(f"{label}: {error}") from None
         kernel, created = create_kernel(problem, source, origin=KernelOrigin.IMPORTED, author=user,
@@ -306,13 +339,17 @@ def exportable_kernel(problem: Problem) -> tuple[Kernel, Evaluation]:
     if not problem.is_triton:
         raise ValidationError(f"{problem.address} is an {problem.language} problem; only Triton problems export "
                               "as FlashInfer-Bench solutions")
-    measured = [e for p in problem.platforms if (e := best_evaluation(problem, p, backend="cuda")) is not None]
-    if measured:
-        best = min(measured, key=lambda e: (e.latency_ms, e.pk))
+    platforms = [p.value for p in problem.platforms]
+    best = (
+        Evaluation.objects.rankable()
+        .filter(kernel__problem=problem, backend=Backend.CUDA, platform__in=platforms)
+        .select_related("kernel").order_by("latency_ms", "id").first()
+    )
+    if best is not None:
         return best.kernel, best
     correct = (
         Evaluation.objects.filter(kernel__problem=problem, correct=True, error_kind="", review="",
-                                  status="done", platform__in=list(problem.platforms))
+                                  status="done", platform__in=platforms)
         .select_related("kernel").order_by("-finished", "-id").first()
     )
     if correct is None:
@@ -327,11 +364,18 @@ def export_solution(problem: Problem, kernel: Kernel | None = None) -> dict[str,
         kernel, _ = exportable_kernel(problem)
     elif kernel.problem_id != problem.pk or not problem.is_triton:
         raise ValidationError(f"kernel {kernel.pk} is not a kernel of the Triton problem {problem.address}")
-    return _fib().solution_from_parts(
+    fib, meta = _fib(), kernel.solution_meta or {}
+    entry_point = kernel.entry_point or TRITON_ENTRY_POINT
+    solution = fib.Solution(
+        name=meta.get("name") or f"accelopt_{problem.slug}_{kernel.sha256[:10]}",
         definition=problem.definition.get("name") or problem.slug,
-        source=kernel.source,
-        entry_point=kernel.entry_point,
-        meta=kernel.solution_meta,
-        default_name=f"accelopt_{problem.slug}_{kernel.sha256[:10]}",
-        default_hardware=[get_definition(p).hardware_name for p in problem.platforms],
+        author=meta.get("author") or EXPORT_AUTHOR,
+        language=TRITON,
+        target_hardware=tuple(meta.get("target_hardware") or (p.value.upper() for p in problem.platforms)),
+        entry_point=entry_point,
+        sources={entry_point.split("::", 1)[0]: kernel.source},
+        dependencies=tuple(meta.get("dependencies") or ()),
+        description=meta.get("description") or "",
+        extra=dict(meta.get("extra") or {}),
     )
+    return fib.solution_to_dict(solution)

@@ -17,7 +17,7 @@ def triton_problem(db: Any) -> Problem:
     problem = Problem.objects.create(
         suite="flashinfer", slug="studio_axpy_h16", case="workloads", family="elementwise", language="triton",
         reference_source="import torch\n\n\ndef run(x, y):\n    return 2.0 * x + y\n",
-        definition={"name": "studio_axpy_h16"}, workloads=[{"uuid": "w1", "axes": {"batch": 3}, "inputs": {}}],
+        definition={"name": "studio_axpy_h16"}, workloads=[{"definition": "studio_axpy_h16", "workload": {"uuid": "w1", "axes": {"batch": 3}, "inputs": {}}}],
     )
     baseline = Kernel.objects.create(problem=problem, source=TRITON_SOURCE, sha256=source_sha256(TRITON_SOURCE),
                                      origin=KernelOrigin.IMPORTED, name="axpy solution", entry_point="main.py::run")
