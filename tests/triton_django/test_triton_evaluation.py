@@ -1,0 +1,48 @@
+"""An imported FlashInfer-Bench solution evaluated through the evaluation service on the Triton interpreter
+(issue 24): judged correct with no latency, shown as "correctness only: no GPU", never ranked; a wrong kernel
+uploaded for the same problem judged incorrect. Needs the interpreter backend in benchmark.evaluation."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from benchmark import services
+from benchmark.evaluation.backends import BACKENDS
+from benchmark.leaderboard import build_leaderboard
+from benchmark.models import Problem
+
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+
+pytestmark = [
+    pytest.mark.django_db,
+    pytest.mark.skipif("triton-interpreter" not in BACKENDS,
+                       reason="the triton-interpreter backend is not registered in benchmark.evaluation yet"),
+]
+
+
+@pytest.fixture
+def imported(settings) -> Problem:
+    settings.ACCELOPT_EVALUATION_INLINE = True
+    summary = services.import_flashinfer(services.flashinfer_items_from_paths([str(FIXTURES)]), platform="h100",
+                                         evaluate=True)
+    return summary.problems[0]
+
+
+def test_the_imported_solution_is_judged_correct_with_no_latency(imported):
+    evaluation = imported.baseline_kernel.evaluations.get()
+    assert (evaluation.platform, evaluation.backend) == ("h100", "triton-interpreter")
+    assert evaluation.correct is True and not evaluation.error_kind, evaluation.error_message
+    assert evaluation.latency_ms is None and not evaluation.is_rankable
+    row = build_leaderboard("h100").rows[0]
+    assert row.best is None and row.correct_only == evaluation
+    assert services.export_solution(imported)["name"] == "studio_axpy_blocked"
+
+
+def test_a_wrong_triton_kernel_is_judged_incorrect(imported, engineer):
+    wrong = imported.baseline_kernel.source.replace("2.0 * x + y", "x + y")
+    _, _, evaluation = services.upload_kernel(engineer, kernel_source=wrong, problem=imported, wait=True)
+    evaluation.refresh_from_db()
+    assert (evaluation.platform, evaluation.backend) == ("h100", "triton-interpreter")
+    assert evaluation.correct is False and evaluation.error_kind == "incorrect"
