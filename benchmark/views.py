@@ -27,8 +27,9 @@ from benchmark.display import (
 )
 from benchmark.forms import FlashInferImportForm, KernelUploadForm
 from benchmark.leaderboard import build_leaderboard
-from benchmark.models import ErrorKind, Evaluation, KernelOrigin, Platform, Review
-from benchmark.provenance import evaluation_provenance, generated_by
+from benchmark.models import ErrorKind, Evaluation, Kernel, KernelOrigin, Platform, Review
+from benchmark.provenance import evaluation_provenance, generated_by, generating_runs
+from benchmark.services.ranking import generated_groups
 
 KERNELS_PER_PAGE = 50
 
@@ -104,6 +105,17 @@ def kernel_list(request: HttpRequest) -> HttpResponse:
         request.user, origin=origin, problem_id=int(problem_filter) if problem_filter.isdigit() else None,
         mine=bool(request.GET.get("mine")),
     )
+    run_filter = request.GET.get("run", "")
+    groups: list[dict[str, Any]] = []
+    if run_filter.isdigit():
+        kernels = kernels.filter(run_id=int(run_filter))
+    elif not origin:
+        # Generated kernels, hundreds per run, would flood the list: one line per run, uploads stay visible.
+        groups = generated_groups(kernels)
+        runs = generating_runs(Kernel(run_id=group["run_id"]) for group in groups)
+        for group in groups:
+            group["run"] = runs.get(group["run_id"])
+        kernels = kernels.exclude(origin=KernelOrigin.GENERATED)
     page = Paginator(kernels, KERNELS_PER_PAGE).get_page(request.GET.get("page"))
     rows = [
         {"kernel": kernel, "latest": {e.platform: e for e in reversed(kernel.current_evaluations)}}
@@ -115,6 +127,8 @@ def kernel_list(request: HttpRequest) -> HttpResponse:
         {
             "page": page,
             "rows": rows,
+            "groups": groups,
+            "run_filter": run_filter,
             "origin": origin,
             "origins": KernelOrigin.choices,
             "can_upload": services.can_create_kernels(request.user),

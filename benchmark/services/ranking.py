@@ -11,7 +11,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from django.core.exceptions import ValidationError
-from django.db.models import Prefetch, QuerySet
+from django.db.models import Count, Max, Prefetch, QuerySet
 
 from benchmark.models import Evaluation, Kernel, KernelOrigin, Problem
 from benchmark.platforms import DEFAULT_BACKEND, DEFAULT_PLATFORM, NKI, get_definition, platforms_for
@@ -138,6 +138,21 @@ def _current_versions(backends: Iterable[str]) -> list[str]:
         except ValidationError:
             continue
     return versions
+
+
+def generated_groups(kernels: QuerySet[Kernel]) -> list[dict[str, Any]]:
+    """Generated kernels among `kernels`, one entry per run that wrote them (newest run first): the run id,
+    the problem, how many kernels and when the newest was written. The kernels list shows these instead of
+    every rewrite, so that uploads stay visible (issue 20)."""
+    groups = (
+        kernels.filter(origin=KernelOrigin.GENERATED).order_by()
+        .values("run_id", "problem_id").annotate(count=Count("id"), newest=Max("created")).order_by("-newest")
+    )
+    rows = list(groups)
+    problems = Problem.objects.in_bulk({row["problem_id"] for row in rows})
+    for row in rows:
+        row["problem"] = problems.get(row["problem_id"])
+    return rows
 
 
 def find_kernels(
