@@ -77,6 +77,8 @@ def classify_exception(exc: BaseException) -> str:
     """A kernel's exception as a status: Triton's compile errors, our guard failures, the rest runtime errors."""
     if isinstance(exc, KernelFailure):
         return exc.kind
+    if isinstance(exc, (SyntaxError, ImportError)):  # the source does not build: Python's compile step
+        return "compile_error"
     names = {cls.__name__ for cls in type(exc).__mro__}
     if names & {"CompilationError", "CompileTimeAssertionFailure", "UnsupportedLanguageConstruct"}:
         return "compile_error"
