@@ -38,7 +38,7 @@ class CampaignIn(Schema):
     models: dict[str, str] = Field(default_factory=dict, description="model name per role (LLM agent)")
     memory: bool = True
     budgets: dict[str, float] = Field(
-        default_factory=dict, description="max_tokens, max_dollars, max_wall_s, max_evaluations for the whole campaign"
+        default_factory=dict, description="max_tokens, max_cost_usd, max_wall_time_s, max_evaluations for the whole campaign"
     )
     max_concurrent_runs: int | None = None
     is_public: bool = False

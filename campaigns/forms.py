@@ -49,8 +49,8 @@ class CampaignForm(forms.Form):
                                 help_text="Off: the Planner is shown no entries and none are written.")
     seed = forms.IntegerField(min_value=0, initial=0)
     max_tokens = forms.IntegerField(required=False, min_value=1, label="Max tokens")
-    max_dollars = forms.FloatField(required=False, min_value=0.0001, label="Max dollars")
-    max_wall_s = forms.FloatField(required=False, min_value=1, label="Max wall time (s)")
+    max_cost_usd = forms.FloatField(required=False, min_value=0.0001, label="Max dollars")
+    max_wall_time_s = forms.FloatField(required=False, min_value=1, label="Max wall time (s)")
     max_evaluations = forms.IntegerField(required=False, min_value=1, label="Max evaluations")
     max_concurrent_runs = forms.IntegerField(required=False, min_value=1, max_value=64, label="Runs at once",
                                              help_text="Default: what the worker drives at once.")

@@ -23,8 +23,8 @@ FINISHED_CAMPAIGN_STATUSES = frozenset(
     {CampaignStatus.FINISHED, CampaignStatus.CANCELLED, CampaignStatus.STOPPED_BUDGET}
 )
 
-# The four budgets a campaign and a run share (optimizer's Run carries the same names): None = no limit.
-BUDGET_FIELDS = ("max_tokens", "max_dollars", "max_wall_s", "max_evaluations")
+# The four budgets, named as optimizer.search.budget.BUDGET_FIELDS and the Run's fields: None = no limit.
+BUDGET_FIELDS = ("max_tokens", "max_cost_usd", "max_wall_time_s", "max_evaluations")
 
 
 class Campaign(models.Model):
@@ -42,8 +42,8 @@ class Campaign(models.Model):
     config = models.JSONField(default=dict, blank=True)
 
     max_tokens = models.PositiveBigIntegerField(null=True, blank=True)
-    max_dollars = models.FloatField(null=True, blank=True)
-    max_wall_s = models.FloatField(null=True, blank=True)
+    max_cost_usd = models.FloatField(null=True, blank=True, help_text="Most LLM dollars, all runs together.")
+    max_wall_time_s = models.FloatField(null=True, blank=True, help_text="Most seconds from launch to the end.")
     max_evaluations = models.PositiveIntegerField(null=True, blank=True)
     # Runs of this campaign queued or running at once (campaigns.scheduler explains the fairness this gives).
     max_concurrent_runs = models.PositiveIntegerField(default=1)

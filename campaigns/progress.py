@@ -18,8 +18,9 @@ from django.db.models import Count, Q, Sum
 
 from benchmark.models import Evaluation
 from campaigns.models import Campaign, CampaignEntry, EntryStatus
-from campaigns.scheduler import campaign_usage
+from campaigns.scheduler import campaign_budget, campaign_usage
 from optimizer.models import AgentCall, Candidate, CandidateStatus, Iteration
+from optimizer.search.budget import progress
 
 
 def geomean(values: list[float]) -> float | None:
@@ -123,7 +124,8 @@ def headline(campaign: Campaign, rows: list[dict[str, Any]]) -> dict[str, Any]:
         "finished_runs": sum(1 for r in rows if r["run"] is not None and r["run"].is_finished),
         "skipped": sum(1 for r in rows if r["entry"].status == EntryStatus.SKIPPED),
         "usage": usage,
-        "cost_usd": usage.dollars if usage.cost_known else None,
+        "cost_usd": None if usage.cost_unknown else usage.cost_usd,
+        "budgets": progress(campaign_budget(campaign), usage),
     }
 
 

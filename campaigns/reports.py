@@ -69,7 +69,7 @@ def campaign_report(campaign: Campaign) -> dict[str, Any]:
             "problems": head["problems"],
         },
         "usage": {"tokens": usage.tokens, "cost_usd": head["cost_usd"], "unpriced_calls": usage.unpriced_calls,
-                  "evaluations": usage.evaluations, "wall_s": usage.wall_s},
+                  "evaluations": usage.evaluations, "wall_time_s": usage.wall_time_s},
         "rows": [_row_out(row) for row in rows],
         "by_iteration": iteration_curve(rows),
         "by_dollars": dollar_curve(rows),

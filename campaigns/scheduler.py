@@ -9,11 +9,13 @@ campaign problems go in order, each run bounded by its iterations and budgets. (
 at iteration granularity would need a worker that parks a run after every step and reopens it from its
 checkpoint, agents and memory included, for each iteration: more work per step for no better order.)
 
-Budgets. A campaign's four budgets (tokens, dollars, wall time, evaluations) cover all its runs together.
-A run launched by the scheduler gets what is left of each as its own budget where the optimizer's Run has
-budget fields (a run that reaches one stops itself cleanly); in any case the scheduler compares the
-campaign's totals with its budgets every time one of its runs publishes events, and once one is reached it
-launches nothing more and stops the runs still going (cancelled between steps: everything found is kept).
+Budgets. A campaign's four budgets (optimizer.search.budget: tokens, dollars, wall time, evaluations) cover
+all its runs together, checked with the optimizer's own checker over the sum of its runs' usage. A run the
+scheduler launches gets what is left of each as its own budget (it stops itself cleanly, "stopped: budget",
+when it reaches one); and every time one of its runs publishes events the scheduler compares the campaign's
+totals with its budgets: once one is reached it launches nothing more and skips the problems left; a run
+still going stops itself at its own cap on that budget, and one without such a cap (or on wall time) is
+cancelled between steps. Either way everything it found is kept.
 
 Triggers: create_campaign, and `on_run_events`, which optimizer.events awaits after each publish
 (registered in CampaignsConfig.ready), in whatever process drives the run.
@@ -22,19 +24,20 @@ Triggers: create_campaign, and `on_run_events`, which optimizer.events awaits af
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import replace
 from typing import Any
 
 from asgiref.sync import async_to_sync, sync_to_async
 from channels.layers import get_channel_layer
 from django.core.exceptions import ValidationError
 from django.db import transaction
-from django.db.models import F, Sum
+from django.db.models import F
 from django.utils import timezone
 
-from campaigns.models import BUDGET_FIELDS, Campaign, CampaignEntry, CampaignStatus, EntryStatus
+from campaigns.models import Campaign, CampaignEntry, CampaignStatus, EntryStatus
 from optimizer import services as optimizer_services
-from optimizer.models import Candidate, CandidateStatus, Run, RunStatus
+from optimizer.models import Run, RunStatus
+from optimizer.search.budget import BUDGET_FIELDS, Budget, BudgetReached, Usage, budget_reached
 
 logger = logging.getLogger(__name__)
 
@@ -46,57 +49,25 @@ def group_name(campaign_id: int) -> str:
     return f"campaign-{campaign_id}"
 
 
-def _run_fields() -> set[str]:
-    return {field.name for field in Run._meta.get_fields()}
-
-
-@dataclass(frozen=True)
-class Usage:
-    """What a campaign's runs have used so far. `dollars` counts the calls whose cost is known; while
-    `unpriced_calls` > 0 the campaign's cost is unknown and `dollars` only a lower bound."""
-
-    tokens: int
-    dollars: float
-    unpriced_calls: int
-    evaluations: int
-    wall_s: float
-
-    def amount(self, budget: str) -> float:
-        return {"max_tokens": self.tokens, "max_dollars": self.dollars, "max_wall_s": self.wall_s,
-                "max_evaluations": self.evaluations}[budget]
-
-    @property
-    def cost_known(self) -> bool:
-        return self.unpriced_calls == 0
+def campaign_budget(campaign: Campaign) -> Budget:
+    return Budget(**{name: getattr(campaign, name) for name in BUDGET_FIELDS})
 
 
 def campaign_usage(campaign: Campaign) -> Usage:
-    runs = Run.objects.filter(campaign_entry__campaign=campaign)
-    sums: dict[str, Any] = {"prompt": Sum("prompt_tokens"), "completion": Sum("completion_tokens"),
-                            "dollars": Sum("cost_usd")}
-    if "unpriced_calls" in _run_fields():
-        sums["unpriced"] = Sum("unpriced_calls")
-    totals = runs.aggregate(**sums)
-    evaluations = Candidate.objects.filter(
-        iteration__run__campaign_entry__campaign=campaign, status=CandidateStatus.EVALUATED
-    ).count()
+    """The sum of its runs' usage (optimizer's Run.usage: tokens, known dollars, unpriced calls, evaluations),
+    except wall time, which for a campaign is the time since it was launched (queueing included)."""
+    total = Usage()
+    for run in Run.objects.filter(campaign_entry__campaign=campaign).only(
+        "prompt_tokens", "completion_tokens", "cost_usd", "unpriced_calls", "checkpoint"
+    ):
+        total = total.plus(run.usage)
     end = campaign.finished or timezone.now()
-    return Usage(
-        tokens=int((totals["prompt"] or 0) + (totals["completion"] or 0)),
-        dollars=float(totals["dollars"] or 0.0),
-        unpriced_calls=int(totals.get("unpriced") or 0),
-        evaluations=evaluations,
-        wall_s=max(0.0, (end - campaign.created).total_seconds()),
-    )
+    return replace(total, wall_time_s=max(0.0, (end - campaign.created).total_seconds()))
 
 
-def budget_reached(campaign: Campaign, usage: Usage) -> str:
-    """"" while every budget has room; else which one was reached, in words."""
-    for name in BUDGET_FIELDS:
-        limit = getattr(campaign, name)
-        if limit is not None and usage.amount(name) >= limit:
-            return f"campaign budget reached: {name.removeprefix('max_')} {usage.amount(name):g} of {limit:g}"
-    return ""
+def campaign_budget_reached(campaign: Campaign) -> BudgetReached | None:
+    """The first campaign budget its runs have reached together, or None."""
+    return budget_reached(campaign_budget(campaign), campaign_usage(campaign))
 
 
 # --- advancing ----------------------------------------------------------------------------------------
@@ -116,9 +87,10 @@ def advance(campaign_id: int) -> bool:
             return False
         entries = list(campaign.entries.select_related("run", "problem").order_by("position"))
         if campaign.status == CampaignStatus.RUNNING:
-            reason = budget_reached(campaign, campaign_usage(campaign))
-            if reason:
-                changed |= _stop(campaign, entries, CampaignStatus.STOPPED_BUDGET, reason)
+            reached = campaign_budget_reached(campaign)
+            if reached is not None:
+                changed |= _stop(campaign, entries, CampaignStatus.STOPPED_BUDGET, f"campaign {reached.describe()}",
+                                 budget=reached.budget)
             else:
                 changed |= _release(campaign, entries)
         if all(entry.run is None or entry.run.is_finished for entry in entries) and not any(
@@ -156,7 +128,7 @@ def _release(campaign: Campaign, entries: list[CampaignEntry]) -> bool:
 
 def _launch(campaign: Campaign, entry: CampaignEntry) -> Run:
     config = campaign.config or {}
-    run = optimizer_services.create_run(
+    return optimizer_services.create_run(
         campaign.owner,
         entry.problem,
         agent=campaign.agent,
@@ -165,23 +137,28 @@ def _launch(campaign: Campaign, entry: CampaignEntry) -> Run:
         search=config.get("search"),
         models=config.get("models") or None,
         is_public=campaign.is_public,
+        budget=_left(campaign),
     )
-    # What is left of each campaign budget becomes the run's own, where runs have budgets.
-    budget_fields = [name for name in BUDGET_FIELDS if name in _run_fields()]
-    if budget_fields:
-        usage = campaign_usage(campaign)
-        left = {name: max(0, getattr(campaign, name) - usage.amount(name))
-                for name in budget_fields if getattr(campaign, name) is not None}
-        if left:
-            if "max_tokens" in left:
-                left["max_tokens"] = int(left["max_tokens"])
-            if "max_evaluations" in left:
-                left["max_evaluations"] = int(left["max_evaluations"])
-            Run.objects.filter(pk=run.pk).update(**left)
-    return run
 
 
-def _stop(campaign: Campaign, entries: list[CampaignEntry], status: str, reason: str) -> bool:
+def _left(campaign: Campaign) -> dict[str, Any]:
+    """What is left of each campaign budget: the launched run's own budget, which it enforces between steps.
+    (The campaign's wall time counts from its launch, a run's only while it runs: the run's cap is an upper
+    bound.) Only called while no budget is reached, so every amount left is above 0."""
+    usage = campaign_usage(campaign)
+    left: dict[str, Any] = {}
+    for name in BUDGET_FIELDS:
+        limit = getattr(campaign, name)
+        if limit is not None:
+            amount = limit - usage.used(name)
+            left[name] = max(1, int(amount)) if name in ("max_tokens", "max_evaluations") else amount
+    return left
+
+
+def _stop(campaign: Campaign, entries: list[CampaignEntry], status: str, reason: str, budget: str = "") -> bool:
+    """Launch nothing more and stop the runs still going. On a reached `budget`, a running run that has its own
+    cap on it (what was left of the campaign's when it was launched) is left to stop itself at its next step,
+    keeping that step's kernels (optimizer's clean budget stop); any other is cancelled between steps."""
     Campaign.objects.filter(pk=campaign.pk).update(status=status, stop_reason=reason[:200])
     campaign.status = status
     for entry in entries:
@@ -189,6 +166,9 @@ def _stop(campaign: Campaign, entries: list[CampaignEntry], status: str, reason:
             entry.status, entry.note = EntryStatus.SKIPPED, reason[:300]
             entry.save(update_fields=["status", "note"])
         elif entry.run is not None and not entry.run.is_finished:
+            if budget and budget != "max_wall_time_s" and entry.run.status == RunStatus.RUNNING and getattr(
+                entry.run, budget, None) is not None:
+                continue
             entry.run = optimizer_services.cancel_run(entry.run)
             entry.note = reason[:300]
             entry.save(update_fields=["note"])

@@ -19,11 +19,12 @@ from django.http import Http404
 from accounts.roles import is_admin, is_engineer
 from benchmark import services as benchmark_services
 from benchmark.models import Backend, Platform, Problem
-from campaigns.models import BUDGET_FIELDS, Campaign, CampaignEntry, CampaignStatus
+from campaigns.models import Campaign, CampaignEntry, CampaignStatus
 from campaigns.scheduler import advance, stop_campaign
 from optimizer import conf as optimizer_conf
 from optimizer.models import AgentKind
 from optimizer.search import SearchConfig
+from optimizer.search.budget import Budget
 
 __all__ = [
     "ACCELOPT_DEFAULTS",
@@ -133,24 +134,11 @@ def resolve_problems(
 
 
 def _budgets(budgets: dict[str, Any] | None) -> dict[str, Any]:
-    budgets = dict(budgets or {})
-    unknown = sorted(set(budgets) - set(BUDGET_FIELDS))
-    if unknown:
-        raise ValidationError(f"unknown budgets {unknown}; known: {list(BUDGET_FIELDS)}")
-    cleaned: dict[str, Any] = {}
-    for name in BUDGET_FIELDS:
-        value = budgets.get(name)
-        if value in (None, ""):
-            cleaned[name] = None
-            continue
-        try:
-            number = float(value)
-        except (TypeError, ValueError):
-            raise ValidationError(f"budget {name} must be a number, got {value!r}") from None
-        if number <= 0:
-            raise ValidationError(f"budget {name} must be positive, got {value!r}")
-        cleaned[name] = number if name in ("max_dollars", "max_wall_s") else int(number)
-    return cleaned
+    """The campaign's caps by BUDGET_FIELDS name, checked by the optimizer's own Budget (None: no cap)."""
+    try:
+        return Budget.from_dict(budgets).to_dict()
+    except ValueError as error:
+        raise ValidationError(str(error)) from None
 
 
 def search_parameters(search: dict[str, Any] | None, *, agent: str, memory: bool = True) -> dict[str, Any]:
@@ -187,8 +175,8 @@ def create_campaign(
     """Store a campaign and launch its first runs: the one path for the form, the API and the command.
 
     `search` holds SearchConfig fields over AccelOpt's defaults (ACCELOPT_DEFAULTS), `models` a model per role
-    (LLM agent), `budgets` any of max_tokens, max_dollars, max_wall_s, max_evaluations for the whole
-    campaign. `max_concurrent_runs` bounds the campaign's runs queued or running at once (default: the
+    (LLM agent), `budgets` any of max_tokens, max_cost_usd, max_wall_time_s, max_evaluations for the
+    whole campaign. `max_concurrent_runs` bounds the campaign's runs queued or running at once (default: the
     worker's concurrency). `user` None is a management command: the campaign has no owner.
     """
     if user is not None and user.is_authenticated and not is_engineer(user):

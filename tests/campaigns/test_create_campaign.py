@@ -54,15 +54,15 @@ def test_memory_off_shows_and_writes_no_entries(problems, owner):
 
 
 def test_budgets_are_stored_for_the_whole_campaign(problems, owner):
-    campaign = create_campaign(owner, problems=["double"], budgets={"max_dollars": 0.5, "max_evaluations": 40})
-    assert campaign.budgets == {"max_tokens": None, "max_dollars": 0.5, "max_wall_s": None, "max_evaluations": 40}
+    campaign = create_campaign(owner, problems=["double"], budgets={"max_cost_usd": 0.5, "max_evaluations": 40})
+    assert campaign.budgets == {"max_tokens": None, "max_cost_usd": 0.5, "max_wall_time_s": None, "max_evaluations": 40}
 
 
 @pytest.mark.parametrize(("kwargs", "message"), [
     ({}, "choose a suite or at least one problem"),
     ({"suite": "nkibench", "problems": ["double"]}, "not both"),
-    ({"problems": ["double"], "budgets": {"max_dollars": -1}}, "max_dollars must be positive"),
-    ({"problems": ["double"], "budgets": {"max_coffee": 1}}, "unknown budgets"),
+    ({"problems": ["double"], "budgets": {"max_cost_usd": -1}}, "max_cost_usd must be above 0"),
+    ({"problems": ["double"], "budgets": {"max_coffee": 1}}, "unknown budget fields"),
     ({"problems": ["double"], "search": {"beam_width": 0}}, "beam_width must be >= 1"),
     ({"problems": ["double"], "agent": "psychic"}, "unknown agent 'psychic'"),
     ({"suite": "nosuch"}, "suite 'nosuch' has no mini problems"),

@@ -43,7 +43,7 @@ def test_rows_headline_and_curves(fake_pipeline, problems, fake_agents):
     dollars = dollar_curve(rows)
     assert not dollars["unknown_after"] and len(dollars["points"]) == 5  # baselines + 2 iterations x 2 runs
     spent = [p["dollars"] for p in dollars["points"]]
-    assert spent == sorted(spent) and spent[-1] == pytest.approx(head["usage"].dollars)
+    assert spent == sorted(spent) and spent[-1] == pytest.approx(head["usage"].cost_usd)
 
 
 def test_an_unknown_cost_is_unknown_not_zero(fake_pipeline, problems, fake_agents):

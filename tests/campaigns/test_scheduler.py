@@ -62,12 +62,12 @@ def test_an_evaluation_budget_stops_the_campaign_keeping_what_was_found(fake_pip
 
 def test_a_dollar_budget_stops_the_campaign(fake_pipeline, problems, owner, fake_agents_factory):
     campaign = create_campaign(owner, problems=["double", "triple", "quad"], search=TINY,
-                               budgets={"max_dollars": 0.004})
+                               budgets={"max_cost_usd": 0.004})
     drive_all(fake_agents_factory)
     campaign.refresh_from_db()
     assert campaign.status == CampaignStatus.STOPPED_BUDGET and "dollars" in campaign.stop_reason
     assert campaign.entries.filter(status=EntryStatus.SKIPPED).exists()
-    assert campaign_usage(campaign).dollars >= 0.004
+    assert campaign_usage(campaign).cost_usd >= 0.004
 
 
 def test_cancel_skips_what_was_not_launched_and_cancels_the_queued_run(problems, owner):

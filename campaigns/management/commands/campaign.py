@@ -79,8 +79,9 @@ class Command(BaseCommand):
         parser.add_argument("--fix-attempts", type=int)
         parser.add_argument("--seed", type=int)
         parser.add_argument("--max-tokens", type=int)
-        parser.add_argument("--max-dollars", type=float)
-        parser.add_argument("--max-wall-s", type=float)
+        parser.add_argument("--max-dollars", "--max-cost-usd", type=float, dest="max_cost_usd")
+        parser.add_argument("--max-wall-s", "--max-wall-time-s", type=float, dest="max_wall_time_s",
+                            help="seconds from launch to the end")
         parser.add_argument("--max-evaluations", type=int)
         parser.add_argument("--concurrency", type=int, help="runs of this campaign at once (default: the worker's)")
         parser.add_argument("--public", action="store_true")
@@ -143,11 +144,15 @@ class Command(BaseCommand):
         tasks: dict[int, asyncio.Task[str]] = {}
         try:
             while True:
-                await sync_to_async(advance)(campaign_id)
+                # While runs are driven here the database is left to them (the scheduler follows their events);
+                # it is read again only when one of them ends, or every POLL_S when runs are driven elsewhere.
+                if tasks:
+                    await asyncio.wait(list(tasks.values()), return_when=asyncio.FIRST_COMPLETED)
                 for run_id, task in list(tasks.items()):
                     if task.done():
                         del tasks[run_id]
                         await sync_to_async(self._report_run)(run_id)
+                await sync_to_async(advance)(campaign_id)
                 finished = await sync_to_async(
                     lambda: Campaign.objects.values_list("finished", flat=True).get(pk=campaign_id))()
                 if finished is not None and not tasks:
@@ -160,9 +165,7 @@ class Command(BaseCommand):
                         break
                     if await sync_to_async(claim_run)(worker_id, run_id) == run_id:
                         tasks[run_id] = asyncio.create_task(drive_run(run_id, worker_id))
-                if tasks:
-                    await asyncio.wait(list(tasks.values()), timeout=POLL_S, return_when=asyncio.FIRST_COMPLETED)
-                else:
+                if not tasks:
                     await asyncio.sleep(POLL_S)
         finally:
             for task in tasks.values():
@@ -198,6 +201,6 @@ class Command(BaseCommand):
             f"campaign {campaign.pk} {campaign.status}{': ' + campaign.stop_reason if campaign.stop_reason else ''}; "
             f"geomean fraction of peak {_percent(head['baseline_geomean'])} -> {_percent(head['best_geomean'])} "
             f"over {head['counted']} of {head['problems']} problems, geomean speedup {speedup}; "
-            f"{usage.evaluations} evaluations, {usage.tokens} tokens, cost {_cost(usage.dollars, usage.cost_known)}, "
-            f"wall {usage.wall_s:.1f} s"
+            f"{usage.evaluations} evaluations, {usage.tokens} tokens, cost {_cost(usage.cost_usd, not usage.cost_unknown)}, "
+            f"wall {usage.wall_time_s:.1f} s"
         )
