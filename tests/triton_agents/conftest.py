@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
+
+# Before Triton is first imported (it decides then whether its own library functions are interpreted): every
+# kernel these tests run, run on the interpreter.
+os.environ["TRITON_INTERPRET"] = "1"
 
 
 @pytest.fixture
