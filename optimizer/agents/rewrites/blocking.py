@@ -148,6 +148,14 @@ def _engines_chain(kernel: Kernel, loop: ast.For) -> bool:
     return matmul and compute
 
 
+def _already_grouped(loop: ast.For) -> bool:
+    """The loop's body starts `i_0 = group * k + 0`: this rewrite made it."""
+    first = loop.body[0] if loop.body else None
+    value = first.value if isinstance(first, ast.Assign) else None
+    return (isinstance(value, ast.BinOp) and isinstance(value.op, ast.Add) and isinstance(value.left, ast.BinOp)
+            and isinstance(value.left.op, ast.Mult) and dotted(value.left.left) == dotted(loop.target))
+
+
 def _candidates(kernel: Kernel, shared_loads: bool = True) -> list[tuple[ast.For, set[str], list[ast.Call]]]:
     out = []
     affine = f"{kernel.nl}.affine_range"
@@ -156,6 +164,8 @@ def _candidates(kernel: Kernel, shared_loads: bool = True) -> list[tuple[ast.For
                 and isinstance(loop.iter, ast.Call) and dotted(loop.iter.func) == affine
                 and len(loop.iter.args) == 1 and not loop.iter.keywords):
             continue
+        if _already_grouped(loop) or isinstance(loop.iter.args[0], ast.BinOp) and isinstance(loop.iter.args[0].op, ast.Mod):
+            continue  # a group this rewrite made (grouping it again only grows the group), or its tail loop
         variant = _variant_names(loop)
         if variant is None:
             continue
@@ -191,7 +201,11 @@ def visit_share_across_blocks(tree: ast.Module, target: int | None) -> list[Site
 
 def visit_interleave_iterations(tree: ast.Module, target: int | None) -> list[Site]:
     kernel, sites = Kernel(tree), []
-    for loop, variant, _ in _candidates(kernel, shared_loads=False):
+    candidates = _candidates(kernel, shared_loads=False)
+    loops = [loop for loop, _, _ in candidates]
+    for loop, variant, _ in candidates:
+        if any(other is not loop and any(n is loop for n in ast.walk(other)) for other in loops):
+            continue  # an inner loop of another site: interleave the outer one, whose iterations hold the chain
         if len(sites) == target:
             _apply(kernel, loop, variant, 2)
         sites.append(Site(f"the `{loop.target.id}` loop (line {line_of(loop)}) two iterations at a time, interleaved: "

@@ -35,6 +35,11 @@ CATALOG: tuple[Rewrite, ...] = (
             "latency and a per-descriptor cost on short contiguous runs. Writing the blocks into one SBUF row tile "
             "and storing it once after the loop moves the same bytes in fewer, longer transfers, as long as the "
             "row tile fits SBUF.", visit_batch_stores, repeatable=False),
+    Rewrite("interleave_iterations", "Interleave two independent iterations so engines overlap",
+            "Each iteration ran a matmul and then Vector/Scalar Engine work on its result, so one engine waited for "
+            "the other. Writing two independent iterations side by side, statement by statement, gives each engine "
+            "the other iteration's work to do meanwhile, at the cost of twice the live tiles.",
+            visit_interleave_iterations, repeatable=False),
     Rewrite("hoist_invariant_loads", "Load loop-invariant tiles once",
             "A tile whose address does not depend on a loop's index was loaded from HBM again in every iteration "
             "of that loop. Loading it once before the loop (or caching all tiles of an inner loop nest in SBUF "
@@ -55,11 +60,6 @@ CATALOG: tuple[Rewrite, ...] = (
             "A row sum of an activation's output was a separate Vector Engine reduction. nisa.activation_reduce "
             "accumulates the sum while the Scalar Engine writes the activation, removing a pass over the tile.",
             visit_activation_reduce),
-    Rewrite("interleave_iterations", "Interleave two independent iterations so engines overlap",
-            "Each iteration ran a matmul and then Vector/Scalar Engine work on its result, so one engine waited for "
-            "the other. Writing two independent iterations side by side, statement by statement, gives each engine "
-            "the other iteration's work to do meanwhile, at the cost of twice the live tiles.",
-            visit_interleave_iterations, repeatable=False),
     Rewrite("larger_free_tiles", "Use larger free-dimension tiles",
             "Each instruction and each DMA has a fixed cost; larger tiles along the free dimension amortize it, "
             "as long as the tiles fit in SBUF and the shape divides evenly.", visit_larger_tiles, repeatable=False),

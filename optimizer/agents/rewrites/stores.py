@@ -53,7 +53,21 @@ def _extent(element: ast.expr) -> ast.expr | None:
     return None
 
 
-def _sites(kernel: Kernel) -> list[tuple[ast.For, ast.Expr, str, ast.expr]]:
+def _batchable(kernel: Kernel, stmt: ast.stmt, start: str, size: ast.expr, variant: set[str]) -> bool:
+    """`nl.store(out[..., rows, start:start + size], value=...)` with the rows the same in every iteration."""
+    if not (isinstance(stmt, ast.Expr) and kernel.is_nl(stmt.value, "store")):
+        return False
+    call = stmt.value
+    if not (call.args and isinstance(call.args[0], ast.Subscript) and isinstance(call.args[0].value, ast.Name)
+            and len(call.args) + len(call.keywords) == 2 and all(k.arg == "value" for k in call.keywords)):
+        return False
+    region = call.args[0]
+    elements = region.slice.elts if isinstance(region.slice, ast.Tuple) else [region.slice]
+    return (len(elements) >= 2 and _is_block(elements[-1], start, size) and _extent(elements[-2]) is not None
+            and not any(loaded_names(e) & variant for e in elements[:-1]))
+
+
+def _sites(kernel: Kernel) -> list[tuple[ast.For, list[ast.Expr], str, ast.expr]]:
     found = []
     affine = f"{kernel.nl}.affine_range"
     for loop in walk_kernel(kernel):
@@ -65,35 +79,29 @@ def _sites(kernel: Kernel) -> list[tuple[ast.For, ast.Expr, str, ast.expr]]:
             continue
         start, size = column
         variant = stored_names(loop) | {loop.target.id}
-        stores = [s for s in loop.body if isinstance(s, ast.Expr) and kernel.is_nl(s.value, "store")]
-        if len(stores) != 1 or stores[0] is not loop.body[-1]:
+        # The stores ending the body (one per block of rows the iteration writes; no other store in the loop).
+        trailing = []
+        for stmt in reversed(loop.body):
+            if not (isinstance(stmt, ast.Expr) and kernel.is_nl(stmt.value, "store")):
+                break
+            trailing.append(stmt)
+        stores = [n for n in ast.walk(loop) if kernel.is_nl(n, "store")]
+        if not trailing or len(stores) != len(trailing):
             continue
-        call = stores[0].value
-        if not (call.args and isinstance(call.args[0], ast.Subscript) and isinstance(call.args[0].value, ast.Name)
-                and len(call.args) + len(call.keywords) == 2
-                and all(k.arg == "value" for k in call.keywords)):
-            continue
-        region = call.args[0]
-        elements = region.slice.elts if isinstance(region.slice, ast.Tuple) else [region.slice]
-        if len(elements) < 2 or not _is_block(elements[-1], start, size):
-            continue
-        partitions = elements[-2]
-        if _extent(partitions) is None:
-            continue
-        # Every other index of the region is the same in all iterations (the rows being written).
-        if any(loaded_names(e) & variant for e in elements[:-1]):
-            continue
-        found.append((loop, stores[0], start, size))
+        if all(_batchable(kernel, stmt, start, size, variant) for stmt in trailing):
+            found.append((loop, trailing[::-1], start, size))
     return found
 
 
 def visit_batch_stores(tree: ast.Module, target: int | None) -> list[Site]:
     kernel, sites = Kernel(tree), []
-    for loop, store, start, size in _sites(kernel):
+    for loop, stores, start, size in _sites(kernel):
         if len(sites) == target:
-            _apply(kernel, loop, store, start, size)
-        sites.append(Site(f"`{short(store.value, 60)}` (line {line_of(store)}) stores one block per `{loop.target.id}`: "
-                          "gather the row in SBUF and store it with one DMA after the loop", line_of(store)))
+            for store in stores:
+                _apply(kernel, loop, store, start, size)
+        sites.append(Site(f"`{short(stores[0].value, 60)}` (line {line_of(stores[0])}) stores one block per "
+                          f"`{loop.target.id}`: gather the row in SBUF and store it with one DMA after the loop",
+                          line_of(stores[0])))
     return sites
 
 
@@ -116,7 +124,7 @@ def _apply(kernel: Kernel, loop: ast.For, store: ast.Expr, start: str, size: ast
     fill = ast.Assign(targets=[ast.Subscript(value=ast.Name(row, ast.Load()),
                                              slice=ast.Tuple(elts=[ast.Slice(), block], ctx=ast.Load()),
                                              ctx=ast.Store())], value=value)
-    loop.body[-1] = ast.copy_location(fill, store)
+    loop.body[loop.body.index(store)] = ast.copy_location(fill, store)
     whole = elements[:-1] + [ast.Slice(lower=ast.Constant(0), upper=width)]
     final = ast.Expr(value=ast.Call(
         func=copy.deepcopy(call.func),
