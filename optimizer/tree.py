@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from django.db.models import Q
 from django.http import Http404
 
 from benchmark.diffing import changed_line_count, side_by_side
@@ -128,9 +129,16 @@ def _memory_shown(user: Any, run: Run, iteration: int, plan_key: str) -> list[di
         .values_list("payload", flat=True).first()
     )
     shown = list((event or {}).get("memory") or [])
-    keys = [item.get("key") for item in shown if item.get("key")]
-    stored = {entry.source_key: entry for entry in visible_entries(user).filter(source_key__in=keys)} if keys else {}
-    return [{**item, "entry": stored.get(item.get("key"))} for item in shown]
+    keys = [str(item.get("key") or "") for item in shown]
+    # An entry is named by its source key, or "memory:<pk>" when it has none (one a curator wrote).
+    pks = [int(key.split(":", 1)[1]) for key in keys if key.startswith("memory:") and key[7:].isdigit()]
+    entries = visible_entries(user).filter(Q(source_key__in=[k for k in keys if k]) | Q(pk__in=pks)) if keys else []
+    stored = {}
+    for entry in entries:
+        stored[f"memory:{entry.pk}"] = entry
+        if entry.source_key:
+            stored[entry.source_key] = entry
+    return [{**item, "entry": stored.get(str(item.get("key") or ""))} for item in shown]
 
 
 def _agent_calls(run: Run, candidate: Candidate, plan_key: str) -> list[AgentCall]:

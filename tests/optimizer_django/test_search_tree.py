@@ -115,10 +115,12 @@ def test_a_node_opens_its_plan_memory_calls_evaluation_and_diff(client, owner, p
     candidate = Candidate.objects.get(iteration__run=run, key="1.0.5.0")
     entry = MemoryEntry.objects.create(title="Hoist the invariant load", summary="...", source_key="run0:9.0.0.0",
                                        speedup=1.3)
+    curated = MemoryEntry.objects.create(title="Written by a curator", summary="...", speedup=1.1)  # no source key
     RunEvent.objects.create(run=run, seq=100, kind="plan.proposed", payload={
         "iteration": 1, "plan_key": "1.0.5", "plan": "plan 1.0.5.0",
         "memory": [{"key": entry.source_key, "title": entry.title, "polarity": "positive", "speedup": 1.3},
-                   {"key": "gone", "title": "An entry since pruned", "polarity": "negative", "speedup": 2.0}]})
+                   {"key": "gone", "title": "An entry since pruned", "polarity": "negative", "speedup": 2.0},
+                   {"key": f"memory:{curated.pk}", "title": curated.title, "polarity": "positive", "speedup": 1.1}]})
     planner = AgentCall.objects.create(run=run, role="planner", model="m", prompt_tokens=900, completion_tokens=80,
                                        cost_usd=0.0021)
     RunEvent.objects.create(run=run, seq=101, kind="agent.call", payload={
@@ -129,6 +131,7 @@ def test_a_node_opens_its_plan_memory_calls_evaluation_and_diff(client, owner, p
     html = client.get(f"/runs/{run.pk}/tree/1.0.5.0/").content.decode()
     assert "plan 1.0.5.0" in html
     assert "Hoist the invariant load" in html and f"/memory/{entry.pk}/" in html and "An entry since pruned" in html
+    assert f"/memory/{curated.pk}/" in html  # an entry without a source key, named by its id
     assert "Planner" in html and "Executor" in html and "$0.0021" in html and "unknown" in html
     assert "correct" in html and "kept in the beam" in html
     assert "class=\"diff-changed\"" in html and "2 lines differ" in html  # the latency and lineage lines
