@@ -150,6 +150,8 @@ def _agent_calls(run: Run, candidate: Candidate, plan_key: str) -> list[AgentCal
         ).values_list("payload", flat=True)
         if payload.get("task_key") in (beam_key, plan_key)
     ]
-    calls = list(AgentCall.objects.filter(pk__in=[i for i in planner_ids if i]).order_by("id"))
-    calls += list(candidate.agent_calls.order_by("id"))
-    return calls
+    planners = list(AgentCall.objects.filter(pk__in=[i for i in planner_ids if i]).order_by("id"))
+    # A Planner asked N times for one plan each: keep the call whose reply holds this plan, when one does.
+    plan = candidate.plan.strip()
+    holding = [call for call in planners if plan and plan in call.response]
+    return (holding or planners) + list(candidate.agent_calls.order_by("id"))

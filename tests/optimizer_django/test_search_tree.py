@@ -121,10 +121,12 @@ def test_a_node_opens_its_plan_memory_calls_evaluation_and_diff(client, owner, p
         "memory": [{"key": entry.source_key, "title": entry.title, "polarity": "positive", "speedup": 1.3},
                    {"key": "gone", "title": "An entry since pruned", "polarity": "negative", "speedup": 2.0},
                    {"key": f"memory:{curated.pk}", "title": curated.title, "polarity": "positive", "speedup": 1.1}]})
-    planner = AgentCall.objects.create(run=run, role="planner", model="m", prompt_tokens=900, completion_tokens=80,
-                                       cost_usd=0.0021)
-    RunEvent.objects.create(run=run, seq=101, kind="agent.call", payload={
-        "iteration": 1, "task_key": "1.0", "agent_call": planner.pk, "role": "planner"})
+    # The Planner was asked twice, for one plan each; the node shows the call whose reply holds its plan.
+    for seq, (reply, cost) in enumerate((("1. plan 1.0.4.0", 0.0042), ("1. plan 1.0.5.0", 0.0021)), start=101):
+        planner = AgentCall.objects.create(run=run, role="planner", model="m", prompt_tokens=900,
+                                           completion_tokens=80, cost_usd=cost, response=reply)
+        RunEvent.objects.create(run=run, seq=seq, kind="agent.call", payload={
+            "iteration": 1, "task_key": "1.0", "agent_call": planner.pk, "role": "planner"})
     AgentCall.objects.create(run=run, candidate=candidate, role="executor", model="m", prompt_tokens=1200,
                              completion_tokens=300, cost_usd=None)
     client.force_login(owner)
@@ -133,6 +135,7 @@ def test_a_node_opens_its_plan_memory_calls_evaluation_and_diff(client, owner, p
     assert "Hoist the invariant load" in html and f"/memory/{entry.pk}/" in html and "An entry since pruned" in html
     assert f"/memory/{curated.pk}/" in html  # an entry without a source key, named by its id
     assert "Planner" in html and "Executor" in html and "$0.0021" in html and "unknown" in html
+    assert "$0.0042" not in html  # the other plan's Planner call
     assert "correct" in html and "kept in the beam" in html
     assert "class=\"diff-changed\"" in html and "2 lines differ" in html  # the latency and lineage lines
 
