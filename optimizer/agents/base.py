@@ -45,6 +45,8 @@ class KernelView:
     latency_ms: float | None = None
     peak_fraction: float | None = None
     profile: dict[str, float] = field(default_factory=dict)
+    # Set only for a failing start kernel of a correctness-only run: its error kind and message.
+    failure: str = ""
 
 
 @dataclass(frozen=True)

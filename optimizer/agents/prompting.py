@@ -17,6 +17,7 @@ import random
 import re
 from collections.abc import Callable
 from contextvars import ContextVar
+from dataclasses import replace
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -108,6 +109,9 @@ NO_PROFILE_BY_LANGUAGE: dict[str, str] = {triton_prompts.LANGUAGE: triton_prompt
 
 
 def format_profile(kernel: KernelView, language: str = NKI) -> str:
+    if kernel.failure:  # a failing start kernel of a correctness-only run: say so before anything else
+        return (f"This kernel FAILS its correctness check ({kernel.failure}): a plan should make it correct first."
+                f"\n\n{format_profile(replace(kernel, failure=''), language)}")
     meanings = {**PROFILE_MEANINGS, **MEANINGS_BY_LANGUAGE.get(language, {})}
     rows = []
     if kernel.latency_ms is not None:

@@ -540,9 +540,10 @@ class BeamSearch:
 
     def _view(self, sha: str) -> KernelView:
         ev = self.state.evaluations.get(sha)
+        failure = f"{ev.error_kind or 'incorrect'}: {ev.error_message or ''}".strip(": ") if ev and not ev.correct else ""
         return KernelView(source=self.state.kernels[sha], latency_ms=ev.latency_ms if ev else None,
                           peak_fraction=ev.peak_fraction if ev else None,
-                          profile=dict(ev.profile) if ev else {})
+                          profile=dict(ev.profile) if ev else {}, failure=failure)
 
     def _remember(self, source: str) -> str:
         sha = source_sha(source)

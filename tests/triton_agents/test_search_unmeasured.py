@@ -90,3 +90,14 @@ async def test_an_unmeasured_run_resumes_from_its_checkpoint_with_unmeasured_mem
     state, _, _ = await run()
     again = RunState.from_dict(state.to_dict())
     assert [(m.latency_ms, m.correct) for m in again.beam] == [(m.latency_ms, m.correct) for m in state.beam]
+
+
+async def test_the_planner_is_told_the_start_kernel_fails_and_correct_kernels_carry_no_failure():
+    agents = FakeAgents(plans=("faster", "broken"))
+    search = await BeamSearch.open(problem=PROBLEM, start_source=fake_kernel(10.0, broken=1), config=CONFIG,
+                                   agents=agents, evaluator=CorrectnessOnlyEvaluator(),
+                                   memory=ListOptimizationMemory(), events=ListEventSink(), store=InMemoryCheckpoint())
+    await search.run()
+    plans = [r for r in agents.requests if type(r).__name__ == "PlanRequest"]
+    assert plans[0].kernel.failure == "incorrect: wrong output on shapes [(1000,)]"
+    assert all(not r.kernel.failure for r in plans if not read_kernel(r.kernel.source).get("broken"))

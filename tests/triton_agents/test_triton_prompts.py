@@ -98,3 +98,11 @@ def test_the_failure_is_told_to_the_summarizer():
     problem = ProblemContext(slug="add_mini", reference_source=TRITON_REFERENCE, platform="h100")
     user = messages(problem, KernelView(ADD))["summarizer"][1]["content"]
     assert "broke the kernel" in user and "incorrect: wrong output" in user and "not a measurement" in user
+
+
+def test_a_failing_start_kernel_is_shown_to_the_planner_as_failing():
+    problem = ProblemContext(slug="add_mini", reference_source=TRITON_REFERENCE, platform="h100")
+    kernel = KernelView(ADD, failure="runtime_error: the kernel wrote outside the buffer of output out")
+    user = messages(problem, kernel)["planner"][1]["content"]
+    assert "This kernel FAILS its correctness check (runtime_error: the kernel wrote outside" in user
+    assert "correctness only" in user  # and it was still not timed
