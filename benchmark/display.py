@@ -191,6 +191,11 @@ def problem_rows(problems: Iterable[Problem]) -> list[dict[str, Any]]:
     evaluations prefetched as `current_evaluations` (services.problems_with_baselines)."""
     rows: list[dict[str, Any]] = []
     for (suite, slug), cases in groupby(problems, key=lambda problem: (problem.suite, problem.slug)):
+        cases = list(cases)
+        for problem in cases:
+            if problem.baseline_kernel is not None:
+                # Known already: a result checks its problem's reference digest (Evaluation.is_stale) per cell.
+                problem.baseline_kernel.problem = problem
         ordered = sorted(cases, key=lambda problem: (problem.case != DEFAULT_CASE, problem.case))
         rows.append({
             "suite": suite,

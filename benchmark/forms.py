@@ -39,8 +39,12 @@ class KernelUploadForm(forms.Form):
         required=False,
         label="…or your own reference",
         help_text="A reference in NKIBench's format (get_inputs, forward, transform_to_nki_inputs, "
-        "transform_nki_outputs). It becomes a private problem; without FLOP counts there is no peak fraction.",
+        "transform_nki_outputs). It becomes a private problem. Its peak counts are the three below when you give "
+        "them; otherwise the bytes of its inputs and outputs are measured and FLOPs not counted (the HBM roofline).",
     )
+    vector_flops = forms.IntegerField(required=False, min_value=0, label="Vector FLOPs (own reference)")
+    matmul_flops = forms.IntegerField(required=False, min_value=0, label="Matmul FLOPs (own reference)")
+    hbm_bytes = forms.IntegerField(required=False, min_value=1, label="HBM bytes (own reference)")
     platform = forms.ChoiceField(choices=Platform.choices, initial=Platform.TRN1)
     kernel_file = forms.FileField(required=False, label="Kernel file (.py)")
     source = forms.CharField(
@@ -74,6 +78,14 @@ class KernelUploadForm(forms.Form):
         reference = data.get("reference_file")
         if data.get("problem") and reference:
             raise forms.ValidationError("choose a problem or upload a reference, not both")
+        counts = [data.get(name) for name in ("vector_flops", "matmul_flops", "hbm_bytes")]
+        data["peak_counts"] = None
+        if any(count is not None for count in counts):
+            if not reference:
+                raise forms.ValidationError("FLOP and byte counts are for your own reference; a built-in problem has its own")
+            if None in counts:
+                raise forms.ValidationError("give all three counts (vector FLOPs, matmul FLOPs, HBM bytes), or none")
+            data["peak_counts"] = tuple(counts)
         if reference:
             data["reference_source"] = _read_text_upload(reference, "reference file")
             data["reference_name"] = reference.name

@@ -69,6 +69,9 @@ class Problem(models.Model):
     vector_flops = models.BigIntegerField(null=True, blank=True)
     matmul_flops = models.BigIntegerField(null=True, blank=True)
     hbm_bytes = models.BigIntegerField(null=True, blank=True)
+    # Where the three counts came from, shown with the peak: the suite, the upload form, or counted from a
+    # user's reference (bytes measured, FLOPs not counted); blank for the built-in suites.
+    peak_counts_method = models.CharField(max_length=300, blank=True)
     tolerance = models.FloatField(null=True, blank=True)  # null: the evaluation pipeline's default
     # reference_digest() of the reference, parameters, tolerance and counts, kept by save(); evaluations record
     # the one they ran against.

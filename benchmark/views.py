@@ -160,6 +160,7 @@ def kernel_upload(request: HttpRequest) -> HttpResponse:
                     problem=form.cleaned_data.get("problem"),
                     reference_source=form.cleaned_data.get("reference_source"),
                     reference_name=form.cleaned_data.get("reference_name", ""),
+                    peak_counts=form.cleaned_data.get("peak_counts"),
                 )
             except ValidationError as error:
                 form.add_error(None, error)

@@ -78,12 +78,23 @@ def create_kernel(
     return kernel, created
 
 
-def create_custom_problem(user: Any, reference_source: str, *, name: str = "") -> Problem:
+# How a user's reference gets peak counts when the upload gives none (issue 20): a lower bound that is honest.
+COUNTED_METHOD = (
+    "counted from the reference: HBM bytes are its inputs and outputs, measured by running it in the sandbox; "
+    "FLOPs are not counted (0), so the peak is the HBM roofline and the peak fraction a lower bound"
+)
+GIVEN_METHOD = "given on the upload"
+
+
+def create_custom_problem(
+    user: Any, reference_source: str, *, name: str = "", peak_counts: tuple[int, int, int] | None = None,
+) -> Problem:
     """A private problem from a user's own reference file (NKIBench's reference format).
 
     When it is created its size is measured by running the reference once in the sandbox (`hbm_bytes`:
-    the bytes of its inputs and outputs), so its evaluations get the limits of its size. No FLOP counts
-    are known for it, so its kernels get a latency but no peak fraction.
+    the bytes of its inputs and outputs), so its evaluations get the limits of its size. Its peak counts
+    are `peak_counts` (vector FLOPs, matmul FLOPs, HBM bytes) when the upload gives them, else counted:
+    the measured bytes and no FLOPs, the HBM roofline (`peak_counts_method` says which).
     """
     if not reference_source.strip():
         raise ValidationError("the reference file is empty")
@@ -100,9 +111,16 @@ def create_custom_problem(user: Any, reference_source: str, *, name: str = "") -
             "owner": user if user is not None and user.is_authenticated else None,
         },
     )
-    if created:
+    if peak_counts is not None:
+        problem.vector_flops, problem.matmul_flops, problem.hbm_bytes = (int(count) for count in peak_counts)
+        problem.peak_counts_method = GIVEN_METHOD
+        problem.save(update_fields=["vector_flops", "matmul_flops", "hbm_bytes", "peak_counts_method"])
+    elif created:
         problem.hbm_bytes = reference_size(reference_source)
-        problem.save(update_fields=["hbm_bytes"])
+        if problem.hbm_bytes:
+            problem.vector_flops = problem.matmul_flops = 0
+            problem.peak_counts_method = COUNTED_METHOD
+        problem.save(update_fields=["vector_flops", "matmul_flops", "hbm_bytes", "peak_counts_method"])
     return problem
 
 
@@ -117,6 +135,7 @@ def upload_kernel(
     reference_name: str = "",
     evaluate: bool = True,
     wait: bool = False,
+    peak_counts: tuple[int, int, int] | None = None,
 ) -> tuple[Kernel, bool, Evaluation | None]:
     """An engineer's upload: store the kernel (under their own reference if given) and start its evaluation.
 
@@ -137,7 +156,7 @@ def upload_kernel(
                 f"a reference file in NKIBench's format is an NKI problem, not for {platform}; for Triton, "
                 "import a FlashInfer-Bench definition (manage.py import_flashinfer or /problems/import-flashinfer/)"
             )
-        problem = create_custom_problem(user, reference_source, name=reference_name)
+        problem = create_custom_problem(user, reference_source, name=reference_name, peak_counts=peak_counts)
     platform = platform or problem.default_platform
     check_platform_for(problem, platform)
     kernel, created = create_kernel(problem, kernel_source, origin=KernelOrigin.UPLOADED, author=user, name=kernel_name)

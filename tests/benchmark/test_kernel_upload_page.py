@@ -61,4 +61,5 @@ def test_an_engineer_uploads_a_kernel_with_their_own_reference(client, engineer,
     problem = Problem.objects.get(suite="custom")
     assert problem.owner == engineer and problem.visibility == "private"
     assert problem.kernels.get().evaluations.get().correct
-    assert fake_pipeline.calls[0]["peak_counts"] is None
+    # No counts on the form: the reference's bytes are measured and FLOPs not counted (the HBM roofline).
+    assert fake_pipeline.calls[0]["peak_counts"] == (0, 0, problem.hbm_bytes) and problem.hbm_bytes
