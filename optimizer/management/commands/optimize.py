@@ -62,8 +62,9 @@ class Command(BaseCommand):
         parser.add_argument("--memory-size", type=int, help="memory entries shown to the Planner")
         parser.add_argument("--fix-attempts", type=int, help="Fixer rounds per failing kernel")
         parser.add_argument("--seed", type=int)
-        parser.add_argument("--platform", choices=Platform.values, default=Platform.TRN1)
-        parser.add_argument("--backend", choices=Backend.values, default=Backend.SIMULATOR)
+        parser.add_argument("--platform", choices=Platform.values,
+                            help="default: the problem's own (trn1 for NKI, h100 for Triton)")
+        parser.add_argument("--backend", choices=Backend.values, help="default: the platform's own")
         parser.add_argument("--public", action="store_true", help="let anyone watch the run")
         parser.add_argument("--strategy", choices=list(STRATEGIES), help="beam (default) or repeated_sampling")
         for name, (label, unit) in BUDGET_FIELDS.items():
