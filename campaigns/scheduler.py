@@ -54,20 +54,25 @@ def campaign_budget(campaign: Campaign) -> Budget:
 
 
 def campaign_usage(campaign: Campaign) -> Usage:
-    """The sum of its runs' usage (optimizer's Run.usage: tokens, known dollars, unpriced calls, evaluations),
-    except wall time, which for a campaign is the time since it was launched (queueing included)."""
+    """The sum of its runs' usage (as optimizer's Run.usage: tokens, known dollars, unpriced calls, and the
+    evaluations of the search's totals), except wall time, which for a campaign is the time since its launch.
+    Only the totals are read out of the runs' checkpoints."""
     total = Usage()
-    for run in Run.objects.filter(campaign_entry__campaign=campaign).only(
-        "prompt_tokens", "completion_tokens", "cost_usd", "unpriced_calls", "checkpoint"
+    for row in Run.objects.filter(campaign_entry__campaign=campaign).values(
+        "prompt_tokens", "completion_tokens", "cost_usd", "unpriced_calls", "checkpoint__totals__evaluations"
     ):
-        total = total.plus(run.usage)
+        total = total.plus(Usage(
+            tokens=row["prompt_tokens"] + row["completion_tokens"], cost_usd=row["cost_usd"] or 0.0,
+            unpriced_calls=row["unpriced_calls"], evaluations=int(row["checkpoint__totals__evaluations"] or 0),
+        ))
     end = campaign.finished or timezone.now()
     return replace(total, wall_time_s=max(0.0, (end - campaign.created).total_seconds()))
 
 
 def campaign_budget_reached(campaign: Campaign) -> BudgetReached | None:
     """The first campaign budget its runs have reached together, or None."""
-    return budget_reached(campaign_budget(campaign), campaign_usage(campaign))
+    budget = campaign_budget(campaign)
+    return None if budget.empty else budget_reached(budget, campaign_usage(campaign))
 
 
 # --- advancing ----------------------------------------------------------------------------------------

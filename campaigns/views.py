@@ -50,11 +50,12 @@ def campaign_create(request: HttpRequest) -> HttpResponse:
     return render(request, "campaigns/campaign_form.html", {"form": form})
 
 
-def _progress_context(campaign: Campaign) -> dict[str, Any]:
+def _progress_context(request: HttpRequest, campaign: Campaign) -> dict[str, Any]:
     rows = campaign_rows(campaign)
     curve = dollar_curve(rows)
     return {
         "campaign": campaign,
+        "can_write": services.can_write_campaign(request.user, campaign),
         "rows": rows,
         "headline": headline(campaign, rows),
         "iteration_chart": iteration_chart_html([(campaign.title, iteration_curve(rows))]),
@@ -66,11 +67,10 @@ def _progress_context(campaign: Campaign) -> dict[str, Any]:
 @require_GET
 def campaign_detail(request: HttpRequest, pk: int) -> HttpResponse:
     campaign = services.get_campaign_for_user(request.user, pk)
-    context = _progress_context(campaign)
+    context = _progress_context(request, campaign)
     context.update(
         search=campaign.config.get("search", {}),
         models=campaign.config.get("models", {}),
-        can_write=services.can_write_campaign(request.user, campaign),
         ws_url=f"/ws/campaigns/{campaign.pk}/",
     )
     return render(request, "campaigns/campaign_detail.html", context)
@@ -80,7 +80,7 @@ def campaign_detail(request: HttpRequest, pk: int) -> HttpResponse:
 def campaign_progress(request: HttpRequest, pk: int) -> HttpResponse:
     """The headline, table and charts, re-fetched by the page when the stream says a run moved."""
     campaign = services.get_campaign_for_user(request.user, pk)
-    return render(request, "campaigns/partials/progress.html", _progress_context(campaign))
+    return render(request, "campaigns/partials/progress.html", _progress_context(request, campaign))
 
 
 @require_POST
