@@ -6,6 +6,8 @@ by name (the names, with their labels, are `benchmark.platforms.Backend`).
 * `neuron`: real Trainium through the Neuron SDK (`benchmark.evaluation.neuron`): compiled and run with
   `nki.baremetal`, timed with `nki.benchmark`, profiled with `neuron-profile`, one NeuronCore per
   evaluation. Without a Neuron device it reports an infrastructure error saying so.
+* `triton-interpreter`, `cuda`: Triton kernels (issue 24), evaluated by `triton_pipeline.evaluate_triton`;
+  registered here for their names and versions.
 * `null`: calls the kernel as a plain Python function on numpy arrays, with no trace and no latency. It
   exists to test the sandbox and the pipeline without a simulator.
 
@@ -108,6 +110,30 @@ class SimulatorBackend(BackendImplementation):
         )
 
 
+TRITON_BACKEND_VERSIONS = {Backend.TRITON_INTERPRETER.value: "triton-interpreter-1", Backend.CUDA.value: "triton-cuda-1"}
+
+
+class _TritonBackend(BackendImplementation):
+    """Triton kernels are evaluated by `benchmark.evaluation.triton_pipeline.evaluate_triton` (FlashInfer-Bench
+    formats, torch tensors), not by the NKI pipeline; here for the name and the version evaluations are
+    cached under."""
+
+    def version(self) -> str:
+        return TRITON_BACKEND_VERSIONS[self.name]
+
+    def run(self, kernel: Callable[..., Any], inputs: Sequence[np.ndarray], platform: str) -> BackendRun:
+        raise BackendUnavailable(f"{self.name} evaluates Triton kernels through evaluate_triton, not this pipeline")
+
+
+class TritonInterpreterBackend(_TritonBackend):
+    name = Backend.TRITON_INTERPRETER.value
+
+
+class CudaBackend(_TritonBackend):
+    name = Backend.CUDA.value
+    measures = True
+
+
 def _neuron_backend() -> type[BackendImplementation]:
     # Imported on first use: the neuron package builds on this module.
     from benchmark.evaluation.neuron import NeuronBackend
@@ -117,7 +143,8 @@ def _neuron_backend() -> type[BackendImplementation]:
 
 BACKENDS: dict[str, Callable[[], type[BackendImplementation]]] = {
     SimulatorBackend.name: lambda: SimulatorBackend, Backend.NEURON.value: _neuron_backend,
-    NullBackend.name: lambda: NullBackend,
+    NullBackend.name: lambda: NullBackend, TritonInterpreterBackend.name: lambda: TritonInterpreterBackend,
+    CudaBackend.name: lambda: CudaBackend,
 }
 
 

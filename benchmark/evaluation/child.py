@@ -353,7 +353,19 @@ def _read_roots() -> list[str]:
     return [sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix, package]
 
 
-ROLES = {"kernel": KernelRole, "reference": ReferenceRole, "profile": ProfileRole, "verify": VerifyRole}
+def _triton_role(name: str) -> Any:
+    """The Triton children (triton_roles.py), imported only when one starts: NKI children never load torch."""
+
+    def make(config: dict[str, Any]) -> Any:
+        from benchmark.evaluation.triton_roles import ROLES as TRITON_ROLES
+
+        return TRITON_ROLES[name](config)
+
+    return make
+
+
+ROLES = {"kernel": KernelRole, "reference": ReferenceRole, "profile": ProfileRole, "verify": VerifyRole,
+         "triton_reference": _triton_role("triton_reference"), "triton_kernel": _triton_role("triton_kernel")}
 
 
 def main(argv: list[str]) -> int:

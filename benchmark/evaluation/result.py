@@ -25,6 +25,8 @@ class ErrorKind(Choices):
     RUNTIME_ERROR = "runtime_error", "Runtime error"  # the kernel raised while running
     # It ran, but its outputs (or what it did to its inputs) are wrong.
     INCORRECT = "incorrect", "Incorrect result"
+    # Wrote to an input (Triton kernels: inputs are checksummed around every call; NKI reports INCORRECT).
+    MODIFIED_INPUT = "modified_input", "Modified its inputs"
     TIMEOUT = "timeout", "Timed out"  # wall-clock or CPU-time limit reached
     # Memory (address space) or another OS limit reached.
     RESOURCE_LIMIT = "resource_limit", "Resource limit exceeded"

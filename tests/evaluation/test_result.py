@@ -29,5 +29,5 @@ def test_non_finite_numbers_become_null_so_the_json_stays_strict() -> None:
 def test_infrastructure_errors_are_not_kernel_results() -> None:
     assert not EvaluationResult.failure(ErrorKind.INFRASTRUCTURE_ERROR, "worker died").is_kernel_result
     assert EvaluationResult.failure(ErrorKind.TIMEOUT, "slow").is_kernel_result
-    assert {kind.value for kind in ErrorKind} == {"rejected", "compile_error", "runtime_error", "incorrect",
+    assert {kind.value for kind in ErrorKind} == {"rejected", "compile_error", "runtime_error", "incorrect", "modified_input",
                                                   "timeout", "resource_limit", "suspicious", "infrastructure_error"}

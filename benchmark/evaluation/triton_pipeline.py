@@ -1,0 +1,203 @@
+"""`evaluate_triton()`: a FlashInfer-Bench solution against a definition and workload, in the evaluation
+sandbox, with the shared failure taxonomy, seeds and provenance (docs/evaluation.md, "Triton").
+
+Two sandboxed children, as for NKI: `triton_reference` (inputs from the seed, the reference's outputs, the
+comparison) and `triton_kernel` (the solution on guarded buffers; on cuda, the timing). The parent only
+routes: the kernel's outputs go to the reference child to be compared; expected values never reach the
+kernel. Backends (`benchmark.platforms.Backend`): `triton-interpreter` (CPU, correctness only, latency None)
+and `cuda` (NVIDIA GPU: correctness at the workload, then timing, roofline and the wall-time cross-check).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import time
+import traceback
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+from typing import Any
+
+from benchmark.evaluation.backends import TRITON_BACKEND_VERSIONS
+from benchmark.evaluation.inputs import MIN_SEEDS, draw_seeds
+from benchmark.evaluation.pipeline import project_version
+from benchmark.evaluation.result import STATUS_FAILED, STATUS_OK, ErrorKind, EvaluationResult
+from benchmark.evaluation.sandbox import ChildError, ChildProcess, Limits
+from benchmark.platforms import TRITON, Backend, get_definition
+
+CORRECTNESS_ONLY = "correctness only: no GPU"
+_NO_REFERENCE = "def run(*args):\n    raise RuntimeError('the reference runs in another process')\n"
+
+# Statuses of benchmark.triton (and the children) -> the shared failure taxonomy.
+_KINDS = {
+    "incorrect": ErrorKind.INCORRECT, "bad_outputs": ErrorKind.INCORRECT, "modified_input": ErrorKind.MODIFIED_INPUT,
+    "out_of_bounds": ErrorKind.RUNTIME_ERROR, "runtime_error": ErrorKind.RUNTIME_ERROR,
+    "compile_error": ErrorKind.COMPILE_ERROR, "rejected": ErrorKind.REJECTED, "timeout": ErrorKind.TIMEOUT,
+    "resource_limit": ErrorKind.RESOURCE_LIMIT, "infrastructure_error": ErrorKind.INFRASTRUCTURE_ERROR,
+}
+
+
+class _Stop(Exception):
+    def __init__(self, result: EvaluationResult) -> None:
+        super().__init__(result.error_message)
+        self.result = result
+
+
+def _kind(name: str) -> ErrorKind:
+    return _KINDS.get(name, ErrorKind.RUNTIME_ERROR)
+
+
+def evaluate_triton(
+    solution: Mapping[str, Any], definition: Mapping[str, Any], workload: Mapping[str, Any], *,
+    platform: str = "h200", backend: str = Backend.TRITON_INTERPRETER.value, seeds: Sequence[int] | None = None,
+    limits: Limits = Limits(),  # noqa: B008 - frozen dataclass
+    _guards: Mapping[str, bool] | None = None,
+) -> EvaluationResult:
+    """Evaluate one FlashInfer-Bench solution (its JSON as a dict) on a workload of a definition (their JSON).
+    Never raises for anything the solution or reference does; ValueError for a caller's mistake."""
+    started = time.monotonic()
+    if get_definition(platform).language != TRITON:
+        raise ValueError(f"platform {platform!r} does not run Triton kernels")
+    if backend not in TRITON_BACKEND_VERSIONS:
+        raise ValueError(f"backend {backend!r} does not evaluate Triton kernels; expected one of "
+                         f"{sorted(TRITON_BACKEND_VERSIONS)}")
+    if seeds is not None and len(seeds) < MIN_SEEDS:
+        raise ValueError(f"at least {MIN_SEEDS} seeds are needed, got {len(seeds)}")
+    seed_list = tuple(int(s) % 2**32 for s in seeds) if seeds is not None else draw_seeds(MIN_SEEDS)
+    context: dict[str, Any] = {
+        "backend": backend, "backend_version": TRITON_BACKEND_VERSIONS[backend], "platform": platform,
+        "project_version": project_version(), "kernel_name": str(solution.get("name", "")), "seeds": seed_list,
+    }
+    config = {"backend": backend, "platform": platform, "guards": {"audit": True, "imports": True, **(_guards or {})}}
+    header = {"definition": dict(definition), "workload": dict(workload)}
+    attempts = 0
+    while True:
+        attempts += 1
+        try:
+            result = _attempt(solution, header, config, limits, seed_list, context)
+        except _Stop as stop:
+            result = stop.result
+        except OSError as exc:  # could not start a child: ours, transient
+            result = EvaluationResult.failure(ErrorKind.INFRASTRUCTURE_ERROR, f"could not run the evaluation "
+                                              f"sandbox: {exc}", **context)
+        except Exception as exc:  # noqa: BLE001 - a bug of ours is never the kernel's result
+            result = EvaluationResult.failure(ErrorKind.INFRASTRUCTURE_ERROR, f"the Triton pipeline failed: "
+                                              f"{type(exc).__name__}: {exc}",
+                                              error_detail=traceback.format_exc()[-8000:], **context)
+        if result.error_kind is not ErrorKind.INFRASTRUCTURE_ERROR or attempts > limits.infrastructure_retries:
+            return replace(result, wall_time_s=round(time.monotonic() - started, 4), attempts=attempts)
+
+
+def _fail(kind: ErrorKind, message: str, context: dict[str, Any], **flags: Any) -> _Stop:
+    return _Stop(EvaluationResult(status=STATUS_FAILED, error_kind=kind, error_message=message, **flags, **context))
+
+
+def _ask(child: ChildProcess, request: dict[str, Any], context: dict[str, Any], who: str,
+         arrays: dict[str, Any] | None = None, **flags: Any) -> tuple[dict[str, Any], dict[str, Any]]:
+    try:
+        reply, data = child.request(request, arrays)
+    except ChildError as exc:
+        kind = ErrorKind.INFRASTRUCTURE_ERROR if who == "reference" else _kind(exc.kind)
+        raise _fail(kind, f"{who}: {exc.message}", context, error_detail=exc.diagnostics[-4000:], **flags) from None
+    if not reply["ok"]:
+        if who == "reference":
+            raise _fail(ErrorKind.INFRASTRUCTURE_ERROR, f"the reference is broken: {reply.get('message', '')}",
+                        context, **flags)
+        raise _fail(_kind(reply["kind"]), reply.get("message", ""), context, error_line=reply.get("line"),
+                    error_detail=reply.get("detail", ""), **flags)
+    return reply, data
+
+
+def _attempt(solution: Mapping[str, Any], header: dict[str, Any], config: dict[str, Any], limits: Limits,
+             seeds: tuple[int, ...], context: dict[str, Any]) -> EvaluationResult:
+    backend = config["backend"]
+    errors: list[tuple[float | None, ...]] = []
+    counts: dict[str, float] = {}
+    with contextlib.ExitStack() as stack:
+        kernel_limits, extras = cuda_placement(limits) if backend == Backend.CUDA.value else (limits, None)
+        reference = stack.enter_context(ChildProcess("triton_reference", config, kernel_limits, extras))
+        kernel = stack.enter_context(ChildProcess("triton_kernel", config, kernel_limits, extras))
+        _ask(reference, {"op": "load", **header}, context, "reference")
+        # The kernel's child gets the definition without its reference: it has nothing to call but its own code.
+        blind = dict(header, definition=dict(header["definition"], reference=_NO_REFERENCE))
+        _ask(kernel, {"op": "load", "solution": dict(solution), **blind}, context, "kernel")
+        ran = {"compiled": True}
+        for seed in seeds:
+            expected, _ = _ask(reference, {"op": "expect", "seed": seed}, context, "reference", **ran)
+            counts = {"flops": expected["flops"], "bytes": expected["bytes"]}
+            produced, arrays = _ask(kernel, {"op": "run", "seed": seed}, context, "kernel", **ran)
+            ran = {"compiled": True, "runnable": True}
+            compared, _ = _ask(reference, {"op": "compare", "dtypes": produced["dtypes"]}, context, "reference",
+                               arrays, **ran)
+            comparisons = compared["comparisons"]
+            errors.append(tuple(c["max_rel_error"] for c in comparisons))
+            failed = [c["message"] for c in comparisons if not c["ok"]]
+            if failed:
+                raise _fail(ErrorKind.INCORRECT, f"seed {seed}: " + "; ".join(failed), context,
+                            relative_l2_errors=tuple(errors), **ran)
+        correct = {"compiled": True, "runnable": True, "correct": True, "relative_l2_errors": tuple(errors)}
+        if backend != Backend.CUDA.value:
+            return EvaluationResult(status=STATUS_OK, profile={"note": CORRECTNESS_ONLY}, **correct, **context)
+        return _measure(kernel, context, correct, counts, header)
+
+
+# What a CUDA process needs that the CPU sandbox refuses: address space (the driver reserves terabytes of
+# virtual memory), threads (the driver's own), room for Triton's compile cache in the private /tmp, and the
+# GPU's device nodes. Written for the cuda backend; not yet run on a GPU inside the sandbox (docs/evaluation.md).
+CUDA_ADDRESS_SPACE = 1 << 46
+CUDA_PROCESSES = 512
+CUDA_SCRATCH_BYTES = 2 * 1024**3
+
+
+def cuda_placement(limits: Limits) -> tuple[Limits, Any]:
+    import glob
+
+    from benchmark.evaluation.isolation import SandboxExtras
+
+    nodes = sorted(glob.glob("/dev/nvidia*"))
+    if not nodes:
+        raise _fail(ErrorKind.INFRASTRUCTURE_ERROR, "the cuda backend needs an NVIDIA GPU; this host has no "
+                    "/dev/nvidia* device", {"backend": Backend.CUDA.value})
+    roomy = replace(limits, memory_bytes=max(limits.memory_bytes, CUDA_ADDRESS_SPACE),
+                    processes=max(limits.processes, CUDA_PROCESSES),
+                    scratch_bytes=max(limits.scratch_bytes, CUDA_SCRATCH_BYTES),
+                    file_bytes=max(limits.file_bytes, 256 * 1024**2))
+    return roomy, SandboxExtras(devices=tuple((n, n) for n in nodes if not os.path.isdir(n)))
+
+
+def _measure(kernel: ChildProcess, context: dict[str, Any], correct: dict[str, Any], counts: dict[str, float],
+             header: dict[str, Any]) -> EvaluationResult:
+    """Time in the kernel child; the parent's own clock around the request bounds what the events may claim."""
+    from benchmark.hardware import get_gpu_spec
+    from benchmark.triton.flashinfer import parse_definition
+    from benchmark.triton.timing import GpuTiming, implausible_events
+
+    spec = get_gpu_spec(context["platform"])
+    kernel.restart_clock()
+    outside = time.monotonic()
+    reply, _ = _ask(kernel, {"op": "measure", "l2_bytes": spec.l2_bytes}, context, "kernel", **correct)
+    outside_s = time.monotonic() - outside
+    t = reply["timing"]
+    timing = GpuTiming(median_ms=t["median_ms"], spread=t["spread"], samples_ms=list(reply["samples_ms"]),
+                       wall_s=t["wall_s"], flush_ms=t["flush_ms"], reps=t["reps"], stable=t["stable"])
+    latency = timing.median_ms
+    dtype = next(iter(parse_definition(header["definition"]).inputs.values())).dtype
+    floor_ms = max(counts["flops"] / spec.peak_flops(dtype) if counts["flops"] else 0.0,
+                   counts["bytes"] / spec.hbm_bytes_per_s) * 1e3
+    profile = {"timing": t, "environment": reply.get("environment", {}), "flops": counts["flops"],
+               "bytes": counts["bytes"], "roofline_source": spec.source, "parent_wall_s": outside_s}
+    result = EvaluationResult(status=STATUS_OK, latency_ms=latency, theoretical_peak_ms=floor_ms,
+                              peak_fraction=floor_ms / latency if latency > 0 else None, profile=profile,
+                              **correct, **context)
+    # The child's own clock, then ours: the request, seen from outside the kernel's process, holds the loop.
+    why = implausible_events(timing) or implausible_events(timing, outside_wall_s=outside_s)
+    if why:
+        return replace(result, status=STATUS_FAILED, error_kind=ErrorKind.SUSPICIOUS, error_message=f"{why}; held for review")
+    if not timing.stable:
+        return replace(result, status=STATUS_FAILED, error_kind=ErrorKind.INFRASTRUCTURE_ERROR,
+                       error_message=f"timing on this GPU is unstable: repetitions spread {timing.spread:.1%}")
+    if result.peak_fraction is not None and result.peak_fraction > 1.0:
+        return replace(result, status=STATUS_FAILED, error_kind=ErrorKind.SUSPICIOUS,
+                       error_message=f"latency {latency:.4g} ms is below the roofline floor {floor_ms:.4g} ms; held "
+                                     "for review")
+    return result

@@ -1,0 +1,272 @@
+"""The Triton evaluation children (`python -m benchmark.evaluation.child triton_reference|triton_kernel ...`).
+
+* `triton_reference` parses the definition and workload, builds each seed's inputs (benchmark.triton.inputs)
+  and runs the definition's reference on them; it holds the expected outputs and compares the kernel's
+  outputs the parent forwards (benchmark.triton.compare). The kernel never sees expected values.
+* `triton_kernel` imports the solution (its sources exist only in memory: linecache serves them to
+  `@triton.jit`), builds the same seed's inputs itself (the seed fully determines them, so nothing to
+  send; a kernel that tampers with input generation only computes the wrong answer) and runs it on guarded
+  buffers (benchmark.triton.runner: canaries, input checksums, NaN-filled outputs). On the cuda backend it
+  then times the kernel (`measure`).
+
+Both run under the same sandbox, limits and audit guard as the NKI children; the kernel's module gets the
+kernel builtins with a Triton import allow-list (torch, triton, math, numpy and a few pure-Python modules).
+"""
+
+from __future__ import annotations
+
+import builtins
+import os
+import sys
+import time
+import types
+from typing import Any
+
+KERNEL_MODULE = "accelopt_triton_kernel"
+ALLOWED_TRITON_IMPORTS = ("torch", "triton", "math", "numpy", "typing", "functools", "itertools", "dataclasses",
+                          "__future__", "operator", "collections")
+
+
+# The child's helpers, restated here (small) so that child.py, which starts these roles, is not imported back.
+def _remember_source(filename: str, source: str) -> None:
+    """Tracebacks, and `@triton.jit` (inspect.getsource), read the in-memory source through linecache."""
+    import linecache
+
+    linecache.cache[filename] = (len(source), None, source.splitlines(keepends=True), filename)
+
+
+def _read_roots() -> list[str]:
+    import benchmark
+
+    package = os.path.dirname(os.path.abspath(benchmark.__file__))
+    return [sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix, package]
+
+
+def _failure(kind: str, exc: BaseException, filename: str, prefix: str = "") -> dict[str, Any]:
+    import traceback
+
+    line = None
+    for frame, lineno in traceback.walk_tb(exc.__traceback__):
+        if frame.f_code.co_filename == filename:
+            line = lineno
+    frames = [f for f in traceback.extract_tb(exc.__traceback__) if f.filename == filename]
+    detail = "".join(traceback.format_list(frames)) + "".join(traceback.format_exception_only(type(exc), exc))
+    return {"ok": False, "kind": kind, "message": f"{prefix}{type(exc).__name__}: {exc}", "line": line,
+            "detail": detail[-8000:]}
+
+
+def to_wire(tensor: Any) -> tuple[Any, str]:
+    """A tensor as a numpy array the protocol can carry, plus its torch dtype name (bf16/fp8 travel as raw bits)."""
+    import torch
+
+    name = str(tensor.dtype).removeprefix("torch.")
+    t = tensor.detach().contiguous().cpu()
+    if t.dtype in (torch.bfloat16,):
+        t = t.view(torch.int16)
+    elif t.dtype.is_floating_point and t.element_size() == 1:
+        t = t.view(torch.uint8)
+    return t.numpy(), name
+
+
+def from_wire(array: Any, name: str) -> Any:
+    import torch
+
+    tensor = torch.from_numpy(array.copy())
+    dtype = getattr(torch, name)
+    return tensor.view(dtype) if tensor.dtype != dtype else tensor
+
+
+def _triton_import(name: str, globals: Any = None, locals: Any = None, fromlist: Any = (), level: int = 0) -> Any:
+    if level or not any(name == root or name.startswith(root + ".") for root in ALLOWED_TRITON_IMPORTS):
+        raise ImportError(f"import of {name!r} is not allowed in a Triton kernel (allowed: "
+                          f"{', '.join(ALLOWED_TRITON_IMPORTS)})")
+    return builtins.__import__(name, globals, locals, fromlist, level)
+
+
+def cuda_allowances() -> Any:
+    """What Triton needs past the audit guard on a GPU: its compiler (ptxas), its cache (under the private
+    HOME/TMPDIR), the CUDA libraries and driver files it reads, and native code (the driver bindings)."""
+    from benchmark.evaluation.guards import GuardAllowances
+
+    home = os.environ.get("HOME", "/tmp")
+    return GuardAllowances(read_roots=("/usr", "/lib", "/lib64", "/etc", "/proc", "/sys", "/dev", home),
+                           write_roots=(home, os.environ.get("TMPDIR", home)),
+                           executables=("ptxas", "cuobjdump", "nvdisasm", "ldconfig", "ldconfig.real", "gcc", "cc"),
+                           native_code=True)
+
+
+def _parse(header: dict[str, Any]) -> tuple[Any, Any]:
+    from benchmark.triton.flashinfer import parse_definition, parse_workload
+
+    return parse_definition(header["definition"]), parse_workload(header["workload"])
+
+
+def _device(backend: str) -> str:
+    return "cuda" if backend == "cuda" else "cpu"
+
+
+class TritonReferenceRole:
+    def __init__(self, config: dict[str, Any]) -> None:
+        self.guards = config.get("guards", {})
+        self.device = _device(config["backend"])
+        self.definition: Any = None
+        self.workload: Any = None
+        self.reference: Any = None
+        self.expected: tuple[Any, ...] = ()
+
+    def load(self, header: dict[str, Any], arrays: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+        from benchmark.evaluation.guards import install_audit_guard
+        from benchmark.triton.flashinfer import FormatError
+        from benchmark.triton.local import load_reference
+
+        try:
+            self.definition, self.workload = _parse(header)
+        except FormatError as exc:
+            return {"ok": False, "kind": "reference_error", "message": f"bad FlashInfer-Bench document: {exc}"}, {}
+        import torch  # loaded before the guard, like numpy
+
+        allowances = None
+        if self.device == "cuda":
+            torch.cuda.init()
+            allowances = cuda_allowances()
+        if self.guards.get("audit", True):
+            install_audit_guard(_read_roots(), allowances)
+        _remember_source(f"<reference {self.definition.name}>", self.definition.reference)
+        try:
+            self.reference = load_reference(self.definition)
+        except BaseException as exc:  # noqa: BLE001
+            return _failure("reference_error", exc, "<reference>", "loading the reference failed: "), {}
+        return {"ok": True}, {}
+
+    def expect(self, header: dict[str, Any], arrays: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+        """Build the seed's inputs and compute (and keep) the expected outputs; reply the roofline counts."""
+        from benchmark.triton.inputs import make_inputs
+        from benchmark.triton.local import reference_outputs
+        from benchmark.triton.roofline import workload_bytes, workload_flops
+
+        try:
+            inputs = make_inputs(self.definition, self.workload, header["seed"], device=self.device)
+            self.expected = reference_outputs(self.reference, self.definition, inputs)
+        except BaseException as exc:  # noqa: BLE001
+            return _failure("reference_error", exc, "<reference>", "the reference failed: "), {}
+        axes = self.definition.axis_values(self.workload)
+        return {"ok": True, "output_count": len(self.expected),
+                "flops": workload_flops(self.definition, axes, inputs),
+                "bytes": workload_bytes(self.definition, axes, inputs)}, {}
+
+    def compare(self, header: dict[str, Any], arrays: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+        from benchmark.triton.compare import compare_outputs
+
+        outputs = [from_wire(arrays[f"out{i}"], name) for i, name in enumerate(header["dtypes"])]
+        specs = self.definition.outputs
+        comparisons = compare_outputs(list(specs), [s.dtype for s in specs.values()], outputs,
+                                      [e.cpu() for e in self.expected])
+        return {"ok": True, "comparisons": [c.__dict__ for c in comparisons]}, {}
+
+
+class TritonKernelRole:
+    def __init__(self, config: dict[str, Any]) -> None:
+        self.guards = config.get("guards", {})
+        self.backend = config["backend"]
+        self.device = _device(self.backend)
+        if self.backend != "cuda":
+            os.environ["TRITON_INTERPRET"] = "1"  # before Triton is imported: every kernel is interpreted
+        self.definition: Any = None
+        self.workload: Any = None
+        self.function: Any = None
+        self.inputs: dict[str, Any] = {}
+
+    def load(self, header: dict[str, Any], arrays: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+        from benchmark.evaluation.guards import install_audit_guard, kernel_builtins
+        from benchmark.triton.flashinfer import FormatError, parse_solution
+
+        try:
+            self.definition, self.workload = _parse(header)
+            solution = parse_solution(header["solution"])
+        except FormatError as exc:
+            return {"ok": False, "kind": "rejected", "message": f"bad FlashInfer-Bench solution: {exc}"}, {}
+        import torch  # noqa: F401 - our imports first, before the guard
+        import triton  # noqa: F401
+        import triton.language  # noqa: F401
+
+        allowances = None
+        if self.device == "cuda":
+            torch.cuda.init()
+            allowances = cuda_allowances()
+        if self.guards.get("audit", True):
+            install_audit_guard(_read_roots(), allowances)
+        source = solution.sources[solution.entry_file]
+        filename = f"<kernel {solution.entry_file}>"
+        _remember_source(filename, source)
+        try:
+            code = compile(source, filename, "exec")
+        except SyntaxError as exc:
+            return {"ok": False, "kind": "compile_error", "message": f"syntax error: {exc.msg}", "line": exc.lineno}, {}
+        module = types.ModuleType(KERNEL_MODULE)
+        module.__file__ = filename
+        if self.guards.get("imports", True):
+            namespace = kernel_builtins()
+            namespace["__import__"] = _triton_import
+            module.__dict__["__builtins__"] = namespace
+        sys.modules[KERNEL_MODULE] = module
+        try:
+            exec(code, module.__dict__)
+        except BaseException as exc:  # noqa: BLE001 - any failure at import time is the kernel's
+            kind = "rejected" if isinstance(exc, ImportError) and "not allowed" in str(exc) else "compile_error"
+            return _failure(kind, exc, filename, "while loading the kernel module: "), {}
+        function = module.__dict__.get(solution.entry_function)
+        if not callable(function):
+            return {"ok": False, "kind": "rejected",
+                    "message": f"{solution.entry_file} defines no function {solution.entry_function!r}"}, {}
+        self.function = function
+        self.filename = filename
+        return {"ok": True}, {}
+
+    def run(self, header: dict[str, Any], arrays: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+        from benchmark.triton.inputs import make_inputs
+        from benchmark.triton.local import classify_exception
+        from benchmark.triton.runner import run_checked
+
+        self.inputs = make_inputs(self.definition, self.workload, header["seed"], device=self.device)
+        try:
+            outputs = run_checked(self.function, self.definition, self.workload, self.inputs)
+        except BaseException as exc:  # noqa: BLE001 - reported, not swallowed
+            if isinstance(exc, MemoryError):
+                return {"ok": False, "kind": "resource_limit", "message": f"MemoryError: {exc}"}, {}
+            return _failure(classify_exception(exc), exc, self.filename), {}
+        wire = [to_wire(o) for o in outputs]
+        return ({"ok": True, "dtypes": [name for _, name in wire]},
+                {f"out{i}": array for i, (array, _) in enumerate(wire)})
+
+    def measure(self, header: dict[str, Any], arrays: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+        """cuda only: time the kernel on the last seed's inputs (benchmark.triton.timing)."""
+        from benchmark.triton.local import classify_exception
+        from benchmark.triton.runner import is_destination_passing
+        from benchmark.triton.timing import gpu_environment, time_cuda
+
+        if self.device != "cuda":
+            return {"ok": False, "kind": "infrastructure_error", "retry": False,
+                    "message": "the interpreter backend measures nothing"}, {}
+        import torch
+
+        args = [self.inputs[n] for n in self.definition.inputs]
+        if is_destination_passing(self.function, self.definition):
+            axes = self.definition.axis_values(self.workload)
+            from benchmark.triton.inputs import empty_outputs
+
+            outs = list(empty_outputs(self.definition, self.workload, device="cuda").values())
+            del axes
+            call = lambda: self.function(*args, *outs)  # noqa: E731
+        else:
+            call = lambda: self.function(*args)  # noqa: E731
+        started = time.perf_counter()
+        try:
+            timing = time_cuda(call, l2_bytes=int(header["l2_bytes"]))
+        except BaseException as exc:  # noqa: BLE001
+            return _failure(classify_exception(exc), exc, self.filename, "while timing: "), {}
+        torch.cuda.synchronize()
+        return {"ok": True, "timing": timing.to_dict(), "samples_ms": timing.samples_ms,
+                "child_wall_s": time.perf_counter() - started, "environment": gpu_environment()}, {}
+
+
+ROLES = {"triton_reference": TritonReferenceRole, "triton_kernel": TritonKernelRole}
