@@ -24,7 +24,8 @@ from campaigns.scheduler import advance, stop_campaign
 from optimizer import conf as optimizer_conf
 from optimizer.models import AgentKind
 from optimizer.search import SearchConfig
-from optimizer.search.budget import Budget
+from optimizer.search.budget import Budget, launch_notes
+from optimizer.services import estimate_llm_cost, max_agent_calls
 
 __all__ = [
     "ACCELOPT_DEFAULTS",
@@ -141,6 +142,24 @@ def _budgets(budgets: dict[str, Any] | None) -> dict[str, Any]:
         raise ValidationError(str(error)) from None
 
 
+def budget_notes(agent: str, search: dict[str, Any], models: dict[str, str], budget: Budget, runs: int) -> list[str]:
+    """The campaign's budgets against its upper-bound estimate: one run's (optimizer.services) times the number of
+    problems, in the optimizer's words (launch_notes)."""
+    if budget.empty:
+        return []
+    calls = max_agent_calls(search)
+    kwargs: dict[str, Any] = {}
+    if agent == AgentKind.LLM:
+        estimate = estimate_llm_cost(search, models)
+        prices = optimizer_conf.price_table()
+        kwargs = {"estimate_tokens": runs * estimate["total_tokens"],
+                  "estimate_cost_usd": runs * estimate["total_cost_usd"],
+                  "unpriced_models": tuple(sorted({r["model"] for r in estimate["roles"].values()
+                                                   if r["model"] and r["model"] not in prices}))}
+    evaluations = runs * (1 + calls["executor"] * (1 + search.get("fix_attempts", 0)))
+    return launch_notes(budget, llm=agent == AgentKind.LLM, max_evaluations=evaluations, **kwargs)
+
+
 def search_parameters(search: dict[str, Any] | None, *, agent: str, memory: bool = True) -> dict[str, Any]:
     """The search parameters every run of the campaign gets: AccelOpt's published defaults, then `search`.
     memory=False shows the Planner no entries and writes none (the paper's no-memory ablation)."""
@@ -200,6 +219,8 @@ def create_campaign(
             raise ValidationError(
                 f"the LLM agent needs a model for every role; none configured for {', '.join(missing)}"
             )
+    caps = _budgets(budgets)
+    notes = budget_notes(agent, params, role_models, Budget(**caps), len(chosen))
     concurrency = max_concurrent_runs or optimizer_conf.worker_settings().concurrency
     if concurrency < 1:
         raise ValidationError(f"max_concurrent_runs must be >= 1, got {concurrency}")
@@ -213,9 +234,9 @@ def create_campaign(
             agent=agent,
             suite=suite,
             case=case,
-            config={"search": params, "models": role_models, "memory": memory},
+            config={"search": params, "models": role_models, "memory": memory, "budget_notes": notes},
             max_concurrent_runs=concurrency,
-            **_budgets(budgets),
+            **caps,
         )
         CampaignEntry.objects.bulk_create(
             [CampaignEntry(campaign=campaign, problem=problem, position=i) for i, problem in enumerate(chosen)]

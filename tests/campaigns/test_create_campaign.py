@@ -54,8 +54,12 @@ def test_memory_off_shows_and_writes_no_entries(problems, owner):
 
 
 def test_budgets_are_stored_for_the_whole_campaign(problems, owner):
-    campaign = create_campaign(owner, problems=["double"], budgets={"max_cost_usd": 0.5, "max_evaluations": 40})
+    campaign = create_campaign(owner, problems=["double", "triple", "quad"],
+                               budgets={"max_cost_usd": 0.5, "max_evaluations": 40})
     assert campaign.budgets == {"max_tokens": None, "max_cost_usd": 0.5, "max_wall_time_s": None, "max_evaluations": 40}
+    # Checked at launch against the estimate: three problems could take far more evaluations than 40.
+    assert any("Stops after 40 evaluations" in note for note in campaign.config["budget_notes"])
+    assert any("offline agent makes no LLM calls" in note for note in campaign.config["budget_notes"])
 
 
 @pytest.mark.parametrize(("kwargs", "message"), [
