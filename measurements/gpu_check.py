@@ -193,6 +193,8 @@ def main(argv: list[str] | None = None) -> int:
             args.out.write_text(json.dumps(report, indent=2, default=str) + "\n")
 
     print(HEADER, flush=True)
+    print("  (ref = the definition's torch reference, for gemm torch.matmul, i.e. cuBLAS; %peak = roofline floor "
+          "/ latency)", flush=True)
     with tempfile.TemporaryDirectory(prefix="gpu_check_") as scratch:
         for index, (definition, workload, solution, label) in enumerate(items):
             if time.monotonic() - started > args.budget_s:

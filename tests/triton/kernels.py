@@ -60,3 +60,7 @@ RAISES = HEADER + '''
 def run(hidden_states, weight):
     raise ValueError("shape not supported")
 '''
+
+# Remembers its first answer and returns it for every later call: right on the first seed only.
+CACHES_ANSWERS = row_kernel(extra="if 'answer' in _CACHE:\n        return _CACHE['answer']").replace(
+    "    return out\n", "    _CACHE['answer'] = out\n    return out\n") + "\n_CACHE = {}\n"

@@ -68,3 +68,8 @@ def test_our_sample_solutions_are_correct_on_the_small_workloads(name, tmp_path)
     definition = catalog.definition(workload.definition)
     result = evaluate_case(definition, workload, catalog.solution(definition.name), workdir=tmp_path, seeds=(3,))
     assert result.status == "correct", result.message
+
+
+def test_a_kernel_that_caches_its_answer_across_calls_fails_on_the_next_seed(tmp_path):
+    result = _evaluate(kernels.CACHES_ANSWERS, tmp_path, seeds=(0, 1))
+    assert result.status == "incorrect" and result.message.startswith("seed 1:")
