@@ -6,7 +6,6 @@ path the page, the API and `manage.py campaign` share. Its defaults are AccelOpt
 
 from __future__ import annotations
 
-from dataclasses import fields as dataclass_fields
 from typing import Any
 
 from django import forms
@@ -16,13 +15,9 @@ from campaigns.models import BUDGET_FIELDS
 from campaigns.services import ACCELOPT_DEFAULTS
 from optimizer import conf
 from optimizer.models import AgentKind
-from optimizer.search import SearchConfig
+from optimizer.search.config import BEAM, CURATED, MEMORY_MODES, STRATEGIES
 
 CASES = (("mini", "mini (seconds per evaluation)"), ("full", "full (the published shapes)"))
-
-
-def search_fields() -> set[str]:
-    return {f.name for f in dataclass_fields(SearchConfig)}
 
 
 class CampaignForm(forms.Form):
@@ -45,6 +40,8 @@ class CampaignForm(forms.Form):
                                                 initial=ACCELOPT_DEFAULTS["rewrites_per_iteration"])
     memory_size = forms.IntegerField(min_value=0, max_value=64, label="Memory entries shown",
                                      initial=ACCELOPT_DEFAULTS["memory_size"])
+    strategy = forms.ChoiceField(choices=list(STRATEGIES.items()), initial=BEAM)
+    memory_mode = forms.ChoiceField(choices=list(MEMORY_MODES.items()), initial=CURATED, label="Memory shown")
     memory = forms.BooleanField(required=False, initial=True, label="Optimization memory",
                                 help_text="Off: the Planner is shown no entries and none are written.")
     seed = forms.IntegerField(min_value=0, initial=0)
@@ -56,8 +53,8 @@ class CampaignForm(forms.Form):
                                              help_text="Default: what the worker drives at once.")
     is_public = forms.BooleanField(required=False, label="Public", help_text="Anyone may watch it.")
 
-    SEARCH_FIELDS = ("iterations", "beam_width", "plans_per_candidate", "samples_per_plan", "rewrites_per_iteration",
-                     "memory_size", "seed")
+    SEARCH_FIELDS = ("strategy", "iterations", "beam_width", "plans_per_candidate", "samples_per_plan",
+                     "rewrites_per_iteration", "memory_size", "memory_mode", "seed")
     MODEL_FIELDS = tuple(f"{role}_model" for role in conf.ROLES)
 
     def __init__(self, *args: Any, problems: Any, **kwargs: Any) -> None:
@@ -70,9 +67,6 @@ class CampaignForm(forms.Form):
         self.fields["backend"] = forms.ChoiceField(
             choices=[(b, label) for b, label in Backend.choices if b != Backend.NULL], initial=Backend.SIMULATOR
         )
-        if "strategy" in search_fields():  # the search strategies the optimizer offers (beam by default)
-            default = getattr(SearchConfig(), "strategy", "beam")
-            self.fields["strategy"] = forms.CharField(initial=default, help_text="beam or repeated_sampling")
         for role, spec in conf.llm_roles().items():
             self.fields[f"{role}_model"].initial = spec.model
 
@@ -86,9 +80,7 @@ class CampaignForm(forms.Form):
 
     def campaign_arguments(self) -> dict[str, Any]:
         data = self.cleaned_data
-        search = {name: data[name] for name in self.SEARCH_FIELDS if data.get(name) is not None}
-        if data.get("strategy"):
-            search["strategy"] = data["strategy"]
+        search = {name: data[name] for name in self.SEARCH_FIELDS if data.get(name) not in (None, "")}
         return {
             "name": data.get("name") or "",
             "suite": data.get("suite") or "",

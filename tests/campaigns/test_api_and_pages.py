@@ -69,11 +69,13 @@ def test_the_form_launches_a_campaign_and_shows_its_page(owner_client, problems)
         "name": "three minis", "problems": ["double", "triple", "quad"], "case": "mini", "platform": "trn1",
         "backend": "simulator", "agent": "offline", "iterations": 1, "beam_width": 1, "plans_per_candidate": 1,
         "samples_per_plan": 1, "rewrites_per_iteration": 2, "memory_size": 2, "memory": "on", "seed": 0,
-        "strategy": "beam",
+        "strategy": "repeated_sampling", "memory_mode": "accelopt",
     })
     campaign = Campaign.objects.get()
     assert response.status_code == 302 and response["Location"] == f"/campaigns/{campaign.pk}/"
     assert campaign.name == "three minis" and campaign.config["search"]["iterations"] == 1
+    assert (campaign.config["search"]["strategy"], campaign.config["search"]["memory_mode"]) == (
+        "repeated_sampling", "accelopt")
     page = owner_client.get(response["Location"]).content.decode()
     assert "three minis" in page and "double:mini" in page and "quad:mini" in page
     assert f'ws-connect="/ws/campaigns/{campaign.pk}/"' in page

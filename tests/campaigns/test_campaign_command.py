@@ -50,11 +50,14 @@ def test_json_prints_the_campaign_report(fake_pipeline, problems, fake_agents):
 
 def test_without_wait_it_only_launches(problems):
     out = StringIO()
-    call_command("campaign", "--suite", "nkibench", "--concurrency", "2", stdout=out)
+    call_command("campaign", "--suite", "nkibench", "--concurrency", "2", "--strategy", "repeated_sampling",
+                 "--memory-mode", "accelopt", stdout=out)
     campaign = Campaign.objects.get()
     assert "3 problems" in out.getvalue() and f"/campaigns/{campaign.pk}/" in out.getvalue()
     assert Run.objects.filter(status=RunStatus.QUEUED).count() == 2
     assert campaign.config["search"]["iterations"] == 15
+    assert (campaign.config["search"]["strategy"], campaign.config["search"]["memory_mode"]) == (
+        "repeated_sampling", "accelopt")
 
 
 def test_bad_options_are_errors_naming_them(problems):

@@ -26,11 +26,13 @@ from campaigns.reports import campaign_report
 from campaigns.scheduler import advance
 from optimizer import conf
 from optimizer.models import AgentKind, Run, RunStatus
+from optimizer.search.config import MEMORY_MODES, STRATEGIES
 from optimizer.worker import claim_run, drive_run, new_worker_id
 
 # Command-line option -> SearchConfig field.
 SEARCH_OPTIONS = {
     "strategy": "strategy",
+    "memory_mode": "memory_mode",
     "iterations": "iterations",
     "beam": "beam_width",
     "plans": "plans_per_candidate",
@@ -68,7 +70,8 @@ class Command(BaseCommand):
         parser.add_argument("--agent", choices=AgentKind.values, default=AgentKind.OFFLINE)
         parser.add_argument("--model", action="append", default=[], metavar="ROLE=MODEL",
                             help=f"model for a role ({', '.join(conf.ROLES)}); repeat per role")
-        parser.add_argument("--strategy", help="search strategy, when the optimizer offers several")
+        parser.add_argument("--strategy", help=f"search strategy: {', '.join(STRATEGIES)} (default beam)")
+        parser.add_argument("--memory-mode", help=f"memory shown to the Planner: {', '.join(MEMORY_MODES)}")
         parser.add_argument("--iterations", type=int, help="iterations per run (default 15)")
         parser.add_argument("--beam", type=int, help="beam width (default 6)")
         parser.add_argument("--plans", type=int, help="plans per beam kernel (default 12)")
