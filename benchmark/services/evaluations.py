@@ -32,9 +32,11 @@ from benchmark import evaluation as pipeline
 from benchmark.evaluation.result import ErrorKind
 from benchmark.models import Evaluation, EvaluationStatus, Kernel, Problem
 from benchmark.platforms import DEFAULT_PLATFORM, Backend, Platform, get_definition
+from benchmark.services.solutions import solution_document
 
 if TYPE_CHECKING:
     from benchmark.evaluation import EvaluationResult, Limits
+    from benchmark.evaluation.triton_request import TritonEvaluationRequest
 
 logger = logging.getLogger(__name__)
 
@@ -84,6 +86,18 @@ def _is_large(io_bytes: int | None) -> bool:
 def _limits(large: bool) -> Limits:
     seconds = conf.timeout_seconds(large)
     return pipeline.Limits(wall_seconds=float(seconds), cpu_seconds=seconds, memory_bytes=conf.memory_bytes(large))
+
+
+def triton_request_for(evaluation: Evaluation) -> TritonEvaluationRequest:
+    """A Triton kernel's evaluation: its FlashInfer-Bench solution against its problem's definition and
+    workloads (which of them a backend runs: `benchmark.evaluation.triton_request`)."""
+    from benchmark.evaluation.triton_request import TritonEvaluationRequest
+
+    kernel, problem = evaluation.kernel, evaluation.kernel.problem
+    return TritonEvaluationRequest(
+        solution=solution_document(kernel), definition=problem.definition, workloads=tuple(problem.workloads),
+        platform=evaluation.platform, backend=evaluation.backend, limits=limits_for(problem),
+    )
 
 
 def evaluation_request_for(evaluation: Evaluation) -> dict[str, Any]:
@@ -261,7 +275,10 @@ def run_evaluation_now(evaluation: Evaluation) -> Evaluation:
     """Run one evaluation in the calling thread (the sandbox is still a child process) and save it."""
     _mark_running(evaluation)
     try:
-        result = pipeline.evaluate(**evaluation_request_for(evaluation))
+        if evaluation.kernel.problem.is_triton:
+            result = triton_request_for(evaluation).run()
+        else:
+            result = pipeline.evaluate(**evaluation_request_for(evaluation))
     except Exception as exc:  # our own pipeline failed: record it as ours, to be retried
         logger.exception("evaluation %s failed inside the pipeline", evaluation.pk)
         result = _infrastructure_failure(exc)
@@ -279,7 +296,10 @@ def _mark_running(evaluation: Evaluation) -> None:
 
 def _submit(evaluation: Evaluation) -> None:
     executor = get_executor()
-    request = pipeline.EvaluationRequest(**evaluation_request_for(evaluation))
+    if evaluation.kernel.problem.is_triton:
+        request: Any = triton_request_for(evaluation)
+    else:
+        request = pipeline.EvaluationRequest(**evaluation_request_for(evaluation))
     # "running" from the moment the executor has it: a pool gives no start signal back to this process.
     _mark_running(evaluation)
     evaluation_id = evaluation.pk
@@ -417,6 +437,16 @@ def evaluate_source(
     """
     if problem is None and reference_source is None:
         raise ValueError("evaluate_source needs a problem or a reference source")
+    if problem is not None and problem.is_triton:
+        from benchmark.evaluation.triton_request import TritonEvaluationRequest
+
+        kernel = Kernel(problem=problem, source=kernel_source, sha256="0" * 64, entry_point="")
+        backend = backend or get_definition(platform).default_backend.value
+        return TritonEvaluationRequest(
+            solution=solution_document(kernel), definition=problem.definition, workloads=tuple(problem.workloads),
+            platform=platform, backend=backend, seeds=list(seeds) if seeds is not None else None,
+            limits=limits_for(problem),
+        ).run()
     kwargs = _evaluate_kwargs(
         kernel_source,
         problem.reference_source if problem is not None else reference_source,

@@ -22,13 +22,12 @@ from django.db import transaction
 from benchmark.models import Evaluation, Kernel, KernelOrigin, Problem, Visibility
 from benchmark.platforms import TRITON, Backend, get_definition
 from benchmark.services.evaluations import request_evaluation
-from benchmark.services.kernels import TRITON_ENTRY_POINT, create_kernel
+from benchmark.services.kernels import create_kernel
+from benchmark.services.solutions import solution_document
 
 # Where imported definitions go unless told otherwise, and the case naming "all of its workloads".
 FLASHINFER_SUITE = "flashinfer"
 WORKLOADS_CASE = "workloads"
-# Who an exported solution of ours names as its author, unless it came with one.
-EXPORT_AUTHOR = "AccelOpt Studio"
 # The largest file an import reads (a definition, a workload list, a solution): FlashInfer-Bench's are KiBs.
 MAX_FILE_BYTES = 8 * 1024 * 1024
 
@@ -364,18 +363,4 @@ def export_solution(problem: Problem, kernel: Kernel | None = None) -> dict[str,
         kernel, _ = exportable_kernel(problem)
     elif kernel.problem_id != problem.pk or not problem.is_triton:
         raise ValidationError(f"kernel {kernel.pk} is not a kernel of the Triton problem {problem.address}")
-    fib, meta = _fib(), kernel.solution_meta or {}
-    entry_point = kernel.entry_point or TRITON_ENTRY_POINT
-    solution = fib.Solution(
-        name=meta.get("name") or f"accelopt_{problem.slug}_{kernel.sha256[:10]}",
-        definition=problem.definition.get("name") or problem.slug,
-        author=meta.get("author") or EXPORT_AUTHOR,
-        language=TRITON,
-        target_hardware=tuple(meta.get("target_hardware") or (p.value.upper() for p in problem.platforms)),
-        entry_point=entry_point,
-        sources={entry_point.split("::", 1)[0]: kernel.source},
-        dependencies=tuple(meta.get("dependencies") or ()),
-        description=meta.get("description") or "",
-        extra=dict(meta.get("extra") or {}),
-    )
-    return fib.solution_to_dict(solution)
+    return solution_document(kernel)

@@ -17,12 +17,11 @@ from benchmark.models import DEFAULT_LANGUAGE, Evaluation, Kernel, KernelOrigin,
 from benchmark.platforms import platforms_for
 from benchmark.services.access import can_create_kernels
 from benchmark.services.evaluations import check_platform_for, reference_size, request_evaluation
+from benchmark.services.solutions import TRITON_ENTRY_POINT
 from benchmark.sizes import human_bytes
 
 # The suite of the problems users create from their own reference files (private to them).
 CUSTOM_SUITE = "custom"
-# A Triton kernel uploaded as one file: FlashInfer-Bench's entry point naming its `run` function.
-TRITON_ENTRY_POINT = "main.py::run"
 
 
 def kernel_source_limit() -> int:

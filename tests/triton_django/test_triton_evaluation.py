@@ -4,9 +4,12 @@ uploaded for the same problem judged incorrect. Needs the interpreter backend in
 
 from __future__ import annotations
 
+import json
+from io import StringIO
 from pathlib import Path
 
 import pytest
+from django.core.management import call_command
 
 from benchmark import services
 from benchmark.evaluation.backends import BACKENDS
@@ -46,3 +49,13 @@ def test_a_wrong_triton_kernel_is_judged_incorrect(imported, engineer):
     evaluation.refresh_from_db()
     assert (evaluation.platform, evaluation.backend) == ("h100", "triton-interpreter")
     assert evaluation.correct is False and evaluation.error_kind == "incorrect"
+
+
+def test_the_evaluate_command_judges_a_triton_kernel_on_its_problems_platform(imported, tmp_path):
+    path = tmp_path / "kernel.py"
+    path.write_text(imported.baseline_kernel.source)
+    out = StringIO()
+    call_command("evaluate", str(path), "--problem", imported.address, "--json", stdout=out)
+    data = json.loads(out.getvalue())
+    assert (data["platform"], data["backend"], data["correct"], data["latency_ms"]) == (
+        "h100", "triton-interpreter", True, None)

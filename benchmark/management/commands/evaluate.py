@@ -11,6 +11,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.http import Http404
 
@@ -18,6 +19,7 @@ from benchmark import services
 from benchmark.display import PROFILE_FIELD_HELP, format_counter
 from benchmark.evaluation.inputs import MIN_SEEDS
 from benchmark.models import Backend, Platform
+from benchmark.platforms import get_definition
 
 
 def _read_source(path: str, what: str) -> str:
@@ -58,8 +60,9 @@ class Command(BaseCommand):
         target = parser.add_mutually_exclusive_group(required=True)
         target.add_argument("--problem", help="[SUITE/]SLUG[:CASE], e.g. silu or silu:full (default case: mini)")
         target.add_argument("--reference", help="a reference file in NKIBench's format")
-        parser.add_argument("--platform", choices=Platform.values, default=Platform.TRN1)
-        parser.add_argument("--backend", choices=Backend.values, default=Backend.SIMULATOR)
+        parser.add_argument("--platform", choices=Platform.values,
+                            help="default: the problem's own (trn1 for NKI and a reference file, h100 for Triton)")
+        parser.add_argument("--backend", choices=Backend.values, help="default: the platform's own")
         parser.add_argument(
             "--seeds",
             help=f"comma-separated seeds to reproduce an earlier evaluation (at least {MIN_SEEDS}); "
@@ -79,14 +82,21 @@ class Command(BaseCommand):
                 raise CommandError(str(error)) from None
         else:
             reference_source = _read_source(options["reference"], "reference")
-        result = services.evaluate_source(
-            kernel_source,
-            problem=problem,
-            reference_source=reference_source,
-            platform=options["platform"],
-            backend=options["backend"],
-            seeds=seeds,
-        )
+        options["platform"] = options["platform"] or (problem.default_platform if problem else Platform.TRN1).value
+        options["backend"] = options["backend"] or get_definition(options["platform"]).default_backend.value
+        try:
+            if problem is not None:
+                services.check_platform_for(problem, options["platform"])
+            result = services.evaluate_source(
+                kernel_source,
+                problem=problem,
+                reference_source=reference_source,
+                platform=options["platform"],
+                backend=options["backend"],
+                seeds=seeds,
+            )
+        except ValidationError as error:
+            raise CommandError(" ".join(error.messages)) from None
         data = result.to_dict() if hasattr(result, "to_dict") else dict(result)
         if options["json"]:
             self.stdout.write(json.dumps(data, indent=2, sort_keys=True))
