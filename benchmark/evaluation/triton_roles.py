@@ -193,6 +193,10 @@ class TritonKernelRole:
         if self.device == "cuda":
             torch.cuda.init()
             allowances = cuda_allowances()
+        else:
+            from benchmark.triton.runner import autotune_without_timing
+
+            autotune_without_timing()  # the interpreter has no GPU to time autotune configurations on
         if self.guards.get("audit", True):
             install_audit_guard(_read_roots(), allowances)
         source = solution.sources[solution.entry_file]
