@@ -8,7 +8,7 @@ import os
 import pytest
 
 # Before Triton is imported (it reads the setting then): every kernel in these tests runs on the interpreter.
-os.environ["TRITON_INTERPRET"] = "1"
+os.environ.setdefault("TRITON_INTERPRET", "1")  # TRITON_INTERPRET=0 only for tests/triton/test_cuda.py on a GPU
 
 pytest.importorskip("torch", reason="the Triton tests need PyTorch (pip install -e '.[triton]')")
 pytest.importorskip("triton", reason="the Triton tests need Triton (pip install -e '.[triton]')")
