@@ -82,7 +82,8 @@ class RunOut(Schema):
     budget: dict[str, float | None]
     budget_usage: list[dict[str, Any]] = Field(description="per cap set: used, limit, fraction, reached, enforceable")
     stopped_by_budget: str = Field(description="the budget a 'stopped' run reached")
-    cost_usd: float
+    cost_usd: float = Field(description="USD over the calls whose cost is known (a lower bound when cost_known is false)")
+    cost_known: bool = Field(description="false when some call's cost is unknown (no token usage reported, or no price)")
     last_event_seq: int
     created: datetime
     started: datetime | None
@@ -133,6 +134,7 @@ def _run_out(request: HttpRequest, run: Run) -> dict[str, Any]:
         "budget_usage": budget_progress(run.budget, run.usage),
         "stopped_by_budget": run.stopped_by_budget,
         "cost_usd": run.cost_usd,
+        "cost_known": run.cost_known,
         "last_event_seq": run.next_event_seq - 1,
         "created": run.created,
         "started": run.started,

@@ -28,5 +28,14 @@ def usd(value: float | None) -> str:
 
 
 @register.filter
+def run_cost(run: object) -> str:
+    """A run's LLM cost, or "unknown cost" when a call's cost is unknown (no usage reported, or no price): never
+    a partial sum shown as the cost."""
+    if not getattr(run, "cost_known", True):
+        return "unknown cost"
+    return usd(getattr(run, "cost_usd", None))
+
+
+@register.filter
 def speedup(value: float | None) -> str:
     return "—" if value is None else f"{value:.2f}×"

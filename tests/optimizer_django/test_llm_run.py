@@ -35,15 +35,22 @@ class Model:
     """Answers by role. The first Executor call gets a 500 (retried), and the Executor's reply to the
     "slower" plan of iteration 2 is garbage (no code block): the run must survive both."""
 
+    PLANS = ("Fuse the two passes into one activation (faster).", "Split every tile in two (slower).")
+
     def __init__(self) -> None:
         self.lock = threading.Lock()
         self.executor_calls = 0
+        self.planner_calls: dict[str, int] = {}  # per kernel: asked once per plan, each call gets the next
 
     def __call__(self, body) -> Reply:
         system, user = body["messages"][0]["content"], body["messages"][-1]["content"]
         if system.startswith("You are the Planner"):
-            return Reply("1. Fuse the two passes into one activation (faster).\n"
-                         "2. Split every tile in two (slower).\n", prompt_tokens=1000, completion_tokens=50)
+            kernel = re.search(r"latency=([\d.]+)", user).group(1)
+            with self.lock:
+                given = self.planner_calls.get(kernel, 0)
+                self.planner_calls[kernel] = given + 1
+            return Reply(f"1. {self.PLANS[given % 2]}\n", prompt_tokens=1000, completion_tokens=50,
+                         reasoning="The profile shows two passes over HBM.")
         if system.startswith("You are the Executor"):
             with self.lock:
                 self.executor_calls += 1
@@ -114,6 +121,44 @@ def test_the_planner_prompt_carries_the_kernel_the_profile_and_the_memory(llm_ru
     assert "latency=8.000000" in second  # the beam kernel after iteration 1
     assert "hbm_read_bytes" in second
     assert "Fuse passes" in second  # the memory entry written in iteration 1
+
+
+def test_reasoning_returned_beside_the_answer_is_kept_and_shown_on_the_transcript(llm_run, client, owner):
+    planner_calls = AgentCall.objects.filter(run=llm_run, role="planner")
+    assert planner_calls.count() == 4  # two plans per kernel, one call each, two iterations
+    assert all(call.reasoning == "The profile shows two passes over HBM." for call in planner_calls)
+    client.force_login(owner)
+    page = client.get(f"/runs/{llm_run.pk}/kernels/{llm_run.best_kernel_id}/transcript/").content.decode()
+    assert "Reasoning" in page and "The profile shows two passes over HBM." in page
+
+
+def test_a_server_that_reports_no_usage_shows_an_unknown_cost(fake_pipeline, problem, owner, client, settings):
+    with ScriptedOpenAI(UsageFree(Model())) as server:
+        settings.ACCELOPT_LLM_ROLES = {"default": {"model": MODEL, "base_url": server.base_url, "api_key": API_KEY}}
+        settings.ACCELOPT_LLM_PRICES = {MODEL: list(PRICE)}
+        settings.ACCELOPT_LLM_BACKOFF_MS = 0
+        start, _ = create_kernel(problem, python_kernel(10.0))
+        run = services.create_run(owner, problem, start_kernel=start, agent="llm", search=SEARCH)
+        assert async_to_sync(RunWorker().step)()
+    run.refresh_from_db()
+    assert run.status == RunStatus.SUCCEEDED, run.error_message
+    assert run.cost_known is False and run.known_cost_usd is None and run.unpriced_calls > 0
+    assert AgentCall.objects.filter(run=run, error="", cost_usd__isnull=True).exists()
+    client.force_login(owner)
+    assert "unknown cost" in client.get(f"/runs/{run.pk}/state/").content.decode()
+    assert "unknown cost" in client.get("/runs/").content.decode()
+
+
+class UsageFree:
+    """The same answers from a server that counts no tokens (no `usage` in its completions)."""
+
+    def __init__(self, model: Model) -> None:
+        self.model = model
+
+    def __call__(self, body) -> Reply:
+        reply = self.model(body)
+        reply.usage = False
+        return reply
 
 
 def test_the_api_key_is_stored_nowhere(llm_run):

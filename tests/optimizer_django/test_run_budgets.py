@@ -7,7 +7,7 @@ import pytest
 from asgiref.sync import async_to_sync
 
 from benchmark.services import create_kernel
-from memory.models import MemoryEntry
+from memory.models import MemoryEvidence
 from optimizer import services
 from optimizer.models import AgentCall, Candidate, CandidateStatus, Run, RunStatus
 from optimizer.worker import RunWorker
@@ -61,7 +61,8 @@ def test_a_run_stops_on_its_dollar_cap_keeping_its_kernels_memory_and_calls(fake
     assert cap <= run.cost_usd < 2 * first_iteration  # stopped within a step of the cap, not at the end
     assert run.current_iteration == 2 and run.finished is not None
     assert_nothing_lost(run)
-    assert MemoryEntry.objects.filter(source_run_id=run.pk).exists()  # iteration 1's lessons stay
+    # Iteration 1's lessons stay (as evidence of the probe's entries: the same lessons, learned again).
+    assert MemoryEvidence.objects.filter(source_run_id=run.pk).exists()
     assert sum(AgentCall.objects.filter(run=run).values_list("cost_usd", flat=True)) == pytest.approx(run.cost_usd)
     stopped = run.events.get(kind="run.stopped")
     assert stopped.payload["budget"]["budget"] == "max_cost_usd" and stopped.payload["best_sha"]
@@ -84,7 +85,7 @@ def test_a_run_stops_on_its_evaluation_cap_with_exactly_that_many_evaluations(fa
     assert run.status == RunStatus.STOPPED and run.stopped_by_budget == "max_evaluations", run.error_message
     assert sum(fake_pipeline.calls.values()) == 7 == run.usage.evaluations
     assert_nothing_lost(run)
-    assert MemoryEntry.objects.filter(source_run_id=run.pk).exists()
+    assert MemoryEvidence.objects.filter(source_run_id=run.pk).exists()
     # Iteration 2's two evaluated kernels are in the result: 8 ms x 0.8.
     assert run.best_latency_ms == pytest.approx(6.4)
     assert run.iterations.get(index=2).next_beam_kernel_ids

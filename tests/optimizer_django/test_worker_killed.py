@@ -39,8 +39,10 @@ def query(var_dir: Path, sql: str, *params) -> list[tuple]:
 
 
 def memory_of(var_dir: Path, run_id: int) -> list[tuple]:
-    return sorted(query(var_dir, "SELECT title, polarity, round(speedup, 6) FROM memory_memoryentry "
-                                 "WHERE source_run_id = ?", run_id))
+    """The lessons the run filed: one evidence row per source pair, on the entry that holds the lesson (a lesson
+    another run learned first counts there: memory.learning)."""
+    return sorted(query(var_dir, "SELECT m.title, m.polarity, round(e.speedup, 6) FROM memory_memoryevidence e "
+                                 "JOIN memory_memoryentry m ON m.id = e.entry_id WHERE e.source_run_id = ?", run_id))
 
 
 def evaluations_by_status(var_dir: Path, run_id: int) -> dict[str, set[str]]:
