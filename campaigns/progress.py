@@ -19,7 +19,7 @@ from django.db.models import Count, Q, Sum
 from benchmark.models import Evaluation
 from campaigns.models import Campaign, CampaignEntry, EntryStatus
 from campaigns.scheduler import campaign_budget, campaign_usage
-from optimizer.models import AgentCall, Candidate, CandidateStatus, Iteration
+from optimizer.models import AgentCall, Iteration, Run
 from optimizer.search.budget import progress
 
 
@@ -61,10 +61,9 @@ def campaign_rows(campaign: Campaign, problem_ids: set[int] | None = None) -> li
     entries = _entries(campaign, problem_ids)
     peaks = _peak_ms(campaign, entries)
     run_ids = [e.run_id for e in entries if e.run_id]
-    evaluations = dict(
-        Candidate.objects.filter(iteration__run_id__in=run_ids, status=CandidateStatus.EVALUATED)
-        .values("iteration__run_id").annotate(n=Count("id")).values_list("iteration__run_id", "n")
-    )
+    # As the run's budget counts them (the search's totals: the starting kernel's evaluation included).
+    evaluations = {pk: int(n or 0) for pk, n in Run.objects.filter(pk__in=run_ids).values_list(
+        "pk", "checkpoint__totals__evaluations")}
     baseline_latency = _baseline_latencies(campaign, entries)
     rows = []
     for entry in entries:

@@ -35,6 +35,7 @@ def test_rows_headline_and_curves(fake_pipeline, problems, fake_agents):
     ]
     assert all(r["evaluations"] > 0 and r["tokens"] > 0 and r["cost_known"] for r in rows)
     head = headline(campaign, rows)
+    assert sum(r["evaluations"] for r in rows) == head["usage"].evaluations  # the rows add up to the total
     assert head["baseline_geomean"] == pytest.approx((0.1 * 0.05) ** 0.5)
     assert head["geomean_speedup"] == pytest.approx(1 / 0.64)
     curve = iteration_curve(rows)
