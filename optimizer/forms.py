@@ -14,6 +14,7 @@ from django.core.exceptions import ValidationError
 from benchmark import services as benchmark_services
 from benchmark.models import Backend, Platform, Problem
 from benchmark.platforms import get_definition
+from benchmark.services.evaluations import backend_unavailable
 from optimizer import conf, services
 from optimizer.models import AgentKind
 from optimizer.search import BUDGET_FIELDS
@@ -24,6 +25,23 @@ UPLOAD = "upload"
 
 # The form shows the defaults every way of launching a run shares (optimizer.services.RUN_SEARCH_DEFAULTS).
 FORM_SEARCH_DEFAULTS: dict[str, int] = services.RUN_SEARCH_DEFAULTS
+
+
+class ReasonedSelect(forms.Select):
+    """A select whose unusable options are disabled, labelled "unavailable" and titled with the reason."""
+
+    def __init__(self, reasons: dict[str, str], *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.reasons = reasons
+
+    def create_option(self, name: str, value: Any, label: Any, selected: Any, index: int, subindex: int | None = None,
+                      attrs: dict[str, Any] | None = None) -> dict[str, Any]:
+        option = super().create_option(name, value, label, selected, index, subindex, attrs)
+        reason = self.reasons.get(str(value))
+        if reason:
+            option["attrs"] = {**option["attrs"], "disabled": True, "title": reason}
+            option["label"] = f"{label} (unavailable here)"
+        return option
 
 
 class RunForm(forms.Form):
@@ -82,12 +100,32 @@ class RunForm(forms.Form):
         for role in conf.ROLES:
             if role in default_roles:
                 self.fields[f"{role}_model"].initial = default_roles[role].model
+        # Offered only where they can work (issue 20): the others are shown disabled, with the reason the
+        # service would refuse them with (services.llm_unavailable, backend_unavailable).
+        self.unavailable = {
+            "backend": {b: reason for b in Backend.values if (reason := backend_unavailable(b, Platform.TRN1))},
+            "agent": {AgentKind.LLM.value: reason} if (reason := self._llm_unavailable()) else {},
+        }
         self.fields["backend"] = forms.ChoiceField(
-            choices=[(b, label) for b, label in Backend.choices if b != Backend.NULL], initial=Backend.SIMULATOR
+            choices=[(b, label) for b, label in Backend.choices if b != Backend.NULL], initial=Backend.SIMULATOR,
+            widget=ReasonedSelect(self.unavailable["backend"]),
         )
+        self.fields["agent"].widget = ReasonedSelect(self.unavailable["agent"])
+        self.fields["agent"].widget.choices = self.fields["agent"].choices
+        for name, reasons in self.unavailable.items():
+            if reasons:
+                self.fields[name].help_text = " ".join(f"{value}: {reason}." for value, reason in reasons.items())
+
+    def _llm_unavailable(self) -> str | None:
+        # Models typed into the form count: only an endpoint missing for a role makes the agent unusable.
+        typed = {role: str(self.data.get(f"{role}_model") or "").strip() for role in conf.ROLES}
+        return services.llm_unavailable({role: model for role, model in typed.items() if model})
 
     def clean(self) -> dict[str, Any]:
         data = super().clean()
+        for name, reasons in self.unavailable.items():
+            if data.get(name) in reasons:
+                self.add_error(name, reasons[data[name]])
         start, problem = data.get("start"), data.get("problem")
         data["start_kernel"] = None
         if start == UPLOAD and not (data.get("source") or "").strip():

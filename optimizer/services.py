@@ -21,6 +21,7 @@ from benchmark import services as benchmark_services
 from benchmark.models import Backend, Evaluation, Kernel, Platform, Problem
 from benchmark.platforms import get_definition
 from benchmark.services import backend_version
+from benchmark.services.evaluations import backend_unavailable
 from memory.models import MemoryEntry
 from memory.services import visible_entries
 from optimizer import conf
@@ -131,6 +132,17 @@ RUN_SEARCH_DEFAULTS: dict[str, int] = {
 }
 
 
+def llm_unavailable(models: dict[str, str] | None = None) -> str | None:
+    """Why the LLM agent cannot run with these models (None: it can): a role without an endpoint and model.
+    The run form shows the agent disabled with this reason, and create_run refuses with it."""
+    roles = conf.llm_roles(models)
+    missing = [role for role in conf.ROLES if role not in roles]
+    if not missing:
+        return None
+    return (f"the LLM agent needs a model for every role; none configured for {', '.join(missing)} "
+            "(set ACCELOPT_LLM_BASE_URL and ACCELOPT_LLM_MODEL, or use the offline agent)")
+
+
 def _search_config(params: dict[str, Any] | None) -> SearchConfig:
     try:
         return SearchConfig.from_dict({**RUN_SEARCH_DEFAULTS, **dict(params or {})})
@@ -176,6 +188,9 @@ def create_run(
     if backend not in get_definition(platform).backends:
         supported = ", ".join(b.value for b in get_definition(platform).backends)
         raise ValidationError(f"backend {backend!r} does not evaluate {platform} kernels; expected one of {supported}")
+    unavailable = backend_unavailable(backend, platform)  # e.g. the neuron backend with no Neuron device here
+    if unavailable:
+        raise ValidationError(unavailable)
     if start_source is not None:
         if start_kernel is not None:
             raise ValidationError("give the starting kernel or its source, not both")
@@ -200,14 +215,10 @@ def create_run(
     caps = parse_budget(budget)
     role_models: dict[str, Any] = {}
     if agent == AgentKind.LLM:
-        roles = conf.llm_roles(models)
-        missing = [role for role in conf.ROLES if role not in roles]
-        if missing:
-            raise ValidationError(
-                f"the LLM agent needs a model for every role; none configured for {', '.join(missing)} "
-                "(set ACCELOPT_LLM_BASE_URL and ACCELOPT_LLM_MODEL, or use the offline agent)"
-            )
-        role_models = conf.public_role_settings(roles)
+        unavailable = llm_unavailable(models)
+        if unavailable:
+            raise ValidationError(unavailable)
+        role_models = conf.public_role_settings(conf.llm_roles(models))
     with transaction.atomic():
         run = Run.objects.create(
             problem=problem,

@@ -201,6 +201,14 @@ def request_evaluation(
     backend = _check_platform_and_backend(platform, backend)
     check_platform_for(kernel.problem, platform)
     version = backend_version(backend)
+    unavailable = backend_unavailable(backend, platform)
+    if unavailable:
+        # A stored result still answers; a new one cannot run here, so nothing is queued to fail later.
+        cached = Evaluation.objects.filter(kernel=kernel, platform=platform, backend=backend, backend_version=version,
+                                           status=EvaluationStatus.DONE).first()
+        if cached is None or _needs_run(cached):
+            raise ValidationError(unavailable)
+        return cached
     evaluation, created = Evaluation.objects.get_or_create(
         kernel=kernel,
         platform=platform,
@@ -234,6 +242,21 @@ def _check_platform_and_backend(platform: str, backend: str | None) -> str:
         supported = ", ".join(b.value for b in definition.backends)
         raise ValidationError(f"backend {backend!r} does not evaluate {platform} kernels; expected one of {supported}")
     return backend
+
+
+def backend_unavailable(backend: str, platform: str) -> str | None:
+    """Why `backend` cannot evaluate `platform` kernels on this server (None: it can). The hardware backend
+    needs a Neuron device, the compiler and the profiler here; pages show it disabled with this reason, and
+    requests are refused with it (issue 20)."""
+    if backend != Backend.NEURON:
+        return None
+    from benchmark.evaluation.neuron.host import NeuronHost  # the hardware backend's own checks
+
+    try:
+        problems = NeuronHost.from_environment(platform).problems()
+    except ValueError as error:
+        problems = [f"misconfigured: {error}"]
+    return f"the neuron backend cannot run here: {'; '.join(problems)}" if problems else None
 
 
 def check_platform_for(problem: Problem, platform: str) -> None:
