@@ -175,16 +175,28 @@ def llm_backoff_s() -> float:
 # --- prices -------------------------------------------------------------------------------------------
 
 # USD per million tokens (input, output). Vendor list prices change: treat these as defaults and put the
-# prices you pay in ACCELOPT_LLM_PRICES (JSON: {"model": [input, output]}), which is merged over this.
-# Self-hosted open-weight models (vLLM/SGLang) cost nothing per token here; their cost is the machine.
+# prices you pay in ACCELOPT_LLM_PRICES (JSON: {"model": [input, output]}), which is merged over this. A model
+# missing from the table has an unknown cost (never $0): price a self-hosted model at [0, 0] there.
+#
+# The AccelOpt paper's models, so its cost comparison can be rerun (docs/operations.md, "Prices"). Claude
+# Sonnet 4: Anthropic's API list price (docs.anthropic.com, "Pricing"; unchanged since its release in May
+# 2025). The open models as hosted by Together AI (serverless list prices on together.ai/pricing, as listed
+# in September 2025; written from that list, not re-read from inside this sandbox on 2026-12-04: check them).
+PAPER_MODEL_PRICES: dict[str, tuple[float, float]] = {
+    "claude-sonnet-4-20250514": (3.00, 15.00),
+    "claude-sonnet-4-0": (3.00, 15.00),
+    "openai/gpt-oss-120b": (0.15, 0.60),  # Together AI
+    "Qwen/Qwen3-Coder-480B-A35B-Instruct-FP8": (2.00, 2.00),  # Together AI
+}
+
 DEFAULT_PRICES_PER_MILLION: dict[str, tuple[float, float]] = {
+    **PAPER_MODEL_PRICES,
     "gpt-4o": (2.50, 10.00),
     "gpt-4o-mini": (0.15, 0.60),
     "gpt-4.1": (2.00, 8.00),
     "gpt-4.1-mini": (0.40, 1.60),
     "o4-mini": (1.10, 4.40),
-    "openai/gpt-oss-120b": (0.0, 0.0),
-    "Qwen/Qwen3-Coder-480B-A35B-Instruct": (0.0, 0.0),
+    "Qwen/Qwen3-Coder-480B-A35B-Instruct": (2.00, 2.00),  # the same model under its Hugging Face name
 }
 
 

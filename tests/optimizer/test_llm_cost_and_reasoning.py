@@ -44,3 +44,12 @@ async def test_a_reply_without_reasoning_keeps_none():
     with ScriptedOpenAI(scripted([Reply("plain", 1, 1)])) as server:
         call = await client_for(server).chat("planner", MESSAGES)
     assert call.reasoning == ""
+
+
+def test_the_papers_models_have_list_prices_so_its_cost_comparison_can_be_rerun():
+    from optimizer import conf
+
+    table = conf.price_table()
+    assert table["claude-sonnet-4-20250514"] == (3.00, 15.00)
+    hosted = [table["openai/gpt-oss-120b"], table["Qwen/Qwen3-Coder-480B-A35B-Instruct-FP8"]]
+    assert all(0 < prompt <= 3.00 and 0 < completion < 15.00 for prompt, completion in hosted)
