@@ -67,6 +67,10 @@ def test_a_dollar_budget_stops_the_campaign(fake_pipeline, problems, owner, fake
     campaign.refresh_from_db()
     assert campaign.status == CampaignStatus.STOPPED_BUDGET and "dollars" in campaign.stop_reason
     assert campaign.entries.filter(status=EntryStatus.SKIPPED).exists()
+    # The runs that ran stopped cleanly on the dollars left to them and kept what they found.
+    ran = [e.run for e in campaign.entries.exclude(run=None).select_related("run")]
+    assert ran and all(run.status in (RunStatus.STOPPED, RunStatus.SUCCEEDED) for run in ran)
+    assert ran[0].best_latency_ms < ran[0].start_latency_ms
     assert campaign_usage(campaign).cost_usd >= 0.004
 
 
