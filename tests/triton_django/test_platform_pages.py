@@ -103,6 +103,8 @@ def test_problem_pages_show_the_platforms_of_their_language(client, triton_probl
     nki_page = client.get(nki_problem.get_absolute_url()).content.decode()
     assert "<th>trn1</th>" in nki_page and "<th>h100</th>" not in nki_page
     assert "export-solution" not in nki_page
+    listing = client.get("/problems/").content.decode()
+    assert "flashinfer/studio_axpy_h16" in listing and "Triton, on h100, h200: results on its page" in listing
 
 
 def test_the_api_describes_a_problems_language_and_defaults_to_its_platform(client, triton_problem, engineer,
