@@ -207,6 +207,8 @@ def create_campaign(
     if backend not in Backend.values:
         raise ValidationError(f"unknown backend {backend!r}; expected one of {', '.join(Backend.values)}")
     chosen = resolve_problems(user, suite=suite, problems=problems, case=case)
+    for problem in chosen:  # one platform for all: every problem must be in a language it runs
+        benchmark_services.check_platform_for(problem, platform)
     params = search_parameters(search, agent=agent, memory=memory)
     role_models = {role: model for role, model in (models or {}).items() if model}
     unknown_roles = sorted(set(role_models) - set(optimizer_conf.ROLES))

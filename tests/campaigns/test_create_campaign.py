@@ -77,6 +77,12 @@ def test_bad_input_is_refused_naming_what_is_wrong(problems, owner, kwargs, mess
     assert not Run.objects.exists()
 
 
+def test_every_problem_must_run_on_the_campaigns_platform(problems, owner):
+    with pytest.raises(ValidationError, match="double:mini is a nki problem and h100 runs triton kernels"):
+        create_campaign(owner, problems=["double"], platform="h100")
+    assert not Run.objects.exists()
+
+
 def test_an_unknown_problem_is_named(problems, owner):
     with pytest.raises(Http404, match="no problem nkibench/nothing:mini"):
         create_campaign(owner, problems=["double", "nothing"])
