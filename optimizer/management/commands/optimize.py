@@ -36,6 +36,8 @@ SEARCH_OPTIONS = {
     "memory_size": "memory_size",
     "fix_attempts": "fix_attempts",
     "seed": "seed",
+    "memory_mode": "memory_mode",
+    "executor_memory": "executor_memory",
     "strategy": "strategy",
 }
 
@@ -62,6 +64,10 @@ class Command(BaseCommand):
         parser.add_argument("--memory-size", type=int, help="memory entries shown to the Planner")
         parser.add_argument("--fix-attempts", type=int, help="Fixer rounds per failing kernel")
         parser.add_argument("--seed", type=int)
+        parser.add_argument("--memory-mode", choices=["curated", "accelopt"],
+                            help="curated: the global memory ranked for each kernel; accelopt: this run's rewrites")
+        parser.add_argument("--executor-memory", action="store_true", default=None,
+                            help="show the memory to the Executor too (off by default, as in AccelOpt)")
         parser.add_argument("--platform", choices=Platform.values,
                             help="default: the problem's own (trn1 for NKI, h100 for Triton)")
         parser.add_argument("--backend", choices=Backend.values, help="default: the platform's own")
