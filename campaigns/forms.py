@@ -17,14 +17,14 @@ from optimizer import conf
 from optimizer.models import AgentKind
 from optimizer.search.config import BEAM, CURATED, MEMORY_MODES, STRATEGIES
 
-CASES = (("mini", "mini (seconds per evaluation)"), ("full", "full (the published shapes)"))
+CASE_LABELS = {"mini": "mini (seconds per evaluation)", "full": "full (the published shapes)"}
 
 
 class CampaignForm(forms.Form):
     name = forms.CharField(required=False, max_length=200)
     suite = forms.ChoiceField(required=False, help_text="Every problem of this suite; or choose problems below.")
     problems = forms.MultipleChoiceField(required=False, help_text="Problems to optimize (instead of a suite).")
-    case = forms.ChoiceField(choices=CASES, initial="mini", help_text="Shapes: mini evaluates in seconds.")
+    case = forms.ChoiceField(initial="mini", help_text="Shapes: mini evaluates in seconds.")
     platform = forms.ChoiceField(choices=Platform.choices, initial=Platform.TRN1)
     agent = forms.ChoiceField(choices=AgentKind.choices, initial=AgentKind.OFFLINE)
     planner_model = forms.CharField(required=False, label="Planner model")
@@ -64,6 +64,8 @@ class CampaignForm(forms.Form):
         self.fields["suite"].choices = [("", "— chosen problems —")] + [(s, s) for s in suites]
         self.fields["problems"].choices = sorted({(p.slug, p.slug) for p in problems})
         self.fields["problems"].widget.attrs["size"] = 10
+        cases = sorted({p.case for p in problems} | {"mini"}, key=lambda c: (c not in CASE_LABELS, c))
+        self.fields["case"].choices = [(c, CASE_LABELS.get(c, c)) for c in cases]
         self.fields["backend"] = forms.ChoiceField(
             choices=[(b, label) for b, label in Backend.choices if b != Backend.NULL], initial=Backend.SIMULATOR
         )
