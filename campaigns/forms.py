@@ -10,7 +10,7 @@ from typing import Any
 
 from django import forms
 
-from benchmark.models import Backend, Platform
+from benchmark.models import DEFAULT_SUITE, Backend, Platform
 from campaigns.models import BUDGET_FIELDS
 from campaigns.services import ACCELOPT_DEFAULTS
 from optimizer import conf
@@ -62,7 +62,9 @@ class CampaignForm(forms.Form):
         problems = list(problems)
         suites = sorted({p.suite for p in problems})
         self.fields["suite"].choices = [("", "— chosen problems —")] + [(s, s) for s in suites]
-        self.fields["problems"].choices = sorted({(p.slug, p.slug) for p in problems})
+        # A problem by its address without the case (the case field adds it): "silu", "flashinfer/rmsnorm_h128".
+        names = sorted({p.slug if p.suite == DEFAULT_SUITE else f"{p.suite}/{p.slug}" for p in problems})
+        self.fields["problems"].choices = [(name, name) for name in names]
         self.fields["problems"].widget.attrs["size"] = 10
         cases = sorted({p.case for p in problems} | {"mini"}, key=lambda c: (c not in CASE_LABELS, c))
         self.fields["case"].choices = [(c, CASE_LABELS.get(c, c)) for c in cases]
