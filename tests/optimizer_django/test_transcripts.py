@@ -72,3 +72,17 @@ def test_a_grid_cell_opens_the_run_and_its_transcript(client, written):
     assert "Offline agent" in html and "qwen-x" in html and "2.00×" in html
     assert f'href="{run.get_absolute_url()}"' in html
     assert reverse("optimizer:transcript", args=[run.pk, kernel.pk]) in html
+
+
+def test_the_run_page_and_the_search_tree_link_the_transcript(client, written, owner):
+    from tests.optimizer_django.test_search_tree import make_synthetic_run
+
+    run, kernel = written
+    Run.objects.filter(pk=run.pk).update(status="succeeded")
+    html = client.get(run.get_absolute_url()).content.decode()
+    assert reverse("optimizer:transcript", args=[run.pk, kernel.pk]) in html
+    tree_run = make_synthetic_run(owner, Problem.objects.get(slug="silu"), iterations=1)
+    client.force_login(owner)
+    node = client.get(f"/runs/{tree_run.pk}/tree/1.0.5.0/").content.decode()
+    candidate = Candidate.objects.get(iteration__run=tree_run, key="1.0.5.0")
+    assert reverse("optimizer:transcript", args=[tree_run.pk, candidate.kernel_id]) in node
