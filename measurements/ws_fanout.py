@@ -145,7 +145,8 @@ def main() -> None:
     var = Path(tempfile.mkdtemp(prefix="ws-fanout-"))
     database = var / "fanout.sqlite3"
     env = {**os.environ, "ACCELOPT_VAR_DIR": str(var), "DATABASE_URL": f"sqlite:///{database}",
-           "DJANGO_SETTINGS_MODULE": "accelopt_site.settings", "ACCELOPT_EMBEDDED_WORKER": "1"}
+           "DJANGO_SETTINGS_MODULE": "accelopt_site.settings", "ACCELOPT_EMBEDDED_WORKER": "1",
+           "ACCELOPT_BACKGROUND_BASELINES": "none"}  # only the measured run's evaluations on the CPUs
     env.pop("REDIS_URL", None)
     subprocess.run([sys.executable, "manage.py", "migrate", "-v", "0"], env=env, cwd=REPO, check=True)
     subprocess.run([sys.executable, "manage.py", "load_suite", "--evaluate", "none", "-v", "0"], env=env, cwd=REPO,
