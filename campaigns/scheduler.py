@@ -29,7 +29,7 @@ from typing import Any
 
 from asgiref.sync import async_to_sync, sync_to_async
 from channels.layers import get_channel_layer
-from django.core.exceptions import ValidationError
+from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
@@ -125,8 +125,9 @@ def _release(campaign: Campaign, entries: list[CampaignEntry]) -> bool:
                 entry.status = EntryStatus.RELEASED
                 entry.save(update_fields=["run", "status"])
             free -= 1
-        except ValidationError as error:  # the problem changed since the campaign was made (no baseline, ...)
-            entry.status, entry.note = EntryStatus.SKIPPED, " ".join(error.messages)[:300]
+        except (ValidationError, PermissionDenied) as error:  # the problem or the owner changed since the launch
+            message = " ".join(error.messages) if isinstance(error, ValidationError) else str(error)
+            entry.status, entry.note = EntryStatus.SKIPPED, message[:300]
             entry.save(update_fields=["status", "note"])
     return released
 

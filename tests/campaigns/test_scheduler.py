@@ -10,6 +10,7 @@ from campaigns.models import CampaignStatus, EntryStatus
 from campaigns.progress import campaign_rows
 from campaigns.scheduler import campaign_usage
 from campaigns.services import cancel_campaign, create_campaign
+from optimizer import services as optimizer_services
 from optimizer.models import Run, RunStatus
 from optimizer.worker import RunWorker
 
@@ -80,3 +81,13 @@ def test_cancel_skips_what_was_not_launched_and_cancels_the_queued_run(problems,
     assert campaign.status == CampaignStatus.CANCELLED and campaign.finished is not None
     assert Run.objects.get().status == RunStatus.CANCELLED
     assert campaign.entries.filter(status=EntryStatus.SKIPPED).count() == 2
+
+
+def test_a_problem_that_can_no_longer_be_launched_is_skipped_naming_why(problems, owner):
+    campaign = create_campaign(owner, problems=["double", "triple"], search=TINY)
+    owner.groups.clear()  # the owner is no engineer any more when the next problem's turn comes
+    optimizer_services.cancel_run(Run.objects.get(), owner)  # its run ends: the scheduler moves on
+    campaign.refresh_from_db()
+    second = campaign.entries.get(position=1)
+    assert second.status == EntryStatus.SKIPPED and "only engineers" in second.note
+    assert campaign.status == CampaignStatus.FINISHED and campaign.finished is not None
