@@ -54,23 +54,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return args
 
 
-def _json_files(folder: Path | None) -> list[Path]:
-    return sorted(folder.rglob("*.json")) if folder is not None and folder.is_dir() else []
-
-
-def shrink(workload):
-    """For the CPU interpreter: a workload of random inputs with every var axis cut to at most 16."""
-    from dataclasses import replace
-
-    if any(spec.kind != "random" for spec in workload.inputs.values()):
-        return workload  # index tensors from files fix the shapes
-    return replace(workload, axes={axis: min(value, 16) for axis, value in workload.axes.items()})
-
-
 def build_items(args: argparse.Namespace) -> tuple[list[tuple], list[str]]:
     """(definition, workload, solution, label) per item, and what could not be set up (with why)."""
     from benchmark.triton import catalog
-    from benchmark.triton.flashinfer import FormatError, load_definition, load_solution, load_workloads
+    from benchmark.triton.flashinfer import FormatError, load_solution
+    from benchmark.triton.machine import json_files, read_problem_files, shrink
 
     names = catalog.SMALL_WORKLOADS if args.interpret else catalog.GPU_WORKLOADS
     definitions = {}
@@ -85,19 +73,14 @@ def build_items(args: argparse.Namespace) -> tuple[list[tuple], list[str]]:
         items.append((definition, workload, catalog.solution(definition.name), f"ours:{definition.name}"))
     if args.solutions is not None:
         root = args.solutions.resolve()
-        for path in _json_files(args.definitions or root.parent / "definitions"):
-            try:
-                d = load_definition(path)
-                definitions.setdefault(d.name, d)
-            except (FormatError, KeyError, TypeError) as exc:
-                problems.append(f"{path}: not a definition ({exc})")
-        for path in _json_files(args.workloads or root.parent / "workloads"):
-            try:
-                for w in load_workloads(path):
-                    workloads.setdefault(w.definition, []).append(w)
-            except (FormatError, KeyError, TypeError) as exc:
-                problems.append(f"{path}: not a workload ({exc})")
-        for path in _json_files(root):
+        found, found_workloads, unreadable = read_problem_files(args.definitions or root.parent / "definitions",
+                                                                args.workloads or root.parent / "workloads")
+        problems.extend(unreadable)
+        for name, d in found.items():
+            definitions.setdefault(name, d)
+        for name, listed in found_workloads.items():
+            workloads.setdefault(name, []).extend(listed)
+        for path in json_files(root):
             try:
                 solution = load_solution(path)
             except (FormatError, KeyError, TypeError) as exc:
@@ -153,7 +136,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     import tempfile
 
-    from benchmark.triton.local import evaluate_case, gpu_spec_for
+    from benchmark.triton.local import evaluate_case
+    from benchmark.triton.machine import roofline_spec
     from benchmark.triton.timing import gpu_environment
 
     device = "cpu" if args.interpret else "cuda"
@@ -161,24 +145,8 @@ def main(argv: list[str] | None = None) -> int:
     spec = None
     if not args.interpret:
         environment.update(gpu_environment())
-        spec = gpu_spec_for(environment["gpu"])
-        if args.gpu_spec != "auto":
-            from benchmark.hardware import get_gpu_spec
-
-            spec = get_gpu_spec(args.gpu_spec)
-        elif spec is None:
-            # A PCIe/NVL variant (or an unknown GPU): the SXM part of the same family, said loudly.
-            family = next((n for n in ("h100", "h200") if n in environment["gpu"].lower()), None)
-            if family is not None:
-                from benchmark.hardware import get_gpu_spec
-
-                spec = get_gpu_spec(family)
-                environment["roofline_note"] = f"{environment['gpu']} is not an SXM part: {spec.model}'s peaks used"
-            else:
-                environment["roofline_note"] = f"no documented peaks for {environment['gpu']}: no fraction of peak"
-        environment["roofline_spec"] = None if spec is None else {
-            "name": spec.model, "hbm_bytes_per_s": spec.hbm_bytes_per_s, "peak_flops_per_s": spec.peak_flops_per_s,
-            "source": spec.source}
+        spec, notes = roofline_spec(environment["gpu"], args.gpu_spec)
+        environment.update(notes)
     print(f"gpu_check: {json.dumps(environment)}", flush=True)
     items, problems = build_items(args)
     for problem in problems:
