@@ -56,7 +56,8 @@ def memory_score(rewrite: Rewrite, memory: tuple[MemoryItem, ...]) -> int:
     score = 0
     for item in memory:
         if tag in item.summary:
-            score += -1 if item.polarity == NEGATIVE else 1
+            # A lesson learned N times is one entry with evidence N (memory.learning): it weighs N, as N copies did.
+            score += (-1 if item.polarity == NEGATIVE else 1) * max(1, item.evidence)
     return score
 
 
