@@ -11,8 +11,8 @@ checkpoint, agents and memory included, for each iteration: more work per step f
 
 Budgets. A campaign's four budgets (optimizer.search.budget: tokens, dollars, wall time, evaluations) cover
 all its runs together, checked with the optimizer's own checker over the sum of its runs' usage. A run the
-scheduler launches gets what is left of each as its own budget (it stops itself cleanly, "stopped: budget",
-when it reaches one); and every time one of its runs publishes events the scheduler compares the campaign's
+scheduler launches gets an equal share of what no run holds yet of each as its own budget (it stops itself
+cleanly, "stopped: budget", when it reaches one), so the runs' caps together never exceed the campaign's; and every time one of its runs publishes events the scheduler compares the campaign's
 totals with its budgets: once one is reached it launches nothing more and skips the problems left; a run
 still going stops itself at its own cap on that budget, and one without such a cap (or on wall time) is
 cancelled between steps. Either way everything it found is kept.
@@ -53,18 +53,23 @@ def campaign_budget(campaign: Campaign) -> Budget:
     return Budget(**{name: getattr(campaign, name) for name in BUDGET_FIELDS})
 
 
+def run_usages(campaign: Campaign) -> dict[int, Usage]:
+    """Each of its runs' usage, as optimizer's Run.usage counts it (tokens, known dollars, unpriced calls, the
+    search's evaluations), reading only the totals out of the checkpoints."""
+    return {
+        row["pk"]: Usage(tokens=row["prompt_tokens"] + row["completion_tokens"], cost_usd=row["cost_usd"] or 0.0,
+                         unpriced_calls=row["unpriced_calls"],
+                         evaluations=int(row["checkpoint__totals__evaluations"] or 0))
+        for row in Run.objects.filter(campaign_entry__campaign=campaign).values(
+            "pk", "prompt_tokens", "completion_tokens", "cost_usd", "unpriced_calls", "checkpoint__totals__evaluations")
+    }
+
+
 def campaign_usage(campaign: Campaign) -> Usage:
-    """The sum of its runs' usage (as optimizer's Run.usage: tokens, known dollars, unpriced calls, and the
-    evaluations of the search's totals), except wall time, which for a campaign is the time since its launch.
-    Only the totals are read out of the runs' checkpoints."""
+    """The sum of its runs' usage, except wall time, which for a campaign is the time since its launch."""
     total = Usage()
-    for row in Run.objects.filter(campaign_entry__campaign=campaign).values(
-        "prompt_tokens", "completion_tokens", "cost_usd", "unpriced_calls", "checkpoint__totals__evaluations"
-    ):
-        total = total.plus(Usage(
-            tokens=row["prompt_tokens"] + row["completion_tokens"], cost_usd=row["cost_usd"] or 0.0,
-            unpriced_calls=row["unpriced_calls"], evaluations=int(row["checkpoint__totals__evaluations"] or 0),
-        ))
+    for usage in run_usages(campaign).values():
+        total = total.plus(usage)
     end = campaign.finished or timezone.now()
     return replace(total, wall_time_s=max(0.0, (end - campaign.created).total_seconds()))
 
@@ -110,8 +115,12 @@ def advance(campaign_id: int) -> bool:
 
 
 def _release(campaign: Campaign, entries: list[CampaignEntry]) -> bool:
-    active = sum(1 for e in entries if e.run is not None and e.run.status in ACTIVE_RUN_STATUSES)
-    free = campaign.max_concurrent_runs - active
+    active = [e.run for e in entries if e.run is not None and e.run.status in ACTIVE_RUN_STATUSES]
+    free = campaign.max_concurrent_runs - len(active)
+    launching = min(free, sum(1 for e in entries if e.status == EntryStatus.PENDING))
+    caps = _shares(campaign, active, launching) if launching > 0 else {}
+    if caps is None:
+        return False
     released = False
     for entry in entries:
         if free <= 0:
@@ -121,7 +130,7 @@ def _release(campaign: Campaign, entries: list[CampaignEntry]) -> bool:
         released = True
         try:
             with transaction.atomic():
-                entry.run = _launch(campaign, entry)
+                entry.run = _launch(campaign, entry, caps)
                 entry.status = EntryStatus.RELEASED
                 entry.save(update_fields=["run", "status"])
             free -= 1
@@ -132,7 +141,7 @@ def _release(campaign: Campaign, entries: list[CampaignEntry]) -> bool:
     return released
 
 
-def _launch(campaign: Campaign, entry: CampaignEntry) -> Run:
+def _launch(campaign: Campaign, entry: CampaignEntry, caps: dict[str, Any]) -> Run:
     config = campaign.config or {}
     return optimizer_services.create_run(
         campaign.owner,
@@ -143,22 +152,34 @@ def _launch(campaign: Campaign, entry: CampaignEntry) -> Run:
         search=config.get("search"),
         models=config.get("models") or None,
         is_public=campaign.is_public,
-        budget=_left(campaign),
+        budget=caps,
     )
 
 
-def _left(campaign: Campaign) -> dict[str, Any]:
-    """What is left of each campaign budget: the launched run's own budget, which it enforces between steps.
-    (The campaign's wall time counts from its launch, a run's only while it runs: the run's cap is an upper
-    bound.) Only called while no budget is reached, so every amount left is above 0."""
-    usage = campaign_usage(campaign)
-    left: dict[str, Any] = {}
+def _shares(campaign: Campaign, active: list[Run], launching: int) -> dict[str, Any] | None:
+    """Each run launched now gets, as its own budget, an equal share of what no run holds yet: the campaign's
+    budget less what its runs have used and less what the runs still going may yet use of their own caps. The
+    caps of all runs together never exceed the campaign's, so a campaign stops within one step per run of its
+    budget however many runs go at once. Wall time is not shared: each run may use what is left of it."""
+    usages = run_usages(campaign)
+    used = campaign_usage(campaign)
+    caps: dict[str, Any] = {}
     for name in BUDGET_FIELDS:
         limit = getattr(campaign, name)
-        if limit is not None:
-            amount = limit - usage.used(name)
-            left[name] = max(1, int(amount)) if name in ("max_tokens", "max_evaluations") else amount
-    return left
+        if limit is None:
+            continue
+        if name == "max_wall_time_s":
+            caps[name] = max(1.0, limit - used.wall_time_s)
+            continue
+        held = sum(max(0.0, getattr(run, name) - usages[run.pk].used(name))
+                   for run in active if getattr(run, name, None) is not None and run.pk in usages)
+        share = (limit - used.used(name) - held) / launching
+        if name in ("max_tokens", "max_evaluations"):
+            share = int(share)
+        if share <= 0:
+            return None  # the runs going hold all of it: wait until one of them ends and frees its part
+        caps[name] = share
+    return caps
 
 
 def _stop(campaign: Campaign, entries: list[CampaignEntry], status: str, reason: str, budget: str = "") -> bool:

@@ -91,3 +91,17 @@ def test_a_problem_that_can_no_longer_be_launched_is_skipped_naming_why(problems
     second = campaign.entries.get(position=1)
     assert second.status == EntryStatus.SKIPPED and "only engineers" in second.note
     assert campaign.status == CampaignStatus.FINISHED and campaign.finished is not None
+
+
+def test_runs_going_at_once_share_the_campaign_budget(fake_pipeline, problems, owner, fake_agents_factory):
+    campaign = create_campaign(owner, problems=["double", "triple", "quad"], search=TINY, max_concurrent_runs=2,
+                               budgets={"max_evaluations": 9, "max_cost_usd": 1.0})
+    first, second = Run.objects.order_by("pk")
+    # Two launched together: half each of what the campaign has; never more than the campaign together.
+    assert (first.max_evaluations, second.max_evaluations) == (4, 4)
+    assert first.max_cost_usd == second.max_cost_usd == pytest.approx(0.5)
+    drive_all(fake_agents_factory)
+    campaign.refresh_from_db()
+    assert campaign_usage(campaign).evaluations <= 9
+    third = campaign.entries.get(position=2).run
+    assert third is None or third.max_evaluations <= 9 - 4
