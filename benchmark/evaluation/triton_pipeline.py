@@ -143,7 +143,7 @@ def _attempt(solution: Mapping[str, Any], header: dict[str, Any], config: dict[s
 
 # What a CUDA process needs that the CPU sandbox refuses: address space (the driver reserves terabytes of
 # virtual memory), threads (the driver's own), room for Triton's compile cache in the private /tmp, and the
-# GPU's device nodes. Written for the cuda backend; not yet run on a GPU inside the sandbox (docs/evaluation.md).
+# GPU's device nodes and driver files. Written for the cuda backend; measurements/gpu_sandbox_check.py runs it on a GPU.
 CUDA_ADDRESS_SPACE = 1 << 46
 CUDA_PROCESSES = 512
 CUDA_SCRATCH_BYTES = 2 * 1024**3
@@ -162,7 +162,29 @@ def cuda_placement(limits: Limits) -> tuple[Limits, Any]:
                     processes=max(limits.processes, CUDA_PROCESSES),
                     scratch_bytes=max(limits.scratch_bytes, CUDA_SCRATCH_BYTES),
                     file_bytes=max(limits.file_bytes, 256 * 1024**2))
-    return roomy, SandboxExtras(devices=tuple((n, n) for n in nodes if not os.path.isdir(n)))
+    libraries = driver_library_dirs()
+    # The driver's files read-only at their own paths (under /usr they are visible already; binding again is
+    # harmless), and the loader and Triton told where libcuda is: the child's environment is scrubbed, so a
+    # host that finds the driver through LD_LIBRARY_PATH (/usr/local/nvidia/lib64) would otherwise lose it.
+    read_only = [(d, d) for d in (*DRIVER_ROOTS, *libraries) if os.path.isdir(d)]
+    environment = [("LD_LIBRARY_PATH", os.pathsep.join(libraries)), ("TRITON_LIBCUDA_PATH", libraries[0])] \
+        if libraries else []
+    return roomy, SandboxExtras(devices=tuple((n, n) for n in nodes if not os.path.isdir(n)),
+                                read_only=tuple(dict.fromkeys(read_only)), environment=tuple(environment))
+
+
+# Where GPU hosts put the driver's user-space files outside the loader's cache (GKE-style images, our H200).
+DRIVER_ROOTS = ("/usr/local/nvidia",)
+_LIBCUDA_DIRS = ("/usr/local/nvidia/lib64", "/usr/local/nvidia/lib")
+
+
+def driver_library_dirs() -> list[str]:
+    """Directories holding libcuda.so.1 that the loader finds only by being told: TRITON_LIBCUDA_PATH, this
+    process's LD_LIBRARY_PATH, then the usual driver folders. Empty when libcuda is in the loader's cache."""
+    candidates = [os.environ.get("TRITON_LIBCUDA_PATH", ""), *os.environ.get("LD_LIBRARY_PATH", "").split(os.pathsep),
+                  *_LIBCUDA_DIRS]
+    found = [os.path.abspath(d) for d in candidates if d and os.path.isfile(os.path.join(d, "libcuda.so.1"))]
+    return list(dict.fromkeys(found))
 
 
 def _measure(kernel: ChildProcess, context: dict[str, Any], correct: dict[str, Any], counts: dict[str, float],

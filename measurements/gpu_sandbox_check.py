@@ -1,0 +1,324 @@
+"""GPU sandbox check (issue 24): the product's sandboxed Triton evaluation (`evaluate_triton`, the cuda backend,
+two isolated children per kernel) on a real GPU, with our rmsnorm_h128 sample at its real workload (batch
+520,128) and two attack kernels at a small one (7 rows): one that writes past its output (no store mask) and
+one that writes into its input. Prints the outcome, error kind, latency and fraction of peak of each, and the
+isolation used; `--interpret` runs the same on the CPU (Triton's interpreter backend, small workload only).
+
+Needs only Python 3, numpy, PyTorch and Triton (no Django), plus bubblewrap and util-linux's `unshare`.
+On a bare GPU machine without bwrap, carry the .debs (`apt-get download bubblewrap libcap2 libselinux1
+libpcre2-8-0` on a Debian/Ubuntu host, into .bwrap/) and unpack them first (measurements/bwrap_unpack.sh:
+`dpkg -x` each into /tmp/bw, and /tmp/bw/bin/bwrap, which gets the unpacked libraries only where the host
+lacks them); the sandbox finds bwrap on PATH:
+
+    sh measurements/bwrap_unpack.sh .bwrap /tmp/bw && export PATH=/tmp/bw/bin:$PATH
+    PYTHONUNBUFFERED=1 python3 measurements/gpu_sandbox_check.py --out sandbox.json [--allow-root-fallback]
+    python3 measurements/gpu_sandbox_check.py --interpret          # CPU, the same path, correctness only
+
+As root it first prepares the host the way `make sandbox` does (the uid-lease directory; o+x on the
+directories on the way to the interpreter and the project).
+
+When an isolated child cannot start (no bwrap, no user namespaces), it says so and exits with status 3;
+only with `--allow-root-fallback` does it then run with the sandbox's documented opt-out
+(ACCELOPT_SANDBOX_ALLOW_ROOT=1: children without OS isolation), saying loudly that it did. On cuda it also
+starts one bare `import torch; cuda` probe in the sandbox with the backend's placement (device nodes,
+driver folders), and on failure once more with /sys bound, so a failure says what the GPU path lacks (when
+only the second works, this run's evaluations bind /sys too, and say so).
+Exit status: 0 when all three outcomes are the expected ones, 1 otherwise, 2 no GPU, 3 no sandbox.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+_HEAD = "import torch\nimport triton\nimport triton.language as tl\n\n"
+# Destination-passing rmsnorm with a 256-wide block on 128-wide rows and no store mask: every row writes 128
+# values into the next row, and the last one past the end of the output buffer.
+WRITES_PAST_OUTPUT = _HEAD + '''@triton.jit
+def _row(x_ptr, w_ptr, y_ptr, HIDDEN: tl.constexpr, BLOCK: tl.constexpr):
+    row = tl.program_id(0)
+    col = tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + row * HIDDEN + col, mask=col < HIDDEN, other=0.0).to(tl.float32)
+    w = tl.load(w_ptr + col, mask=col < HIDDEN, other=0.0).to(tl.float32)
+    y = x / tl.sqrt(tl.sum(x * x, axis=0) / HIDDEN + 1e-6) * w
+    tl.store(y_ptr + row * HIDDEN + col, y.to(tl.bfloat16))
+
+
+def run(hidden_states, weight, output):
+    _row[(hidden_states.shape[0],)](hidden_states, weight, output, HIDDEN=128, BLOCK=256)
+'''
+# A correct rmsnorm that also stores its result over its input, from inside the Triton kernel.
+MODIFIES_INPUT = _HEAD + '''@triton.jit
+def _row(x_ptr, w_ptr, y_ptr, HIDDEN: tl.constexpr):
+    row = tl.program_id(0)
+    col = tl.arange(0, HIDDEN)
+    x = tl.load(x_ptr + row * HIDDEN + col).to(tl.float32)
+    w = tl.load(w_ptr + col).to(tl.float32)
+    y = (x / tl.sqrt(tl.sum(x * x, axis=0) / HIDDEN + 1e-6) * w).to(tl.bfloat16)
+    tl.store(y_ptr + row * HIDDEN + col, y)
+    tl.store(x_ptr + row * HIDDEN + col, y)
+
+
+def run(hidden_states, weight):
+    out = torch.empty_like(hidden_states)
+    _row[(hidden_states.shape[0],)](hidden_states, weight, out, HIDDEN=128)
+    return out
+'''
+SEEDS = (11, 12, 13)
+BANNER = "#" * 100
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--out", type=Path, help="write the results as JSON here")
+    parser.add_argument("--interpret", action="store_true", help="no GPU: the interpreter backend, small workload")
+    parser.add_argument("--allow-root-fallback", action="store_true",
+                        help="when no isolated child can start, run WITHOUT OS isolation (ACCELOPT_SANDBOX_ALLOW_ROOT=1)")
+    parser.add_argument("--budget-s", type=float, default=105.0, help="skip the remaining kernels past this (105)")
+    parser.add_argument("--platform", default="h200", help="whose documented peaks the roofline uses (h200)")
+    args = parser.parse_args(argv)
+    if args.budget_s <= 0:
+        parser.error("--budget-s must be > 0")
+    return args
+
+
+def _read(path: str) -> str | None:
+    try:
+        return Path(path).read_text().strip()
+    except OSError:
+        return None
+
+
+def host_report() -> dict:
+    """What decides whether the sandbox can start here, and where the GPU's files are."""
+    import glob
+    import shutil
+    import stat
+
+    from benchmark.evaluation import isolation
+    from benchmark.evaluation.triton_pipeline import driver_library_dirs
+
+    bwrap = shutil.which("bwrap")
+    version = None
+    if bwrap:
+        done = subprocess.run([bwrap, "--version"], capture_output=True, text=True, check=False)
+        version = (done.stdout or done.stderr).strip()
+    return {
+        "euid": os.geteuid(), "kernel": os.uname().release, "python": sys.version.split()[0],
+        "bwrap": bwrap, "bwrap_version": version, "unshare": isolation.tools()["unshare"],
+        "userns": {name: _read(f"/proc/sys/{name.replace('.', '/')}") for name in (
+            "user.max_user_namespaces", "kernel.unprivileged_userns_clone",
+            "kernel.apparmor_restrict_unprivileged_userns")},
+        "devices": {n: stat.filemode(os.stat(n).st_mode) for n in sorted(glob.glob("/dev/nvidia*"))},
+        "LD_LIBRARY_PATH": os.environ.get("LD_LIBRARY_PATH", ""), "driver_library_dirs": driver_library_dirs(),
+    }
+
+
+def prepare_root_host() -> list[str]:
+    """As root: what `make sandbox` changes (lease directory, o+x on the way to Python and the project)."""
+    if os.geteuid() != 0:
+        return []
+    from benchmark.evaluation.sandbox_setup import ensure_lock_directory, open_directories
+
+    return ensure_lock_directory(False) + open_directories(False)
+
+
+def start_isolation(allow_fallback: bool) -> tuple[str, str | None]:
+    """(how children are isolated, why the sandbox failed or None); exits through SystemExit(3) when it
+    cannot start and the fallback was not allowed."""
+    from benchmark.evaluation import isolation
+    from benchmark.evaluation.sandbox_user import (
+        ALLOW_ROOT_VARIABLE,
+        SandboxUnavailable,
+        lease_uid,
+        root_allowed,
+    )
+
+    if root_allowed():
+        return f"NONE: {ALLOW_ROOT_VARIABLE}=1 was already set", None
+    lease = lease_uid() if os.geteuid() == 0 else None
+    try:
+        isolation.reset()
+        isolation.probe(lease)
+        who = f"leased uid {lease.uid}" if lease else f"uid {os.getuid()}"
+        return f"OS-isolated: unshare (net) + bwrap (user, pid, ipc, uts, mount namespaces), {who}", None
+    except SandboxUnavailable as exc:
+        why = str(exc)
+    finally:
+        if lease is not None:
+            lease.release()
+    print(f"\n{BANNER}\nSANDBOX UNAVAILABLE HERE: no isolated child could start (bwrap / user namespaces):\n"
+          f"{why}\n{BANNER}", flush=True)
+    if not allow_fallback:
+        raise SystemExit(3)
+    os.environ[ALLOW_ROOT_VARIABLE] = "1"
+    return f"NONE: {ALLOW_ROOT_VARIABLE}=1 (--allow-root-fallback)", why
+
+
+_GPU_PROBE = ("import os, torch; torch.cuda.init(); x = torch.ones(1024, device='cuda'); "
+              "print(torch.cuda.get_device_name(0), float(x.sum()), os.environ.get('LD_LIBRARY_PATH', ''))")
+
+
+def gpu_probe() -> dict:
+    """One bare CUDA start in the sandbox with the cuda backend's placement; on failure, once more with /sys."""
+    from dataclasses import replace
+
+    from benchmark.evaluation import isolation
+    from benchmark.evaluation.sandbox import Limits, child_environment
+    from benchmark.evaluation.sandbox_user import lease_uid
+    from benchmark.evaluation.triton_pipeline import cuda_placement
+
+    limits, extras = cuda_placement(Limits())
+    report: dict = {"device_binds": [d for d, _ in extras.devices], "read_only": [d for d, _ in extras.read_only],
+                    "environment": dict(extras.environment)}
+    for label, more in (("placement", ()), ("placement + /sys", (("/sys", "/sys"),))):
+        placed = replace(extras, read_only=extras.read_only + more)
+        lease = lease_uid() if os.geteuid() == 0 else None
+        started = time.monotonic()
+        try:
+            argv = isolation.command([sys.executable, "-s", "-B", "-P", "-c", _GPU_PROBE], limits.scratch_bytes, placed)
+            done = subprocess.run(argv, capture_output=True, text=True, timeout=90, check=False, cwd="/",
+                                  env=child_environment(isolation.SCRATCH, placed), **isolation.popen_credentials(lease))
+            report[label] = {"ok": done.returncode == 0, "stdout": done.stdout.strip()[-500:],
+                             "stderr": done.stderr.strip()[-1500:], "s": round(time.monotonic() - started, 1)}
+        except (OSError, subprocess.SubprocessError) as exc:
+            report[label] = {"ok": False, "stderr": f"{type(exc).__name__}: {exc}"}
+        finally:
+            if lease is not None:
+                lease.release()
+        print(f"gpu probe ({label}): {'ok' if report[label]['ok'] else 'FAILED'} "
+              f"{report[label].get('stdout', '')} {report[label]['stderr'][-600:] if not report[label]['ok'] else ''}",
+              flush=True)
+        if report[label]["ok"]:
+            break
+    if not report["placement"]["ok"] and report.get("placement + /sys", {}).get("ok"):
+        use_sys_too()
+        report["adapted"] = "the evaluations below ran with /sys bound read-only besides the backend's placement"
+        print(f"gpu probe: {report['adapted'].upper()} (the placement alone fails)", flush=True)
+    return report
+
+
+def use_sys_too() -> None:
+    """This run only: the cuda backend's placement plus /sys (read-only), when the probe showed CUDA needs it."""
+    from dataclasses import replace
+
+    from benchmark.evaluation import triton_pipeline
+
+    original = triton_pipeline.cuda_placement
+
+    def with_sys(limits: Any) -> tuple[Any, Any]:
+        roomy, extras = original(limits)
+        return roomy, replace(extras, read_only=(*extras.read_only, ("/sys", "/sys")))
+
+    triton_pipeline.cuda_placement = with_sys
+
+
+def cases(interpret: bool) -> list[tuple[str, str, str, str | None]]:
+    """(label, kernel source, workload name, expected error kind or None for correct)."""
+    from benchmark.triton import catalog
+
+    big = "rmsnorm_h128_b7" if interpret else "rmsnorm_h128_b520128"
+    return [("rmsnorm_h128 (our sample)", catalog.kernel_source("rmsnorm_h128"), big, None),
+            ("attack: writes past its output", WRITES_PAST_OUTPUT, "rmsnorm_h128_b7", "runtime_error"),
+            ("attack: modifies its input", MODIFIES_INPUT, "rmsnorm_h128_b7", "modified_input")]
+
+
+def evaluate(source: str, workload: str, backend: str, platform: str) -> Any:
+    from benchmark.evaluation.sandbox import Limits
+    from benchmark.evaluation.triton_pipeline import evaluate_triton
+    from benchmark.triton import catalog
+    from benchmark.triton.flashinfer import (
+        definition_to_dict,
+        solution_from_kernel,
+        solution_to_dict,
+        workload_to_dict,
+    )
+
+    definition = catalog.definition("rmsnorm_h128")
+    solution = solution_from_kernel(source, name="gpu_sandbox_check", definition=definition.name, author="check")
+    return evaluate_triton(solution_to_dict(solution), definition_to_dict(definition),
+                           workload_to_dict(catalog.workload(workload)), platform=platform, backend=backend,
+                           seeds=SEEDS, limits=Limits(wall_seconds=100, cpu_seconds=120, infrastructure_retries=0))
+
+
+def _fmt(value: float | None, spec: str) -> str:
+    width = int(spec.split(".")[0] or 0)
+    return "-".rjust(width) if value is None else format(value, spec)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    started = time.monotonic()
+    backend = "triton-interpreter" if args.interpret else "cuda"
+    report: dict = {"backend": backend, "results": [], "skipped": []}
+
+    def save() -> None:
+        report["elapsed_s"] = round(time.monotonic() - started, 1)
+        if args.out is not None:
+            args.out.parent.mkdir(parents=True, exist_ok=True)
+            args.out.write_text(json.dumps(report, indent=2, default=str) + "\n")
+
+    if not args.interpret:
+        import torch
+
+        if not torch.cuda.is_available():
+            print("gpu_sandbox_check: no NVIDIA GPU visible to PyTorch; pass --interpret for the CPU path",
+                  file=sys.stderr)
+            return 2
+    report["host"] = host_report()
+    print(f"gpu_sandbox_check: {json.dumps(report['host'])}", flush=True)
+    report["host_changes"] = prepare_root_host()
+    for change in report["host_changes"]:
+        print(f"  host prepared: {change}", flush=True)
+    try:
+        report["isolation"], report["sandbox_error"] = start_isolation(args.allow_root_fallback)
+    except SystemExit:
+        report["isolation"] = "UNAVAILABLE (run again with --allow-root-fallback for an unisolated result)"
+        save()
+        raise
+    print(f"isolation: {report['isolation']}", flush=True)
+    if not args.interpret and report["sandbox_error"] is None and "NONE" not in report["isolation"]:
+        report["gpu_probe"] = gpu_probe()
+    print(f"{'kernel':32} {'outcome':8} {'error kind':18} {'lat ms':>9} {'%peak':>6} {'wall s':>6}  expected", flush=True)
+    all_expected = True
+    for index, (label, source, workload, expected) in enumerate(cases(args.interpret)):
+        if time.monotonic() - started > args.budget_s:
+            report["skipped"] = [c[0] for c in cases(args.interpret)[index:]]
+            print(f"budget of {args.budget_s:.0f} s spent: skipped {', '.join(report['skipped'])}", flush=True)
+            all_expected = False
+            break
+        result = evaluate(source, workload, backend, args.platform)
+        kind = result.error_kind.value if result.error_kind is not None else None
+        as_expected = kind == expected and (expected is not None or result.correct)
+        all_expected &= as_expected
+        peak = None if result.peak_fraction is None else 100 * result.peak_fraction
+        print(f"{label:32} {result.status:8} {kind or '-':18} {_fmt(result.latency_ms, '9.4f')} {_fmt(peak, '6.1f')} "
+              f"{result.wall_time_s:6.1f}  {'yes' if as_expected else 'NO, expected ' + (expected or 'ok')}", flush=True)
+        if result.error_message:
+            print(f"    {result.error_message.splitlines()[0][:300]}", flush=True)
+        if not as_expected and result.error_detail:
+            print("    detail: " + result.error_detail[-1500:].replace("\n", "\n    "), flush=True)
+        report["results"].append({"kernel": label, "workload": workload, "expected": expected or "ok",
+                                  "as_expected": as_expected, **result.to_dict()})
+        save()
+    report["all_expected"] = all_expected
+    save()
+    if "NONE" in report["isolation"]:
+        print(f"\n{BANNER}\n#  THESE RESULTS WERE NOT OS-ISOLATED: children ran without namespaces ({report['isolation']})"
+              f"\n{BANNER}", flush=True)
+    print(f"gpu_sandbox_check: {backend}, {len(report['results'])} evaluated, all as expected: {all_expected}, "
+          f"{report['elapsed_s']} s", flush=True)
+    return 0 if all_expected else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
