@@ -14,7 +14,7 @@ from __future__ import annotations
 import ast
 import builtins
 
-from benchmark.platforms import NKI, get_definition
+from benchmark.platforms import NKI, TRITON, get_definition
 
 # The header AccelOpt's harness puts above an NKI kernel, in its order (name the kernel uses -> import).
 NKI_IMPORTS: tuple[tuple[str, str], ...] = (
@@ -27,7 +27,15 @@ NKI_IMPORTS: tuple[tuple[str, str], ...] = (
     ("par_dim", "from neuronxcc.nki.language import par_dim"),
 )
 
-STANDARD_IMPORTS_BY_LANGUAGE: dict[str, tuple[tuple[str, str], ...]] = {NKI: NKI_IMPORTS}
+# A Triton solution's usual header (FlashInfer-Bench's main.py; prompts/triton/contract.md).
+TRITON_IMPORTS: tuple[tuple[str, str], ...] = (
+    ("math", "import math"),
+    ("torch", "import torch"),
+    ("triton", "import triton"),
+    ("tl", "import triton.language as tl"),
+)
+
+STANDARD_IMPORTS_BY_LANGUAGE: dict[str, tuple[tuple[str, str], ...]] = {NKI: NKI_IMPORTS, TRITON: TRITON_IMPORTS}
 
 
 def _bound_and_used(tree: ast.Module) -> tuple[set[str], set[str]]:

@@ -55,7 +55,7 @@ def test_triton_prompts_speak_of_triton_on_the_gpu_and_never_of_nki(platform):
         # The kernel itself is shown as given; everything else must not mention NKI.
         assert not NKI_WORDS.search(whole.replace(ADD.strip(), "")), (role, NKI_WORDS.search(whole))
     planner = text(messages(problem, KernelView(ADD))["planner"])
-    assert "main.py::run" in planner and "Import only `math`, `torch`, `triton`" in planner
+    assert "main.py::run" in planner and "Import `math`, `torch`, `triton`" in planner and "is refused" in planner
     assert "mask=" in planner and "@triton.autotune" in planner
     assert "broke a kernel (the result failed its check): avoid it" in planner  # a failed rewrite's lesson
 
@@ -106,3 +106,12 @@ def test_a_failing_start_kernel_is_shown_to_the_planner_as_failing():
     user = messages(problem, kernel)["planner"][1]["content"]
     assert "This kernel FAILS its correctness check (runtime_error: the kernel wrote outside" in user
     assert "correctness only" in user  # and it was still not timed
+
+
+def test_an_executor_reply_without_imports_gets_the_triton_header_not_nki_s():
+    from optimizer.agents.imports import complete_imports
+
+    body = ADD.split("\n\n\n", 1)[1]  # the kernels and run, without the import lines
+    completed = complete_imports(body, "h100")
+    assert completed.startswith("import torch\nimport triton\nimport triton.language as tl\n")
+    assert "neuronxcc" not in completed and "numpy" not in completed
