@@ -196,6 +196,20 @@ def test_both_stores_of_a_grouped_loop_are_batched_and_the_grouped_loop_is_not_g
     assert rel_error(after, want) < 1e-6
 
 
+@pytest.mark.parametrize("cols", [4096, 32768])
+def test_a_row_too_wide_for_the_row_tile_keeps_its_per_block_stores_and_both_paths_are_correct(cols):
+    # rope's rows at full size are 262,144 columns (1 MiB per partition): batching them cannot compile, so the
+    # batched loop is guarded by the row's width; 32,768 columns take the original loop, 4,096 the batched one.
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal((128, cols), dtype=np.float32)
+    cos, sin = (rng.standard_normal((64, cols), dtype=np.float32) for _ in range(2))
+    want = np.concatenate([x[:64] * cos - x[64:] * sin, x[:64] * sin + x[64:] * cos])
+    batched = BY_NAME["batch_stores"].apply(SUITE.problem("rope_single_freq_apply").baseline_for("full"), 0)
+    assert "if cols // tile_cols * tile_cols <= 16384:" in batched
+    (got,), _ = run(batched, [x, cos, sin])
+    assert rel_error(got, want) < 1e-6
+
+
 def test_a_store_whose_rows_change_inside_the_loop_is_not_batched():
     source = kernel("""
 rows, cols = x.shape

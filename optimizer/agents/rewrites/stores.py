@@ -6,6 +6,8 @@
 Why it is correct: the loop's iterations store disjoint column blocks `n0:n0 + t` (n0 = n * t) of the same
 rows, so the row tile holds exactly what the stores wrote, and one store of its `0:count * t` columns
 writes the same bytes. The stored value goes through the same assignment (a copy) into the row tile.
+Whether the row fits is known only when the kernel is traced, so the batched loop is guarded by its width
+(a compile-time value) and the original loop kept for rows wider than ROW_LIMIT.
 """
 
 from __future__ import annotations
@@ -24,6 +26,8 @@ from optimizer.agents.rewrites.kernel import (
     walk_kernel,
 )
 from optimizer.agents.rewrites.rewrite import Site
+
+ROW_LIMIT = 16384  # elements per partition of one row tile: 64 KiB of fp32, a third of a trn1 partition
 
 
 def _column_index(loop: ast.For) -> tuple[str, ast.expr] | None:
@@ -97,12 +101,25 @@ def visit_batch_stores(tree: ast.Module, target: int | None) -> list[Site]:
     kernel, sites = Kernel(tree), []
     for loop, stores, start, size in _sites(kernel):
         if len(sites) == target:
-            for store in stores:
-                _apply(kernel, loop, store, start, size)
+            _guarded(kernel, loop, stores, start, size)
         sites.append(Site(f"`{short(stores[0].value, 60)}` (line {line_of(stores[0])}) stores one block per "
                           f"`{loop.target.id}`: gather the row in SBUF and store it with one DMA after the loop",
                           line_of(stores[0])))
     return sites
+
+
+def _guarded(kernel: Kernel, loop: ast.For, stores: list[ast.Expr], start: str, size: ast.expr) -> None:
+    """The batched loop under `if <row width> <= ROW_LIMIT:` (shapes are compile-time values), the loop as it
+    was otherwise: a row too wide for SBUF (rope's 262,144 columns) keeps its per-block stores."""
+    original = copy.deepcopy(loop)
+    width = ast.BinOp(left=copy.deepcopy(loop.iter.args[0]), op=ast.Mult(), right=copy.deepcopy(size))
+    block_list, position = kernel.block_of(loop)
+    for store in stores:
+        _apply(kernel, loop, store, start, size)
+    span = 2 * len(stores) + 1  # each store added its row tile before the loop and its store after it
+    test = ast.Compare(left=width, ops=[ast.LtE()], comparators=[ast.Constant(ROW_LIMIT)])
+    block_list[position:position + span] = [ast.If(test=test, body=block_list[position:position + span],
+                                                   orelse=[original])]
 
 
 def _apply(kernel: Kernel, loop: ast.For, store: ast.Expr, start: str, size: ast.expr) -> None:
