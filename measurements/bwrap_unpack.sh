@@ -10,7 +10,13 @@ set -eu
 debs=${1:-.bwrap}
 dest=${2:-/tmp/bw}
 mkdir -p "$dest/bin"
-for f in "$debs"/*.deb; do dpkg -x "$f" "$dest"; done
+for f in "$debs"/*.deb; do
+    if command -v dpkg >/dev/null; then dpkg -x "$f" "$dest"
+    else  # no dpkg: the data member by hand (binutils' ar; Debian 12's debs hold data.tar.xz)
+        member=$(ar t "$f" | grep '^data.tar'); ar p "$f" "$member" | tar -x -a -f - -C "$dest" 2>/dev/null \
+            || ar p "$f" "$member" | xz -d | tar -x -C "$dest"
+    fi
+done
 chmod 755 "$dest" "$dest/bin"
 libs="$dest/lib/x86_64-linux-gnu:$dest/usr/lib/x86_64-linux-gnu"
 if [ "${BWRAP_FORCE_WRAPPER:-0}" = 1 ] || ldd "$dest/usr/bin/bwrap" | grep -q 'not found'; then
