@@ -206,8 +206,10 @@ def _measure(kernel: ChildProcess, context: dict[str, Any], correct: dict[str, A
     dtype = next(iter(parse_definition(header["definition"]).inputs.values())).dtype
     floor_ms = max(counts["flops"] / spec.peak_flops(dtype) if counts["flops"] else 0.0,
                    counts["bytes"] / spec.hbm_bytes_per_s) * 1e3
+    # "spread" also at the top: only top-level numbers reach the search and the agents' profile table.
     profile = {"timing": t, "environment": reply.get("environment", {}), "flops": counts["flops"],
-               "bytes": counts["bytes"], "roofline_source": spec.source, "parent_wall_s": outside_s}
+               "bytes": counts["bytes"], "spread": t["spread"], "roofline_source": spec.source,
+               "parent_wall_s": outside_s}
     result = EvaluationResult(status=STATUS_OK, latency_ms=latency, theoretical_peak_ms=floor_ms,
                               peak_fraction=floor_ms / latency if latency > 0 else None, profile=profile,
                               **correct, **context)

@@ -20,12 +20,10 @@ TRITON_PROFILE_MEANINGS: dict[str, str] = {
     "peak_fraction": "roofline time (the workload's bytes at HBM bandwidth or its FLOPs at the dtype's peak, "
                      "whichever is longer) over this latency; 1.0 is the hardware limit",
     "spread": "relative spread of the timed repetitions; differences smaller than this are noise",
-    "latency_spread": "relative spread of the timed repetitions; differences smaller than this are noise",
     "bytes": "bytes the workload must move at least (inputs read once, outputs written once)",
     "flops": "floating-point operations of the workload",
-    "achieved_bandwidth_gb_s": "the minimal bytes over the latency: compare with the HBM bandwidth",
-    "achieved_tflops": "the workload's FLOPs over the latency: compare with the Tensor Core peak",
-    "arithmetic_intensity": "FLOPs per byte; below the GPU's ridge point the kernel is memory-bound",
+    "parent_wall_s": "seconds the whole timed request took, seen from outside the kernel's process (a check "
+                     "on the events, not the kernel's time)",
 }
 
 # What the profile says when there is no latency: the interpreter checks correctness only.

@@ -115,3 +115,20 @@ def test_an_executor_reply_without_imports_gets_the_triton_header_not_nki_s():
     completed = complete_imports(body, "h100")
     assert completed.startswith("import torch\nimport triton\nimport triton.language as tl\n")
     assert "neuronxcc" not in completed and "numpy" not in completed
+
+
+def test_a_cuda_evaluation_s_profile_reaches_the_planner_with_its_spread_and_roofline():
+    from types import SimpleNamespace
+
+    from optimizer.search.state import Evaluation
+
+    # The shape of a cuda backend result (benchmark.evaluation.triton_pipeline): nested timing, top-level numbers.
+    result = SimpleNamespace(correct=True, latency_ms=0.318, peak_fraction=0.17, error_kind=None, error_message=None,
+                             profile={"timing": {"median_ms": 0.318, "spread": 0.011}, "environment": {"gpu": "H200"},
+                                      "flops": 3.3e8, "bytes": 2.66e8, "spread": 0.011, "roofline_source": "[H200-DS]"})
+    ev = Evaluation.from_result(result)
+    problem = ProblemContext(slug="rmsnorm_h128", reference_source=TRITON_REFERENCE, platform="h200")
+    kernel = KernelView(ADD, latency_ms=ev.latency_ms, peak_fraction=ev.peak_fraction, profile=ev.profile)
+    user = messages(problem, kernel)["planner"][1]["content"]
+    assert "| latency_ms | 0.318 | median GPU time" in user and "| peak_fraction | 0.17 | roofline time" in user
+    assert "| spread | 0.011 | relative spread" in user and "| bytes | 2.66e+08 | bytes the workload" in user
