@@ -82,7 +82,8 @@ class GuardAllowances:
     native_code: bool = False  # ctypes, mmap and environment changes (the SDK's runtime bindings)
 
 
-_WRITE_EVENTS = frozenset({"os.mkdir", "os.remove", "os.rename", "os.rmdir", "os.chdir", "os.truncate",
+# os.chmod: Triton marks the helper library it compiles into its cache executable (seen on an H200).
+_WRITE_EVENTS = frozenset({"os.mkdir", "os.remove", "os.rename", "os.rmdir", "os.chdir", "os.truncate", "os.chmod",
                            "shutil.copyfile", "shutil.rmtree", "glob.glob"})
 _NATIVE_EVENTS = frozenset({"mmap.__new__", "os.putenv", "os.unsetenv"})
 

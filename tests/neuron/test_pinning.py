@@ -146,7 +146,9 @@ _GUARD_PROBE = textwrap.dedent("""
     scratch, outside = sys.argv[2], sys.argv[3]
     attempt("write in the artefacts", lambda: open(os.path.join(scratch, "kernel.neff"), "w").close())
     attempt("mkdir in the artefacts", lambda: os.mkdir(os.path.join(scratch, "work")))
+    attempt("chmod in the artefacts", lambda: os.chmod(os.path.join(scratch, "kernel.neff"), 0o755))
     attempt("write elsewhere", lambda: open(os.path.join(outside, "x"), "w").close())
+    attempt("chmod elsewhere", lambda: os.chmod(outside, 0o777))
     attempt("start neuron-bench", lambda: subprocess.run(["neuron-bench"], capture_output=True))
     attempt("start a shell", lambda: subprocess.run(["sh", "-c", "true"], capture_output=True))
     print(json.dumps(outcome))
@@ -168,5 +170,6 @@ def test_the_guard_lets_the_sdk_write_its_files_and_start_its_tools_and_nothing_
     outcome = json.loads(done.stdout)
     expected = "allowed" if with_allowances else "refused"
     assert outcome == {"write in the artefacts": expected, "mkdir in the artefacts": expected,
-                       "write elsewhere": "refused", "start neuron-bench": expected, "start a shell": "refused"}
+                       "chmod in the artefacts": expected if with_allowances else "refused",
+                       "write elsewhere": "refused", "chmod elsewhere": "refused", "start neuron-bench": expected, "start a shell": "refused"}
     assert GuardAllowances().executables == ()
