@@ -50,7 +50,7 @@ def row_sumsq_kernel(x_ptr, out_ptr, n_cols, stride, BLOCK: tl.constexpr):
 
 def run(x):
     rows, cols = x.shape
-    out = torch.empty(rows, dtype=torch.float32)
+    out = torch.empty(rows, dtype=torch.float32, device=x.device)
     row_sumsq_kernel[(rows,)](x, out, cols, x.stride(0), BLOCK=64)
     return out
 '''
