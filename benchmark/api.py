@@ -392,7 +392,7 @@ class FlashInferImportOut(Schema):
     summary="Import FlashInfer-Bench definitions, workloads and solutions as Triton problems and kernels",
 )
 def import_flashinfer(request: HttpRequest, payload: FlashInferImportIn) -> dict[str, Any]:
-    items = services.flashinfer_items_from_payload(payload.dict())
+    items = services.flashinfer_items_from_payload(payload.model_dump())
     summary = services.import_flashinfer(items, platform=payload.platform, user=request.auth, suite=payload.suite,
                                          evaluate=payload.evaluate)
     return {
