@@ -18,6 +18,7 @@ from optimizer.agents.rewrites.triton.launch import (
     visit_more_warps,
     visit_smaller_blocks,
 )
+from optimizer.agents.rewrites.triton.rows import visit_rows_per_program
 
 TRITON_CATALOG: tuple[Rewrite, ...] = (
     Rewrite("mask_out_of_bounds", "Mask loads and stores at the edge of the data",
@@ -30,6 +31,12 @@ TRITON_CATALOG: tuple[Rewrite, ...] = (
             "`offs = pid * BLOCK + tl.arange(0, BLOCK)` is BLOCK-aligned and contiguous, but the compiler cannot "
             "always prove it; `tl.max_contiguous(tl.multiple_of(offs, BLOCK), BLOCK)` says so, and lets it "
             "issue wide (128-bit) vectorized loads and stores instead of per-element ones.", visit_hints),
+    Rewrite("rows_per_program", "Handle several rows per program",
+            "A kernel launched with one program per row of a narrow row (RMSNorm over 128 values) spends its "
+            "time starting hundreds of thousands of tiny programs, each with a few hundred bytes in flight. "
+            "Handling ROW_BLOCK rows per program in one [ROW_BLOCK, BLOCK] block, reductions along axis 1 and "
+            "the last program's tail rows masked, cuts the programs by ROW_BLOCK and fills the memory pipe; "
+            "the grid must shrink by the same factor.", visit_rows_per_program, repeatable=False),
     Rewrite("larger_blocks", "Use larger blocks",
             "Each program handles one block; a larger block means fewer programs, more bytes in flight per "
             "program and wider vector accesses, which helps memory-bound kernels until registers run out "

@@ -7,6 +7,10 @@
     visit_more_stages, visit_fewer_stages      `num_stages` of a launch of a kernel with a loop (3 when
                   unset, CUDA's default), one more or one fewer
 
+A launch argument that is a name (`BLOCK_M=bm, num_warps=warps`) is followed to the assignments that bind
+it in the launching function (values.py): each is a site, rewritten where it is written, so a grid that
+reads the same name follows the block.
+
 Launches of autotuned kernels are left alone: their configurations set these (see autotune.py).
 """
 
@@ -25,6 +29,7 @@ from optimizer.agents.rewrites.triton.source import (
     launches,
     line_of,
 )
+from optimizer.agents.rewrites.triton.values import ValueSite, value_sites
 
 BLOCK_MAX = 16384
 BLOCK_MIN = 16  # tl.dot needs blocks of at least 16
@@ -34,33 +39,37 @@ DEFAULT_STAGES = 3
 STAGES_MAX = 5
 
 
-def _block_literals(tree: ast.Module) -> Iterator[tuple[str, ast.Constant]]:
-    """(name, literal) of each block size written as a power of two on the host side."""
+def _block_literals(tree: ast.Module) -> Iterator[tuple[str, ValueSite]]:
+    """(name, where its value is written) of each block size of a launch, and each `BLOCK... = n`
+    assignment on the host side."""
     inside_kernels = {id(n) for k in jit_kernels(tree) for n in ast.walk(k.fn)}
+    seen: set[tuple[int, ...]] = set()
     for launch in launches(tree):
         for kw in launch.call.keywords:
-            value = int_value(kw.value)
-            if kw.arg and is_block_name(kw.arg) and value is not None and is_power_of_two(value):
-                assert isinstance(kw.value, ast.Constant)
-                yield kw.arg, kw.value
+            if kw.arg and is_block_name(kw.arg):
+                for site in value_sites(kw.value, launch.caller, tree) or []:
+                    seen.add(tuple(id(leaf) for leaf in site.leaves))
+                    yield kw.arg, site
     for node in ast.walk(tree):
         if (isinstance(node, ast.Assign) and id(node) not in inside_kernels and len(node.targets) == 1
                 and isinstance(node.targets[0], ast.Name) and is_block_name(node.targets[0].id)):
             value = int_value(node.value)
-            if value is not None and is_power_of_two(value):
+            if value is not None and (id(node.value),) not in seen:
                 assert isinstance(node.value, ast.Constant)
-                yield node.targets[0].id, node.value
+                yield node.targets[0].id, ValueSite([node.value], "", line_of(node.value))
 
 
 def _visit_blocks(tree: ast.Module, target: int | None, grow: bool) -> list[Site]:
     sites = []
-    for name, literal in sorted(_block_literals(tree), key=lambda row: line_of(row[1])):
-        new = literal.value * 2 if grow else literal.value // 2
-        if not BLOCK_MIN <= new <= BLOCK_MAX:
+    for name, where in sorted(_block_literals(tree), key=lambda row: row[1].line):
+        if not all(is_power_of_two(v) for v in where.values()):
             continue
-        sites.append(Site(f"{name} {literal.value} -> {new}", line_of(literal)))
+        new = [v * 2 if grow else v // 2 for v in where.values()]
+        if not all(BLOCK_MIN <= v <= BLOCK_MAX for v in new):
+            continue
+        sites.append(Site(f"{name} {where.describe(new)}", where.line))
         if target == len(sites) - 1:
-            literal.value = new
+            where.set(new)
     return sites
 
 
@@ -74,23 +83,31 @@ def visit_smaller_blocks(tree: ast.Module, target: int | None) -> list[Site]:
 
 def _visit_option(tree: ast.Module, target: int | None, option: str, default: int,
                   change: Callable[[int], int | None], loops_only: bool = False) -> list[Site]:
-    """Sites: launches of kernels that are not autotuned whose `option` is a literal or unset."""
+    """Sites: launches of kernels that are not autotuned whose `option` is unset, or written as literals
+    (in the launch, or where the name it passes is assigned)."""
     sites = []
     for launch in launches(tree):
         if launch.kernel.autotune is not None or (loops_only and not launch.kernel.has_loop()):
             continue
         kw = keyword(launch.call, option)
-        current = default if kw is None else int_value(kw.value)
-        new = None if current is None else change(current)
-        if current is None or new is None:
-            continue
-        shown = f"{current}" if kw is not None else f"unset ({default})"
-        sites.append(Site(f"{option} of the `{launch.kernel.name}` launch {shown} -> {new}", line_of(launch.call)))
-        if target == len(sites) - 1:
-            if kw is None:
+        if kw is None:
+            new = change(default)
+            if new is None:
+                continue
+            sites.append(Site(f"{option} of the `{launch.kernel.name}` launch unset ({default}) -> {new}",
+                              line_of(launch.call)))
+            if target == len(sites) - 1:
                 launch.call.keywords.append(ast.keyword(option, ast.Constant(new)))
-            else:
-                kw.value = ast.Constant(new)
+            continue
+        for where in value_sites(kw.value, launch.caller, tree) or []:
+            changed = [change(v) for v in where.values()]
+            if any(v is None for v in changed):
+                continue
+            new_values = [v for v in changed if v is not None]
+            sites.append(Site(f"{option} of the `{launch.kernel.name}` launch {where.describe(new_values)}",
+                              where.line if where.via else line_of(launch.call)))
+            if target == len(sites) - 1:
+                where.set(new_values)
     return sites
 
 
