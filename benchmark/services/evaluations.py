@@ -247,7 +247,13 @@ def _check_platform_and_backend(platform: str, backend: str | None) -> str:
 def backend_unavailable(backend: str, platform: str) -> str | None:
     """Why `backend` cannot evaluate `platform` kernels on this server (None: it can). The hardware backend
     needs a Neuron device, the compiler and the profiler here; pages show it disabled with this reason, and
-    requests are refused with it (issue 20)."""
+    requests are refused with it (issue 20). The cuda backend needs an NVIDIA GPU's device nodes (issue 24)."""
+    if backend == Backend.CUDA:
+        import glob
+
+        if not glob.glob("/dev/nvidia[0-9]*"):
+            return "the cuda backend cannot run here: this host has no NVIDIA GPU (/dev/nvidia*)"
+        return None
     if backend != Backend.NEURON:
         return None
     from benchmark.evaluation.neuron.host import NeuronHost  # the hardware backend's own checks

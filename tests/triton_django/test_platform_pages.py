@@ -9,6 +9,7 @@ from django.core.exceptions import ValidationError
 from benchmark import services
 from benchmark.leaderboard import build_leaderboard
 from benchmark.models import Backend, Evaluation, EvaluationStatus, Kernel
+from benchmark.services.evaluations import backend_unavailable
 from optimizer import services as run_services
 from tests.conftest import TEST_PASSWORD
 
@@ -117,3 +118,14 @@ def test_the_api_describes_a_problems_language_and_defaults_to_its_platform(clie
                            content_type="application/json", HTTP_AUTHORIZATION=f"Bearer {make_token(engineer)}")
     assert response.status_code == 201, response.content
     assert response.json()["kernel"]["entry_point"] == "main.py::run"
+
+
+@pytest.mark.skipif(bool(__import__("glob").glob("/dev/nvidia[0-9]*")), reason="this host has an NVIDIA GPU")
+def test_a_gpu_measurement_is_refused_on_a_host_without_a_gpu(client, triton_problem, engineer):
+    with pytest.raises(ValidationError, match="no NVIDIA GPU"):
+        services.request_evaluation(triton_problem.baseline_kernel, "h100", "cuda")
+    assert backend_unavailable("triton-interpreter", "h100") is None
+    client.force_login(engineer)
+    response = client.post(f"/kernels/{triton_problem.baseline_kernel.pk}/evaluate/",
+                           {"platform": "h100", "backend": "cuda"}, follow=True)
+    assert "no NVIDIA GPU" in response.content.decode()
