@@ -6,7 +6,8 @@ platforms):
 
 * Planner: lists every (rewrite, site) that applies to the kernel, ordered by what the memory says
   (rewrites with positive entries first, rewrites with negative entries last, the catalog order in
-  between), and takes `count` of them; ties are broken with the request's seed.
+  between), and takes `count` of them; ties are broken with the request's seed. Asked again about the same
+  kernel (a beam that kept it), it proposes first what it has not proposed for it yet.
 * Executor: applies the named rewrite at the named site (sample 0), or at every site it has (sample
   1 and up, for rewrites whose sites disappear once applied). Every result is validated by the
   evaluator like any other candidate.
@@ -18,6 +19,7 @@ platforms):
 from __future__ import annotations
 
 import difflib
+import hashlib
 import random
 import re
 
@@ -66,6 +68,7 @@ class OfflineAgents:
 
     def __init__(self, catalog: tuple[Rewrite, ...] | None = None) -> None:
         self.catalog = catalog  # None: the catalog of each problem's kernel language
+        self._proposed: dict[str, set[tuple[str, int]]] = {}  # kernel source digest -> (rewrite, site) planned
 
     def catalog_for(self, platform: str) -> tuple[Rewrite, ...]:
         return self.catalog if self.catalog is not None else CATALOGS[get_definition(platform).language]
@@ -78,10 +81,15 @@ class OfflineAgents:
         if not options:
             return AgentResult(None, unusable="no rewrite in the catalog applies to this kernel")
         tiebreak = random.Random(request.seed)
-        keyed = [(-score, order, tiebreak.random(), index, rewrite, site)
+        # Asked again about a kernel (a beam that kept the same kernel), propose what it has not been given yet:
+        # the same plan would only write the kernel already evaluated.
+        given = self._proposed.setdefault(hashlib.sha256(request.kernel.source.encode()).hexdigest(), set())
+        keyed = [((rewrite.name, index) in given, -score, order, tiebreak.random(), index, rewrite, site)
                  for score, order, index, rewrite, site in options]
-        keyed.sort(key=lambda row: row[:4])
-        plans = [plan_text(rewrite, index, site.description) for *_, index, rewrite, site in keyed[: request.count]]
+        keyed.sort(key=lambda row: row[:5])
+        chosen = keyed[: request.count]
+        given.update((rewrite.name, index) for *_, index, rewrite, site in chosen)
+        plans = [plan_text(rewrite, index, site.description) for *_, index, rewrite, site in chosen]
         return AgentResult(plans)
 
     async def write(self, request: WriteRequest) -> AgentResult[str]:

@@ -95,3 +95,15 @@ async def test_the_summarizer_writes_the_lesson_the_measurement_and_the_diff():
     negative = await OfflineAgents().summarize(SummaryRequest(PROBLEM, fast, MATMUL, 1.25, "negative", plan, seed=0))
     assert negative.value.title.endswith("slower on exp_mini") and "1.25x slower" in negative.value.summary
     assert "+    rhs_cache = nl.ndarray(" in negative.value.summary  # the diff still shows the rewrite as added
+
+
+async def test_asked_again_about_the_same_kernel_the_planner_proposes_what_it_has_not_yet():
+    agents = OfflineAgents()
+
+    async def top(seed):
+        request = PlanRequest(problem=PROBLEM, kernel=KernelView(ELEMENTWISE), memory=(), count=1, seed=seed)
+        return (await agents.plan(request)).value[0]
+
+    first, second = await top(0), await top(1)
+    assert first != second  # a beam that kept the kernel gets the next plan, not the one already evaluated
+    assert (await plans_for(ELEMENTWISE, count=1, seed=0)).value[0] == first  # a fresh agent starts over
