@@ -20,6 +20,9 @@ The package, read in this order:
     loads.py      hoist_invariant_loads, reuse_loaded_tiles
     loops.py      larger_free_tiles, smaller_free_tiles, interchange_loops
     transfers.py  drop_hbm_round_trip, drop_psum_copy
+    blocking.py   share_across_blocks, interleave_iterations (unroll-and-jam of an outer loop)
+    engines.py    scale_on_scalar_engine
+    stores.py     batch_stores
     catalog.py    CATALOG (every rewrite with its title and lesson) and BY_NAME
     triton/       the Triton catalog (TRITON_CATALOG), for kernels of GPU platforms
 
