@@ -79,6 +79,25 @@ def is_admin(user: Any) -> bool:
     return has_role(user, ADMIN)
 
 
+def visible_owned(user: Any, queryset: Any) -> Any:
+    """The rows of `queryset` (with `is_public` and `owner` fields) that `user` may see: public ones for
+    everyone, private ones for their owner, all of them for admins. Runs and campaigns share this rule."""
+    from django.db.models import Q
+
+    if is_admin(user):
+        return queryset
+    if user is not None and user.is_authenticated:
+        return queryset.filter(Q(is_public=True) | Q(owner=user))
+    return queryset.filter(is_public=True)
+
+
+def can_write_owned(user: Any, obj: Any) -> bool:
+    """Whether `user` may change `obj` (cancel, pause, ...): its owning engineer, or an admin."""
+    if user is None or not user.is_authenticated:
+        return False
+    return is_admin(user) or (obj.owner_id == user.pk and is_engineer(user))
+
+
 def grant_role(user: Any, role: str) -> None:
     """Put the user in the role's group (running bootstrap_roles first if it has not run)."""
     _check_role_name(role)

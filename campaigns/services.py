@@ -13,10 +13,10 @@ from typing import Any
 
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import transaction
-from django.db.models import Q, QuerySet
+from django.db.models import QuerySet
 from django.http import Http404
 
-from accounts.roles import is_admin, is_engineer
+from accounts.roles import can_write_owned, is_engineer, visible_owned
 from benchmark import services as benchmark_services
 from benchmark.models import Backend, Platform, Problem
 from campaigns.models import Campaign, CampaignEntry, CampaignStatus
@@ -65,18 +65,11 @@ def can_launch_campaigns(user: Any) -> bool:
 
 def visible_campaigns(user: Any) -> QuerySet[Campaign]:
     """Public campaigns for everyone; private ones for their owner (and admins)."""
-    campaigns = Campaign.objects.select_related("owner")
-    if is_admin(user):
-        return campaigns
-    if user is not None and user.is_authenticated:
-        return campaigns.filter(Q(is_public=True) | Q(owner=user))
-    return campaigns.filter(is_public=True)
+    return visible_owned(user, Campaign.objects.select_related("owner"))
 
 
 def can_write_campaign(user: Any, campaign: Campaign) -> bool:
-    if user is None or not user.is_authenticated:
-        return False
-    return is_admin(user) or (campaign.owner_id == user.pk and is_engineer(user))
+    return can_write_owned(user, campaign)
 
 
 def get_campaign_for_user(user: Any, pk: int, *, write: bool = False) -> Campaign:

@@ -16,7 +16,7 @@ from django.db.models import Avg, Count, Q, QuerySet
 from django.http import Http404
 from django.utils import timezone
 
-from accounts.roles import is_admin, is_engineer
+from accounts.roles import can_write_owned, is_engineer, visible_owned
 from benchmark import services as benchmark_services
 from benchmark.models import Backend, Evaluation, Kernel, Platform, Problem
 from benchmark.platforms import get_definition
@@ -52,18 +52,11 @@ def can_launch_runs(user: Any) -> bool:
 
 def visible_runs(user: Any) -> QuerySet[Run]:
     """Public runs for everyone; private ones only for their owner (and admins)."""
-    runs = Run.objects.select_related("problem", "owner")
-    if is_admin(user):
-        return runs
-    if user is not None and user.is_authenticated:
-        return runs.filter(Q(is_public=True) | Q(owner=user))
-    return runs.filter(is_public=True)
+    return visible_owned(user, Run.objects.select_related("problem", "owner"))
 
 
 def can_write_run(user: Any, run: Run) -> bool:
-    if user is None or not user.is_authenticated:
-        return False
-    return is_admin(user) or (run.owner_id == user.pk and is_engineer(user))
+    return can_write_owned(user, run)
 
 
 def get_run_for_user(user: Any, pk: int, *, write: bool = False) -> Run:
