@@ -180,8 +180,9 @@ def llm_backoff_s() -> float:
 #
 # The AccelOpt paper's models, so its cost comparison can be rerun (docs/operations.md, "Prices"). Claude
 # Sonnet 4: Anthropic's API list price (docs.anthropic.com, "Pricing"; unchanged since its release in May
-# 2025). The open models as hosted by Together AI (serverless list prices on together.ai/pricing, as listed
-# in September 2025; written from that list, not re-read from inside this sandbox on 2026-12-04: check them).
+# 2025). The open models as hosted by Together AI (serverless list prices, together.ai/pricing): on
+# 2026-12-04 we could not open Together's own page, but Mastra's Together AI model list
+# (mastra.ai/models/v1/providers/togetherai) gives the same rates for both: $0.15/$0.60 and $2/$2.
 PAPER_MODEL_PRICES: dict[str, tuple[float, float]] = {
     "claude-sonnet-4-20250514": (3.00, 15.00),
     "claude-sonnet-4-0": (3.00, 15.00),
