@@ -14,23 +14,20 @@ from benchmark.models import DEFAULT_SUITE, Backend, Platform
 from campaigns.models import BUDGET_FIELDS
 from campaigns.services import ACCELOPT_DEFAULTS
 from optimizer import conf
+from optimizer.forms import AgentModelsAndBudgets
 from optimizer.models import AgentKind
 from optimizer.search.config import BEAM, CURATED, MEMORY_MODES, STRATEGIES
 
 CASE_LABELS = {"mini": "mini (seconds per evaluation)", "full": "full (the published shapes)"}
 
 
-class CampaignForm(forms.Form):
+class CampaignForm(AgentModelsAndBudgets):
     name = forms.CharField(required=False, max_length=200)
     suite = forms.ChoiceField(required=False, help_text="Every problem of this suite; or choose problems below.")
     problems = forms.MultipleChoiceField(required=False, help_text="Problems to optimize (instead of a suite).")
     case = forms.ChoiceField(initial="mini", help_text="Shapes: mini evaluates in seconds.")
     platform = forms.ChoiceField(choices=Platform.choices, initial=Platform.TRN1)
     agent = forms.ChoiceField(choices=AgentKind.choices, initial=AgentKind.OFFLINE)
-    planner_model = forms.CharField(required=False, label="Planner model")
-    executor_model = forms.CharField(required=False, label="Executor model")
-    fixer_model = forms.CharField(required=False, label="Fixer model")
-    summarizer_model = forms.CharField(required=False, label="Summarizer model")
     iterations = forms.IntegerField(min_value=1, max_value=100, initial=ACCELOPT_DEFAULTS["iterations"])
     beam_width = forms.IntegerField(min_value=1, max_value=32, initial=ACCELOPT_DEFAULTS["beam_width"])
     plans_per_candidate = forms.IntegerField(min_value=1, max_value=32, label="Plans per kernel",
@@ -45,10 +42,6 @@ class CampaignForm(forms.Form):
     memory = forms.BooleanField(required=False, initial=True, label="Optimization memory",
                                 help_text="Off: the Planner is shown no entries and none are written.")
     seed = forms.IntegerField(min_value=0, initial=0)
-    max_tokens = forms.IntegerField(required=False, min_value=1, label="Max tokens")
-    max_cost_usd = forms.FloatField(required=False, min_value=0.0001, label="Max dollars")
-    max_wall_time_s = forms.FloatField(required=False, min_value=1, label="Max wall time (s)")
-    max_evaluations = forms.IntegerField(required=False, min_value=1, label="Max evaluations")
     max_concurrent_runs = forms.IntegerField(required=False, min_value=1, max_value=64, label="Runs at once",
                                              help_text="Default: what the worker drives at once.")
     is_public = forms.BooleanField(required=False, label="Public", help_text="Anyone may watch it.")

@@ -44,7 +44,21 @@ class ReasonedSelect(forms.Select):
         return option
 
 
-class RunForm(forms.Form):
+class AgentModelsAndBudgets(forms.Form):
+    """The fields a run and a campaign share: a model per agent role (blank: the server's configured one) and
+    the four budgets (blank: no cap)."""
+
+    planner_model = forms.CharField(required=False, label="Planner model")
+    executor_model = forms.CharField(required=False, label="Executor model")
+    fixer_model = forms.CharField(required=False, label="Fixer model")
+    summarizer_model = forms.CharField(required=False, label="Summarizer model")
+    max_tokens = forms.IntegerField(min_value=1, required=False, label="Max tokens")
+    max_cost_usd = forms.FloatField(min_value=0.0001, required=False, label="Max dollars")
+    max_wall_time_s = forms.FloatField(min_value=1, required=False, label="Max wall time (s)")
+    max_evaluations = forms.IntegerField(min_value=1, required=False, label="Max evaluations")
+
+
+class RunForm(AgentModelsAndBudgets):
     problem = forms.ModelChoiceField(queryset=Problem.objects.none(), help_text="Problem and case (shape).")
     start = forms.ChoiceField(
         label="Starting kernel",
@@ -56,10 +70,6 @@ class RunForm(forms.Form):
     )
     platform = forms.ChoiceField(choices=Platform.choices, initial=Platform.TRN1)
     agent = forms.ChoiceField(choices=AgentKind.choices, initial=AgentKind.OFFLINE)
-    planner_model = forms.CharField(required=False, label="Planner model")
-    executor_model = forms.CharField(required=False, label="Executor model")
-    fixer_model = forms.CharField(required=False, label="Fixer model")
-    summarizer_model = forms.CharField(required=False, label="Summarizer model")
     iterations = forms.IntegerField(min_value=1, max_value=100, initial=FORM_SEARCH_DEFAULTS["iterations"])
     beam_width = forms.IntegerField(min_value=1, max_value=32, initial=FORM_SEARCH_DEFAULTS["beam_width"])
     plans_per_candidate = forms.IntegerField(
@@ -75,10 +85,6 @@ class RunForm(forms.Form):
         help_text="Repeated sampling spends the same budget on independent samples from the start kernel: the "
         "AccelOpt paper's baseline for beam search.",
     )
-    max_tokens = forms.IntegerField(min_value=1, required=False, label="Max tokens")
-    max_cost_usd = forms.FloatField(min_value=0.0001, required=False, label="Max dollars")
-    max_wall_time_s = forms.FloatField(min_value=1, required=False, label="Max wall time (s)")
-    max_evaluations = forms.IntegerField(min_value=1, required=False, label="Max evaluations")
     is_public = forms.BooleanField(required=False, label="Public", help_text="Anyone may watch it, signed in or not.")
 
     SEARCH_FIELDS = ("iterations", "beam_width", "plans_per_candidate", "samples_per_plan", "memory_size", "seed",
