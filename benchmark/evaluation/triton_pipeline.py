@@ -24,17 +24,11 @@ from benchmark.evaluation.pipeline import project_version
 from benchmark.evaluation.result import STATUS_FAILED, STATUS_OK, ErrorKind, EvaluationResult
 from benchmark.evaluation.sandbox import ChildError, ChildProcess, Limits
 from benchmark.platforms import TRITON, Backend, get_definition
+from benchmark.triton.machine import ERROR_KINDS
 
 CORRECTNESS_ONLY = "correctness only: no GPU"
 _NO_REFERENCE = "def run(*args):\n    raise RuntimeError('the reference runs in another process')\n"
 
-# Statuses of benchmark.triton (and the children) -> the shared failure taxonomy.
-_KINDS = {
-    "incorrect": ErrorKind.INCORRECT, "bad_outputs": ErrorKind.INCORRECT, "modified_input": ErrorKind.MODIFIED_INPUT,
-    "out_of_bounds": ErrorKind.RUNTIME_ERROR, "runtime_error": ErrorKind.RUNTIME_ERROR,
-    "compile_error": ErrorKind.COMPILE_ERROR, "rejected": ErrorKind.REJECTED, "timeout": ErrorKind.TIMEOUT,
-    "resource_limit": ErrorKind.RESOURCE_LIMIT, "infrastructure_error": ErrorKind.INFRASTRUCTURE_ERROR,
-}
 
 
 class _Stop(Exception):
@@ -44,7 +38,8 @@ class _Stop(Exception):
 
 
 def _kind(name: str) -> ErrorKind:
-    return _KINDS.get(name, ErrorKind.RUNTIME_ERROR)
+    """A status of benchmark.triton or of a child -> the shared failure taxonomy (one map: ERROR_KINDS)."""
+    return ErrorKind(ERROR_KINDS.get(name) or ErrorKind.RUNTIME_ERROR)
 
 
 def evaluate_triton(

@@ -17,10 +17,13 @@ from benchmark.triton.flashinfer import Definition, FormatError, Workload, load_
 INTERPRETER_AXIS_MAX = 16  # the interpreter runs every program on the CPU: var axes are cut to this
 
 # benchmark.triton.local's statuses -> the shared failure taxonomy (benchmark.evaluation.result.ErrorKind codes),
-# as the sandboxed pipeline (benchmark.evaluation.triton_pipeline) files them. None: a correct kernel.
+# used by the sandboxed pipeline (benchmark.evaluation.triton_pipeline) and the GPU scripts. None: a correct kernel.
 ERROR_KINDS: dict[str, str | None] = {
     "correct": None, "incorrect": "incorrect", "bad_outputs": "incorrect", "modified_input": "modified_input",
     "out_of_bounds": "runtime_error", "runtime_error": "runtime_error", "compile_error": "compile_error",
+    # What the sandbox's children add: refused code, the wall clock and memory limits, our own failures.
+    "rejected": "rejected", "timeout": "timeout", "resource_limit": "resource_limit",
+    "infrastructure_error": "infrastructure_error",
     # Not the kernel's doing: the search evaluates it again (optimizer.search.beam INFRASTRUCTURE_RETRIES).
     "reference_error": "infrastructure_error", "input_error": "infrastructure_error",
     "unstable_timing": "infrastructure_error", "skipped": "infrastructure_error",
