@@ -16,6 +16,7 @@ from benchmark.hardware import NeuronCoreSpec, get_core_spec
 from benchmark.nki.trace import Engine, Trace
 from benchmark.perf.costs import instruction_costs
 from benchmark.perf.deps import Dependencies, build_dependencies, sequential_barriers
+from benchmark.perf.explain import Breakdown, explain
 from benchmark.perf.profile import COUNTER_NAMES, counters, timeline
 from benchmark.perf.schedule import replay
 from benchmark.perf.spills import plan_spills
@@ -25,7 +26,7 @@ from benchmark.perf.spills import plan_spills
 # SBUF, the documented DMA latency; refit.
 PERF_MODEL_VERSION = "perf-3"
 
-__all__ = ["PERF_MODEL_VERSION", "COUNTER_NAMES", "PerfReport", "PreparedTrace", "estimate", "prepare"]
+__all__ = ["PERF_MODEL_VERSION", "COUNTER_NAMES", "Breakdown", "PerfReport", "PreparedTrace", "estimate", "prepare"]
 
 
 @dataclass(frozen=True)
@@ -35,10 +36,12 @@ class PerfReport:
     timeline: dict[str, list[tuple[float, float]]] = field(repr=False)
     version: str = PERF_MODEL_VERSION
     platform: str = "trn1"
+    breakdown: Breakdown | None = field(default=None, repr=False)  # where the time goes (explain.py)
 
     def to_dict(self) -> dict:
         d = asdict(self)
         d["timeline"] = {k: [list(iv) for iv in v] for k, v in self.timeline.items()}
+        d["breakdown"] = self.breakdown.to_dict() if self.breakdown is not None else None
         return d
 
 
@@ -56,8 +59,10 @@ def prepare(trace: Trace) -> PreparedTrace:
     return PreparedTrace(trace, build_dependencies(trace), sequential_barriers(trace))
 
 
-def estimate(trace: Trace | PreparedTrace, platform: str | NeuronCoreSpec = "trn1") -> PerfReport:
-    """Predicted latency and profile of one kernel run, from the simulator's instruction trace."""
+def estimate(trace: Trace | PreparedTrace, platform: str | NeuronCoreSpec = "trn1", *,
+             breakdown: bool = True) -> PerfReport:
+    """Predicted latency and profile of one kernel run, from the simulator's instruction trace.
+    `breakdown=False` skips explaining where the time goes (a fit that needs the latency only)."""
     p = platform if isinstance(platform, NeuronCoreSpec) else get_core_spec(platform)
     prepared = trace if isinstance(trace, PreparedTrace) else prepare(trace)
     trace, deps = prepared.trace, prepared.deps
@@ -71,4 +76,5 @@ def estimate(trace: Trace | PreparedTrace, platform: str | NeuronCoreSpec = "trn
         profile=profile,
         timeline=timeline(sched.engine, sched.start_s, sched.end_s),
         platform=p.name,
+        breakdown=explain(trace, p, costs, deps, spills, sched) if breakdown else None,
     )
