@@ -87,6 +87,7 @@ class EvaluationOut(Schema):
     simulated: bool
     profile: dict[str, Any]
     timeline: dict[str, Any]
+    breakdown: dict[str, Any] | None  # where the predicted time goes (docs/evaluation.md); None when measured
     provenance: dict[str, Any]
     ranked: bool  # counts on the leaderboard and problem pages: correct, and not held for review
     review: ReviewOut | None  # None unless the result was held for review
@@ -219,6 +220,7 @@ def _evaluation_out(
         "simulated": evaluation.is_simulated,
         "profile": evaluation.profile,
         "timeline": evaluation.timeline if isinstance(evaluation.timeline, dict) else {},
+        "breakdown": evaluation.breakdown,
         "provenance": _provenance_out(request, evaluation, generated),
         "ranked": evaluation.is_rankable,
         "review": _review_out(evaluation),

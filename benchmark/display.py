@@ -102,6 +102,74 @@ def timeline_figure_html(timeline: Any) -> str:
     return figure_html(figure)
 
 
+def _microseconds(seconds: float) -> str:
+    us = seconds * 1e6
+    return f"{us:.3g} µs" if us < 1000 else f"{us / 1e3:.3g} ms" if us < 1e6 else f"{us / 1e3:,.0f} ms"
+
+
+def _mib(nbytes: float) -> str:
+    return f"{nbytes / 2**20:,.1f} MiB"
+
+
+def breakdown_view(breakdown: Any) -> dict[str, Any] | None:
+    """Where the predicted time goes (benchmark.perf.explain.Breakdown.to_dict()), as the evaluation panel shows
+    it: the verdict, one row per engine and per wait, the DMA queues and spills, and a bar figure of the
+    critical path's shares. None when there is no breakdown (a measured result, or one from before it)."""
+    from benchmark.perf.explain import ENGINE_NAMES, LABELS, PATH_CATEGORIES
+
+    if not isinstance(breakdown, dict) or not breakdown.get("path_share"):
+        return None
+    busy, busy_share = breakdown.get("busy_s", {}), breakdown.get("busy_share", {})
+    stall, path_share = breakdown.get("stall_s", {}), breakdown["path_share"]
+    rows = []
+    for name in PATH_CATEGORIES:
+        engine = name in ENGINE_NAMES
+        if engine and not busy.get(name) and not path_share.get(name):
+            continue  # an engine this kernel never used
+        if not engine and not path_share.get(name):
+            continue
+        rows.append({"name": LABELS[name], "busy": _microseconds(busy.get(name, 0.0)) if engine else "—",
+                     "busy_share": f"{busy_share.get(name, 0.0):.0%}" if engine else "—",
+                     "stall": _microseconds(stall.get(name, 0.0)) if engine else "—",
+                     "path_share": f"{path_share.get(name, 0.0):.0%}", "bound": name == breakdown.get("bound")})
+    queues = [q for q in breakdown.get("dma_queue_s", []) if q > 0]
+    dma = breakdown.get("dma_s", {})
+    spill = breakdown.get("spill", {})
+    moved = spill.get("save_bytes", 0.0) + spill.get("reload_bytes", 0.0) + spill.get("refetch_bytes", 0.0)
+    return {
+        "verdict": breakdown.get("verdict", ""),
+        "rows": rows,
+        "dma": (f"{len(queues)} DMA queue{'s' if len(queues) != 1 else ''} used, "
+                f"{_microseconds(min(queues))}–{_microseconds(max(queues))} each; loads "
+                f"{_microseconds(dma.get('load', 0.0))}, stores {_microseconds(dma.get('store', 0.0))}, "
+                f"on-chip copies {_microseconds(dma.get('onchip', 0.0))} (summed over concurrent DMAs)") if queues else "",
+        "spill": (f"{_mib(spill.get('save_bytes', 0.0))} saved, {_mib(spill.get('reload_bytes', 0.0))} reloaded, "
+                  f"{_mib(spill.get('refetch_bytes', 0.0))} of evicted inputs fetched again: "
+                  f"{_microseconds(spill.get('seconds', 0.0))} at the HBM bandwidth") if moved else "",
+        "figure_html": critical_path_figure_html(path_share),
+    }
+
+
+def critical_path_figure_html(path_share: dict[str, float]) -> str:
+    """A bar per critical-path category (engines, spill reloads, stalls): its share of the path."""
+    from benchmark.perf.explain import LABELS, PATH_CATEGORIES
+
+    shown = [name for name in PATH_CATEGORIES if path_share.get(name, 0.0) > 0]
+    if not shown:
+        return ""
+    import plotly.graph_objects as go
+
+    figure = go.Figure(go.Bar(
+        x=[path_share[name] for name in shown], y=[LABELS[name] for name in shown], orientation="h",
+        text=[f"{path_share[name]:.0%}" for name in shown], textposition="auto",
+        hovertemplate="%{y}: %{x:.1%} of the critical path<extra></extra>",
+    ))
+    figure.update_layout(height=60 + 30 * len(shown), margin={"l": 120, "r": 20, "t": 10, "b": 40},
+                         xaxis={"title": "share of the critical path", "tickformat": ".0%", "range": [0, 1]},
+                         yaxis={"autorange": "reversed"}, showlegend=False)
+    return figure_html(figure)
+
+
 def leaderboard_figure_html(board: Leaderboard) -> str:
     """Bars of latency per problem: baseline, best found, and AccelOpt's published best where known."""
     rows = [row for row in board.rows if row.best is not None or row.baseline is not None]

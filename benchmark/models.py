@@ -325,6 +325,13 @@ class Evaluation(models.Model):
         return self.backend == Backend.SIMULATOR
 
     @property
+    def breakdown(self) -> dict | None:
+        """Where the model's time goes (benchmark.perf.explain), kept in `result`; None when the backend
+        measured the kernel (nothing explains a measured number) or the result predates it."""
+        value = (self.result or {}).get("breakdown") if isinstance(self.result, dict) else None
+        return value if isinstance(value, dict) and value.get("path_share") else None
+
+    @property
     def is_held(self) -> bool:
         """Held for review, or rejected by a curator: its number must never read as a plain result."""
         return self.review in (Review.HELD, Review.REJECTED)

@@ -19,6 +19,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from accounts.roles import CURATOR, ENGINEER, require_role
 from benchmark import review, services
 from benchmark.display import (
+    breakdown_view,
     correctness_rows,
     leaderboard_figure_html,
     problem_rows,
@@ -219,6 +220,7 @@ def _evaluation_context(
         "can_evaluate": services.can_create_kernels(request.user),
         "is_stale": evaluation is not None and services.evaluation_is_stale(evaluation),
         "timeline_html": timeline_figure_html(evaluation.timeline) if evaluation and not evaluation.is_pending else "",
+        "breakdown": breakdown_view(evaluation.breakdown) if evaluation and not evaluation.is_pending else None,
         "profile_rows": profile_rows(evaluation) if evaluation else [],
         "correctness_rows": correctness_rows(evaluation) if evaluation else [],
     }

@@ -52,6 +52,7 @@ class ProfileReport:
     profile: dict[str, Any]
     timeline: Any
     perf_model_version: str
+    breakdown: dict[str, Any] | None = None  # where the time goes (benchmark.perf.explain); None when measured
 
 
 @dataclass(frozen=True)

@@ -107,6 +107,7 @@ class SimulatorBackend(BackendImplementation):
             profile=dict(data.get("profile", getattr(report, "profile", {}) or {})),
             timeline=data.get("timeline"),
             perf_model_version=str(getattr(report, "version", self.perf_model_version())),
+            breakdown=data.get("breakdown"),
         )
 
 

@@ -293,7 +293,8 @@ class ProfileRole:
         trace = decode_trace(header["trace"], arrays, "trace.")
         report = self.backend.profile(trace, header["platform"])
         return {"ok": True, "latency_ms": report.latency_ms, "profile": report.profile,
-                "timeline": report.timeline, "perf_model_version": report.perf_model_version}, {}
+                "timeline": report.timeline, "perf_model_version": report.perf_model_version,
+                "breakdown": report.breakdown}, {}
 
     def measured_profile(self, header: dict[str, Any], arrays: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
         """A measured backend's profile, from the files the kernel child left in `artefacts` (neuron-profile)."""

@@ -398,7 +398,7 @@ class _Attempt:
 
     def profile(self, traces: list[dict[str, Any] | None], profiler: ChildProcess | None) -> EvaluationResult:
         correct = {"compiled": True, "runnable": True, "correct": True}
-        latency_ms, profile, timeline = None, {}, None
+        latency_ms, profile, timeline, breakdown = None, {}, None, None
         perf_version = self.context.get("perf_model_version", "")
         first = traces[0] if traces else None
         if first is not None and "meta" in first:
@@ -424,6 +424,7 @@ class _Attempt:
                 raise self.fail(ErrorKind.INFRASTRUCTURE_ERROR, f"the performance model failed: {report['message']}",
                                 detail=report.get("detail", ""), retry=True, **correct)
             latency_ms, profile, timeline = report["latency_ms"], report["profile"], report["timeline"]
+            breakdown = report.get("breakdown")  # the model explains its number; a measured profile does not
             perf_version = report.get("perf_model_version") or perf_version
         elif first is not None and "measured_ms" in first:
             # Measured on the device; the profile is read from the files the kernel child left, in the profile
@@ -456,7 +457,7 @@ class _Attempt:
             status=STATUS_OK, **correct, relative_l2_errors=tuple(self.errors), output_errors=_worst(self.errors),
             tolerance=self.tolerance, seeds=self.seeds, distributions=self.plan, latency_ms=latency_ms,
             theoretical_peak_ms=peak_ms, peak_fraction=peak_fraction, profile=profile, timeline=timeline,
-            **context,
+            breakdown=breakdown, **context,
         )
         if latency_ms is not None and latency_ms <= 0:
             return replace(result, status=STATUS_FAILED, error_kind=ErrorKind.SUSPICIOUS,

@@ -72,6 +72,8 @@ class EvaluationResult:
     peak_fraction: float | None = None  # theoretical_peak_ms / latency_ms
     profile: dict[str, Any] = field(default_factory=dict)  # neuron-profile summary field names
     timeline: Any = None  # per-engine timeline from the performance model (JSON)
+    # Where the model's time goes (benchmark.perf.explain.Breakdown.to_dict()); None for measured backends.
+    breakdown: dict[str, Any] | None = None
     kernel_name: str = ""
     backend: str = ""
     backend_version: str = ""

@@ -30,6 +30,7 @@ def test_a_correct_kernel_is_measured_and_profiled_with_the_documented_calls(neu
     assert set(expected) <= set(COUNTER_NAMES) and "hbm_read_bytes" in expected
     assert result.profile[MEASURED_KEY] == MEASURED_VALUE
     assert result.perf_model_version == "" and result.timeline is None  # no model behind these numbers
+    assert result.breakdown is None  # nothing explains a measured number: no breakdown is invented
 
     calls = neuron_host.calls()
     baremetal = [c for c in calls if c["call"] == "baremetal"]
