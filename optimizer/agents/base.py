@@ -16,7 +16,7 @@ deterministic agent (the offline one, or a model served with a fixed seed) answe
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 T = TypeVar("T")
 
@@ -47,6 +47,8 @@ class KernelView:
     profile: dict[str, float] = field(default_factory=dict)
     # Set only for a failing start kernel of a correctness-only run: its error kind and message.
     failure: str = ""
+    # Where the performance model's time goes (benchmark.perf.explain.Breakdown.to_dict()); NKI only.
+    breakdown: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

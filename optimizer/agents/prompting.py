@@ -128,6 +128,44 @@ def format_profile(kernel: KernelView, language: str = NKI) -> str:
     for name, value in rows:
         shown = f"{value:.6g}" if isinstance(value, float) else str(value)
         lines.append(f"| {name} | {shown} | {meanings.get(name, '')} |")
+    if language == NKI and kernel.breakdown:  # Triton kernels have no performance model to explain them
+        lines.extend(("", format_breakdown(kernel.breakdown)))
+    return "\n".join(lines)
+
+
+def format_breakdown(breakdown: dict[str, Any]) -> str:
+    """Where the performance model's time goes (benchmark.perf.explain), for the Planner: the verdict first,
+    then per engine its busy time, its idle time waiting on another engine and its critical-path share."""
+    from benchmark.perf.explain import ENGINE_NAMES, LABELS, PATH_CATEGORIES
+
+    share = breakdown.get("path_share") or {}
+    if not share:
+        return ""
+    busy, stall = breakdown.get("busy_s", {}), breakdown.get("stall_s", {})
+    latency = breakdown.get("latency_s") or 0.0
+    lines = [f"Where the time goes (critical path: the chain of instructions and waits that sets the latency; "
+             f"shorten its largest share first): {breakdown.get('verdict', '')}",
+             "| part | busy (us) | share of latency | idle waiting on another engine (us) | share of critical path |",
+             "| --- | --- | --- | --- | --- |"]
+    for name in PATH_CATEGORIES:
+        engine = name in ENGINE_NAMES
+        if not share.get(name) and not (engine and busy.get(name)):
+            continue
+        if engine:
+            lines.append(f"| {LABELS[name]} | {busy.get(name, 0.0) * 1e6:.4g} | "
+                         f"{busy.get(name, 0.0) / latency if latency else 0.0:.0%} | {stall.get(name, 0.0) * 1e6:.4g} | "
+                         f"{share.get(name, 0.0):.0%} |")
+        else:
+            lines.append(f"| {LABELS[name]} | - | - | - | {share.get(name, 0.0):.0%} |")
+    dma, queues = breakdown.get("dma_s", {}), [q for q in breakdown.get("dma_queue_s", []) if q > 0]
+    if queues:
+        lines.append(f"DMA: {len(queues)} queues used; loads {dma.get('load', 0.0) * 1e6:.4g} us, stores "
+                     f"{dma.get('store', 0.0) * 1e6:.4g} us (DMA-seconds, summed over concurrent transfers).")
+    spill = breakdown.get("spill", {})
+    if spill.get("save_bytes") or spill.get("reload_bytes") or spill.get("refetch_bytes"):
+        lines.append(f"SBUF overflow: {spill.get('save_bytes', 0.0):.4g} bytes spilled, {spill.get('reload_bytes', 0.0):.4g} "
+                     f"reloaded, {spill.get('refetch_bytes', 0.0):.4g} bytes of evicted inputs loaded again "
+                     f"({spill.get('seconds', 0.0) * 1e6:.4g} us at the HBM bandwidth).")
     return "\n".join(lines)
 
 

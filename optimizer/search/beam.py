@@ -543,7 +543,8 @@ class BeamSearch:
         failure = f"{ev.error_kind or 'incorrect'}: {ev.error_message or ''}".strip(": ") if ev and not ev.correct else ""
         return KernelView(source=self.state.kernels[sha], latency_ms=ev.latency_ms if ev else None,
                           peak_fraction=ev.peak_fraction if ev else None,
-                          profile=dict(ev.profile) if ev else {}, failure=failure)
+                          profile=dict(ev.profile) if ev else {}, failure=failure,
+                          breakdown=dict(ev.breakdown) if ev else {})
 
     def _remember(self, source: str) -> str:
         sha = source_sha(source)

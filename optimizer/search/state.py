@@ -34,6 +34,7 @@ class Evaluation:
     error_message: str | None = None
     profile: dict[str, float] = field(default_factory=dict)
     accepted: bool = False  # a curator accepted this result on review: the speedup bound no longer holds it
+    breakdown: dict[str, Any] = field(default_factory=dict)  # where the model's time goes (the Planner reads it)
 
     @property
     def suspicious(self) -> bool:
@@ -51,6 +52,7 @@ class Evaluation:
             profile = asdict(profile) if hasattr(profile, "__dataclass_fields__") else dict(vars(profile))
         numeric = {k: float(v) for k, v in profile.items() if isinstance(v, int | float) and not isinstance(v, bool)}
         kind = getattr(result, "error_kind", None)
+        breakdown = getattr(result, "breakdown", None)  # the performance model's; none for measured results
         return cls(
             correct=bool(result.correct),
             latency_ms=None if result.latency_ms is None else float(result.latency_ms),
@@ -59,6 +61,7 @@ class Evaluation:
             error_message=getattr(result, "error_message", None) or None,
             profile=numeric,
             accepted=bool(getattr(result, "review_accepted", False)),
+            breakdown=dict(breakdown) if isinstance(breakdown, dict) else {},
         )
 
 
