@@ -111,7 +111,8 @@ class SimulatorBackend(BackendImplementation):
         )
 
 
-TRITON_BACKEND_VERSIONS = {Backend.TRITON_INTERPRETER.value: "triton-interpreter-1", Backend.CUDA.value: "triton-cuda-1"}
+# -2: the interpreter checks several workloads (triton_request.INTERPRETER_BYTES), not only the smallest.
+TRITON_BACKEND_VERSIONS = {Backend.TRITON_INTERPRETER.value: "triton-interpreter-2", Backend.CUDA.value: "triton-cuda-1"}
 
 
 class _TritonBackend(BackendImplementation):

@@ -12,6 +12,7 @@ imported only then.
 
 from __future__ import annotations
 
+import glob
 import hashlib
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -88,11 +89,23 @@ class Executor:
         """What /healthz says about this executor (JSON-able)."""
         return {"kind": self.kind}
 
+    def cuda_unavailable(self) -> str | None:
+        """Why a cuda evaluation cannot run where this executor runs evaluations (None: it can). Here: this
+        host's GPUs; `RayExecutor` answers for its cluster."""
+        return local_cuda_unavailable()
+
     def __enter__(self) -> Executor:
         return self
 
     def __exit__(self, *exc: Any) -> None:
         self.shutdown()
+
+
+def local_cuda_unavailable() -> str | None:
+    """Why this host cannot run a cuda evaluation: it has no NVIDIA GPU's device nodes."""
+    if not glob.glob("/dev/nvidia[0-9]*"):
+        return "this host has no NVIDIA GPU (/dev/nvidia*)"
+    return None
 
 
 class LocalExecutor(Executor):

@@ -73,6 +73,7 @@ class ResourceSpec:
 DEFAULT_RESOURCES: dict[str, ResourceSpec] = {
     "simulator": ResourceSpec(num_cpus=1),
     "neuron": ResourceSpec(num_cpus=1, custom={"neuron_cores": 1}),
+    "cuda": ResourceSpec(num_cpus=1, num_gpus=1),  # one GPU: Ray places the task on a GPU node and pins it
     "null": ResourceSpec(num_cpus=1, memory_mb=0),
 }
 _SPEC_KEYS = {"num_cpus", "num_gpus", "memory_mb"}
@@ -103,6 +104,22 @@ def parse_resources(data: Mapping[str, Mapping[str, Any]]) -> dict[str, Resource
             custom={name: float(value) for name, value in amounts.items() if name not in _SPEC_KEYS},
         )
     return specs
+
+
+def cuda_unavailable_on(nodes: list[Mapping[str, float]], spec: ResourceSpec) -> str | None:
+    """Why a cluster whose alive nodes have these total resources cannot run a cuda evaluation reserving
+    `spec` (None: it can). On a cluster, where evaluations run decides, not the web host: a node must
+    declare the GPUs (Ray's `GPU` resource) and CPUs one evaluation reserves."""
+    if spec.num_gpus <= 0:
+        return ("cuda evaluations reserve no GPU on the Ray cluster (ACCELOPT_RAY_RESOURCES gives cuda num_gpus 0), "
+                "so Ray could place them on a node without one; reserve at least 1")
+    if not nodes:
+        return "the Ray cluster has no alive node"
+    most = max(node.get("GPU", 0.0) for node in nodes)
+    if not any(node.get("GPU", 0.0) >= spec.num_gpus and node.get("CPU", 0.0) >= spec.num_cpus for node in nodes):
+        return (f"no node of the Ray cluster has {spec.num_gpus:g} GPU and {spec.num_cpus:g} CPU for a cuda evaluation "
+                f"(the most GPUs on a node: {most:g}); start GPU nodes with `ray start --num-gpus N`")
+    return None
 
 
 # --------------------------------------------------------------------------------------------------

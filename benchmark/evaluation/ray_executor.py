@@ -45,6 +45,7 @@ from benchmark.evaluation.ray_cluster import (
     ResourceSpec,
     available_per_node,
     cluster_status,
+    cuda_unavailable_on,
     short,
 )
 from benchmark.evaluation.result import ErrorKind, EvaluationResult
@@ -209,6 +210,12 @@ class RayExecutor(Executor):
         return {"kind": self.kind, "address": self.address, "queued_here": counts["queued"],
                 "handed_over_here": counts["handed_over"], "max_retries": self.max_retries,
                 **cluster_status(self._ray)}
+
+    def cuda_unavailable(self) -> str | None:
+        """Whether the cluster's alive nodes (not this host) can take a cuda evaluation's reservation."""
+        spec = self.resources.get("cuda", DEFAULT_RESOURCES["cuda"])
+        reason = cuda_unavailable_on([dict(node.get("Resources", {})) for node in self._alive_nodes()], spec)
+        return f"{reason} (Ray cluster at {self.address})" if reason else None
 
     def counts(self) -> dict[str, int]:
         """This process's evaluations: waiting here for room ("queued") and handed to Ray ("handed_over")."""

@@ -2,9 +2,11 @@
 workloads it is judged on, as one picklable request (`TritonEvaluationRequest`, with `run()` and `key` like
 `EvaluationRequest`), and how one result comes from several workloads.
 
-`triton_pipeline.evaluate_triton` evaluates one workload in the sandbox. Which workloads: the Triton
-interpreter is slow and reports no latency, so it checks correctness on the smallest workload only; the cuda
-backend checks and times every workload. The kernel's result is its first failing workload's (named in the
+`triton_pipeline.evaluate_triton` evaluates one workload in the sandbox. Which workloads: the cuda backend
+checks and times every workload. The Triton interpreter is slow (a Python loop over the kernel's programs)
+and reports no latency, so it checks correctness on the smallest workload and then, smallest first, up to
+INTERPRETER_WORKLOADS in all while their bytes stay within INTERPRETER_BYTES: a kernel wrong only at a
+larger shape (a partial tail block, a second row block) is caught wherever such a shape is small enough. The kernel's result is its first failing workload's (named in the
 message), else correct with, on cuda, the mean latency over the workloads and the mean roofline floor
 against it; each workload's numbers stay in `profile["workloads"]`.
 
@@ -22,8 +24,11 @@ from benchmark.evaluation.result import STATUS_OK, EvaluationResult
 from benchmark.evaluation.sandbox import Limits
 from benchmark.platforms import Backend
 
-# How many workloads (the smallest first) the interpreter checks.
-INTERPRETER_WORKLOADS = 1
+# The interpreter's workloads: the smallest always, then the next smallest while, together, the chosen ones
+# are at most INTERPRETER_WORKLOADS and their tensors (inputs and outputs: `workload_size`) at most
+# INTERPRETER_BYTES. 4 MiB is a few seconds per workload for an elementwise kernel on the interpreter.
+INTERPRETER_WORKLOADS = 4
+INTERPRETER_BYTES = 4 * 1024 * 1024
 
 
 def workload_size(definition: Any, workload: Any) -> int:
@@ -40,16 +45,23 @@ def workload_size(definition: Any, workload: Any) -> int:
     return size
 
 
-def chosen_workloads(definition: Mapping[str, Any], workloads: Sequence[Mapping[str, Any]],
-                     backend: str) -> list[Mapping[str, Any]]:
-    """The workloads a backend judges a kernel on: the smallest for the interpreter, all (in order) on cuda."""
+def chosen_workloads(definition: Mapping[str, Any], workloads: Sequence[Mapping[str, Any]], backend: str, *,
+                     count: int = INTERPRETER_WORKLOADS, budget: int = INTERPRETER_BYTES) -> list[Mapping[str, Any]]:
+    """The workloads a backend judges a kernel on: all (in order) on cuda; on the interpreter the smallest,
+    then the next smallest while at most `count` of them total at most `budget` bytes."""
     if backend == Backend.CUDA.value:
         return list(workloads)
     from benchmark.triton.flashinfer import parse_definition, parse_workload
 
     parsed = parse_definition(definition)
-    ranked = sorted(workloads, key=lambda w: workload_size(parsed, parse_workload(w)))
-    return ranked[:INTERPRETER_WORKLOADS]
+    ranked = sorted((workload_size(parsed, parse_workload(w)), i) for i, w in enumerate(workloads))
+    chosen, used = [], 0
+    for size, index in ranked:
+        if chosen and (len(chosen) >= count or used + size > budget):
+            break
+        chosen.append(workloads[index])
+        used += size
+    return chosen
 
 
 def _uuid(workload: Mapping[str, Any]) -> str:

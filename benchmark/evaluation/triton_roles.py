@@ -4,7 +4,8 @@
   and runs the definition's reference on them; it holds the expected outputs and compares the kernel's
   outputs the parent forwards (benchmark.triton.compare). The kernel never sees expected values.
 * `triton_kernel` imports the solution (its sources exist only in memory: linecache serves them to
-  `@triton.jit`), builds the same seed's inputs itself (the seed fully determines them, so nothing to
+  `@triton.jit`; a multi-file solution is a package whose files import each other, relatively as in
+  FlashInfer-Bench or by their bare names: `SolutionModules`), builds the same seed's inputs itself (the seed fully determines them, so nothing to
   send; a kernel that tampers with input generation only computes the wrong answer) and runs it on guarded
   buffers (benchmark.triton.runner: canaries, input checksums, NaN-filled outputs). On the cuda backend it
   then times the kernel (`measure`).
@@ -16,13 +17,15 @@ kernel builtins with a Triton import allow-list (torch, triton, math, numpy and 
 from __future__ import annotations
 
 import builtins
+import importlib
+import importlib.util
 import os
 import sys
 import time
-import types
 from typing import Any
 
-KERNEL_MODULE = "accelopt_triton_kernel"
+# The package a solution's files are modules of: the entry file main.py is `accelopt_solution.main`.
+SOLUTION_PACKAGE = "accelopt_solution"
 ALLOWED_TRITON_IMPORTS = ("torch", "triton", "math", "numpy", "typing", "functools", "itertools", "dataclasses",
                           "__future__", "operator", "collections")
 
@@ -43,13 +46,15 @@ def _read_roots() -> list[str]:
 
 
 def _failure(kind: str, exc: BaseException, filename: str, prefix: str = "") -> dict[str, Any]:
+    """The failure as the parent reports it: `line` in `filename`, the traceback's frames in any kernel file."""
     import traceback
 
     line = None
     for frame, lineno in traceback.walk_tb(exc.__traceback__):
         if frame.f_code.co_filename == filename:
             line = lineno
-    frames = [f for f in traceback.extract_tb(exc.__traceback__) if f.filename == filename]
+    frames = [f for f in traceback.extract_tb(exc.__traceback__)
+              if f.filename == filename or f.filename.startswith("<kernel ")]
     detail = "".join(traceback.format_list(frames)) + "".join(traceback.format_exception_only(type(exc), exc))
     return {"ok": False, "kind": kind, "message": f"{prefix}{type(exc).__name__}: {exc}", "line": line,
             "detail": detail[-8000:]}
@@ -76,11 +81,65 @@ def from_wire(array: Any, name: str) -> Any:
     return tensor.view(dtype) if tensor.dtype != dtype else tensor
 
 
+# The bare top-level names of the loaded solution's own modules (`import helpers` of helpers.py).
+_solution_roots: set[str] = set()
+
+
+def _own_module(name: str, globals: Any, level: int) -> bool:
+    """An import of one of the solution's own files: relative inside its package, or by its bare name."""
+    if level:
+        return str((globals or {}).get("__package__") or "").startswith(SOLUTION_PACKAGE)
+    return name.split(".")[0] in _solution_roots | {SOLUTION_PACKAGE}
+
+
 def _triton_import(name: str, globals: Any = None, locals: Any = None, fromlist: Any = (), level: int = 0) -> Any:
+    if _own_module(name, globals, level):
+        return builtins.__import__(name, globals, locals, fromlist, level)
     if level or not any(name == root or name.startswith(root + ".") for root in ALLOWED_TRITON_IMPORTS):
         raise ImportError(f"import of {name!r} is not allowed in a Triton kernel (allowed: "
                           f"{', '.join(ALLOWED_TRITON_IMPORTS)})")
     return builtins.__import__(name, globals, locals, fromlist, level)
+
+
+class SolutionModules:
+    """A meta path finder and loader serving a solution's Python files from memory, each as
+    `accelopt_solution.<path>` (what its relative imports reach: FlashInfer-Bench loads a solution as a
+    package) and under its bare name (`import helpers`, as when the solution's directory is on sys.path; a
+    solution mixing both styles runs that file twice). Each module gets `builtins_namespace` (the guarded
+    builtins), and its source is remembered for tracebacks and `@triton.jit`. Nothing touches the disk."""
+
+    def __init__(self, sources: dict[str, str], builtins_namespace: dict[str, Any] | None) -> None:
+        from benchmark.triton.flashinfer import module_path  # imported by the role before the audit guard
+
+        self.sources = sources
+        self.builtins = builtins_namespace
+        self.files = {module_path(p): p for p in sources if p.endswith(".py")}
+        self.packages = {".".join(name.split(".")[:i]) for name in self.files for i in range(1, name.count(".") + 1)}
+
+    def roots(self) -> set[str]:
+        return {name.split(".")[0] for name in self.files}
+
+    def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> Any:
+        name = fullname.removeprefix(SOLUTION_PACKAGE + ".") if fullname != SOLUTION_PACKAGE else ""
+        package = not name or name in self.packages
+        if not package and name not in self.files:
+            return None
+        return importlib.util.spec_from_loader(fullname, self, is_package=package)
+
+    def create_module(self, spec: Any) -> Any:
+        return None  # the default module object
+
+    def exec_module(self, module: Any) -> None:
+        name = module.__name__.removeprefix(SOLUTION_PACKAGE).removeprefix(".")
+        path = self.files.get(name) or self.files.get(f"{name}.__init__")
+        if path is None:
+            return  # a folder with no __init__.py: an empty package
+        filename = f"<kernel {path}>"
+        _remember_source(filename, self.sources[path])
+        module.__file__ = filename
+        if self.builtins is not None:
+            module.__dict__["__builtins__"] = self.builtins
+        exec(compile(self.sources[path], filename, "exec"), module.__dict__)
 
 
 def cuda_allowances() -> Any:
@@ -178,7 +237,7 @@ class TritonKernelRole:
 
     def load(self, header: dict[str, Any], arrays: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
         from benchmark.evaluation.guards import install_audit_guard, kernel_builtins
-        from benchmark.triton.flashinfer import FormatError, parse_solution
+        from benchmark.triton.flashinfer import FormatError, module_path, parse_solution
 
         try:
             self.definition, self.workload = _parse(header)
@@ -199,22 +258,21 @@ class TritonKernelRole:
             autotune_without_timing()  # the interpreter has no GPU to time autotune configurations on
         if self.guards.get("audit", True):
             install_audit_guard(_read_roots(), allowances)
-        source = solution.sources[solution.entry_file]
         filename = f"<kernel {solution.entry_file}>"
-        _remember_source(filename, source)
-        try:
-            code = compile(source, filename, "exec")
-        except SyntaxError as exc:
-            return {"ok": False, "kind": "compile_error", "message": f"syntax error: {exc.msg}", "line": exc.lineno}, {}
-        module = types.ModuleType(KERNEL_MODULE)
-        module.__file__ = filename
+        namespace = None
         if self.guards.get("imports", True):
             namespace = kernel_builtins()
             namespace["__import__"] = _triton_import
-            module.__dict__["__builtins__"] = namespace
-        sys.modules[KERNEL_MODULE] = module
+        modules = SolutionModules(solution.sources, namespace)
+        _solution_roots.clear()
+        _solution_roots.update(modules.roots())
+        sys.meta_path.insert(0, modules)
         try:
-            exec(code, module.__dict__)
+            module = importlib.import_module(f"{SOLUTION_PACKAGE}.{module_path(solution.entry_file)}")
+        except SyntaxError as exc:
+            where = "" if exc.filename == filename else f" in {str(exc.filename).removeprefix('<kernel ').rstrip('>')}"
+            return {"ok": False, "kind": "compile_error", "message": f"syntax error{where}: {exc.msg}",
+                    "line": exc.lineno if not where else None}, {}
         except BaseException as exc:  # noqa: BLE001 - any failure at import time is the kernel's
             kind = "rejected" if isinstance(exc, ImportError) and "not allowed" in str(exc) else "compile_error"
             return _failure(kind, exc, filename, "while loading the kernel module: "), {}

@@ -247,13 +247,11 @@ def _check_platform_and_backend(platform: str, backend: str | None) -> str:
 def backend_unavailable(backend: str, platform: str) -> str | None:
     """Why `backend` cannot evaluate `platform` kernels on this server (None: it can). The hardware backend
     needs a Neuron device, the compiler and the profiler here; pages show it disabled with this reason, and
-    requests are refused with it (issue 20). The cuda backend needs an NVIDIA GPU's device nodes (issue 24)."""
+    requests are refused with it (issue 20). The cuda backend needs a GPU where evaluations run (issue 24):
+    this host's NVIDIA device nodes with the local executor, a node declaring Ray `GPU` resources with a
+    Ray cluster (ACCELOPT_RAY_ADDRESS), whatever the web host has."""
     if backend == Backend.CUDA:
-        import glob
-
-        if not glob.glob("/dev/nvidia[0-9]*"):
-            return "the cuda backend cannot run here: this host has no NVIDIA GPU (/dev/nvidia*)"
-        return None
+        return _cuda_unavailable()
     if backend != Backend.NEURON:
         return None
     from benchmark.evaluation.neuron.host import NeuronHost  # the hardware backend's own checks
@@ -263,6 +261,21 @@ def backend_unavailable(backend: str, platform: str) -> str | None:
     except ValueError as error:
         problems = [f"misconfigured: {error}"]
     return f"the neuron backend cannot run here: {'; '.join(problems)}" if problems else None
+
+
+def _cuda_unavailable() -> str | None:
+    try:
+        executor = get_executor()
+    except Exception as error:  # noqa: BLE001 - e.g. the Ray cluster cannot be reached: say so, refuse
+        return f"the cuda backend cannot run: the Ray cluster at {conf.ray_address()} cannot be reached ({error})"
+    from benchmark.evaluation.executors import local_cuda_unavailable
+
+    ask = getattr(executor, "cuda_unavailable", None)  # a test double may not say: then this host decides
+    reason = ask() if ask is not None else local_cuda_unavailable()
+    if reason is None:
+        return None
+    where = "on the cluster" if getattr(executor, "kind", "local") == "ray" else "here"
+    return f"the cuda backend cannot run {where}: {reason}"
 
 
 def check_platform_for(problem: Problem, platform: str) -> None:

@@ -22,8 +22,9 @@ from django.db import transaction
 from benchmark.models import Evaluation, Kernel, KernelOrigin, Problem, Visibility
 from benchmark.platforms import TRITON, Backend, get_definition
 from benchmark.services.evaluations import request_evaluation
-from benchmark.services.kernels import create_kernel
+from benchmark.services.kernels import create_kernel, kernel_source_limit
 from benchmark.services.solutions import solution_document
+from benchmark.sizes import human_bytes
 
 # Where imported definitions go unless told otherwise, and the case naming "all of its workloads".
 FLASHINFER_SUITE = "flashinfer"
@@ -188,17 +189,25 @@ def _check_workload(definition: Any, workload: Any) -> None:
 
 
 def _solution_parts(solution: Any) -> tuple[str, str, dict[str, Any]]:
-    """A solution as what a Kernel row holds: its one source, its entry point, and the rest (for export)."""
+    """A solution as what a Kernel row holds: its entry file's source, its entry point, and the rest (for
+    evaluation and export): the other files under "sources", every path in order under "order"."""
     if solution.language != TRITON:
         raise ValueError(f"spec.language: {solution.language!r} solutions are not supported; only triton")
-    if len(solution.sources) != 1:
-        raise ValueError(f"sources: {len(solution.sources)} files ({', '.join(solution.sources)}); only "
-                         "single-file solutions are supported (the sandbox runs one module)")
+    for index, path in enumerate(solution.sources):
+        why = _fib().unimportable_source(path)
+        if why:
+            raise ValueError(f"sources[{index}].path: {path!r}: {why}")
+    size = sum(len(content.encode("utf-8")) for content in solution.sources.values())
+    if size > kernel_source_limit():
+        raise ValueError(f"sources: {human_bytes(size)} in all; the limit is {human_bytes(kernel_source_limit())}")
     meta = {
         "name": solution.name, "author": solution.author, "description": solution.description,
         "target_hardware": list(solution.target_hardware), "dependencies": list(solution.dependencies),
         "path": solution.entry_file, "extra": solution.extra,
     }
+    if len(solution.sources) > 1:
+        meta["sources"] = {p: c for p, c in solution.sources.items() if p != solution.entry_file}
+        meta["order"] = list(solution.sources)
     return solution.sources[solution.entry_file], solution.entry_point, meta
 
 
@@ -319,6 +328,12 @@ def _import_solutions(items: FlashInferItems, problems: dict[str, Problem], summ
         if created or not kernel.entry_point:
             kernel.entry_point, kernel.solution_meta = entry_point, meta
             kernel.save(update_fields=["entry_point", "solution_meta"])
+        elif (kernel.solution_meta or {}).get("sources", {}) != meta.get("sources", {}):
+            # A kernel is its entry file's source (one row per source and problem): the same entry file
+            # with other helper files would silently be taken for the stored kernel.
+            raise ValidationError(f"{label}: kernel {kernel.pk} of {problem.address} has the same "
+                                  f"{solution.entry_file} but other files beside it; rename or change "
+                                  f"{solution.entry_file} to import this solution as a kernel of its own")
         if problem.baseline_kernel_id is None:
             problem.baseline_kernel = kernel  # the reference point runs start from, as import_nkibench does
             problem.save(update_fields=["baseline_kernel"])

@@ -42,10 +42,13 @@ def create_kernel(
     parent: Kernel | None = None,
     run_id: int | None = None,
     name: str = "",
+    rewrite_of: Kernel | None = None,
 ) -> tuple[Kernel, bool]:
     """Store a kernel for a problem, or return the existing one with the same source (created=False).
 
     The source is stored even if it does not parse: the evaluation is what tells the author what is wrong.
+    `rewrite_of` (a Triton kernel whose entry file `source` rewrites; by default `parent`): the new kernel
+    keeps its entry point and, for a multi-file solution, its other files, which a rewrite leaves unchanged.
     """
     if not isinstance(source, str):
         raise ValidationError("the kernel source must be text")
@@ -60,6 +63,7 @@ def create_kernel(
     if not source.strip():
         raise ValidationError("the kernel source is empty")
     sha = source_sha256(source)
+    entry_point, solution_meta = _rewritten_solution(problem, rewrite_of or parent)
     kernel, created = Kernel.objects.get_or_create(
         problem=problem,
         sha256=sha,
@@ -70,11 +74,23 @@ def create_kernel(
             "parent": parent,
             "run_id": run_id,
             "name": name[:200],
-            # A Triton kernel (an upload, a run's rewrite) is one file whose `run` is the entry point.
-            "entry_point": TRITON_ENTRY_POINT if problem.is_triton else "",
+            # A Triton kernel (an upload) is one file whose `run` is the entry point; a rewrite keeps its original's.
+            "entry_point": entry_point,
+            "solution_meta": solution_meta,
         },
     )
     return kernel, created
+
+
+def _rewritten_solution(problem: Problem, original: Kernel | None) -> tuple[str, dict[str, Any]]:
+    """The entry point and the solution files beside the entry file that a rewrite of `original` keeps."""
+    if not problem.is_triton:
+        return "", {}
+    if original is None or not original.entry_point:  # none, or a bare Kernel(pk=...) with nothing loaded
+        return TRITON_ENTRY_POINT, {}
+    meta = original.solution_meta or {}
+    kept = {key: meta[key] for key in ("path", "sources", "order") if key in meta}
+    return original.entry_point, kept
 
 
 # How a user's reference gets peak counts when the upload gives none (issue 20): a lower bound that is honest.

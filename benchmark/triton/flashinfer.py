@@ -125,6 +125,20 @@ class Solution:
         return self.entry_point.split("::", 1)[1]
 
 
+def module_path(path: str) -> str:
+    """A solution file's module name inside its package: "helpers.py" -> "helpers", "ops/norm.py" -> "ops.norm"."""
+    return ".".join(Path(path).with_suffix("").parts)
+
+
+def unimportable_source(path: str) -> str:
+    """Why a solution file cannot be one of its Python modules ("" when it can): the sandbox runs a solution's
+    files as the modules of one package, so each is a .py file whose folders and name are identifiers."""
+    if not path.endswith(".py"):
+        return "not a .py file (a Triton solution's files are Python modules)"
+    bad = [part for part in module_path(path).split(".") if not part.isidentifier()]
+    return f"{bad[0]!r} is not a Python identifier, so the file cannot be imported" if bad else ""
+
+
 # -- parsing -------------------------------------------------------------------------------------------
 
 

@@ -1,8 +1,9 @@
 """Loading a solution's sources and calling its entry point on guarded buffers, with the checks that need no
 reference: outputs never written, inputs modified, memory touched outside the buffers.
 
-- Loading: the sources are written to a directory and the entry file imported as a module of its own
-  (`@triton.jit` reads its function's source from the file, so an in-memory `exec` is not enough).
+- Loading: the sources are written to a directory, as a package, and the entry file imported from it
+  (`@triton.jit` reads its function's source from the file, so an in-memory `exec` is not enough; the
+  sandbox instead serves in-memory sources through linecache: benchmark.evaluation.triton_roles).
 - Calling convention: FlashInfer-Bench's two styles. If the entry point takes one positional parameter per
   input and per output, it is destination-passing: we pass output buffers pre-filled with a sentinel (NaN);
   otherwise it returns the outputs (one tensor, or a tuple in the definition's order).
@@ -19,7 +20,7 @@ reference: outputs never written, inputs modified, memory touched outside the bu
 
 from __future__ import annotations
 
-import importlib.util
+import importlib
 import inspect
 import os
 import sys
@@ -30,7 +31,7 @@ from typing import Any
 
 import torch
 
-from benchmark.triton.flashinfer import Definition, Solution, Workload
+from benchmark.triton.flashinfer import Definition, Solution, Workload, module_path
 from benchmark.triton.inputs import torch_dtype
 
 GUARD_BYTES = 64 * 1024  # canary margin on each side of every tensor
@@ -71,23 +72,24 @@ def autotune_without_timing() -> None:
 
 
 def load_entry_point(solution: Solution, directory: Path, module_name: str = "") -> Callable[..., Any]:
-    """Write the sources under `directory` and import the entry function (its module: a fresh name)."""
+    """Write the sources under `directory/<package>/` and import the entry function from
+    `<package>.<entry module>` (the package: `module_name` or a fresh name). As in FlashInfer-Bench the
+    solution is a package, so its files import each other relatively (`from .helpers import f`); its
+    directory is also on sys.path, so `import helpers` works too."""
     if os.environ.get("TRITON_INTERPRET") == "1":
         autotune_without_timing()
-    directory.mkdir(parents=True, exist_ok=True)
+    package = module_name or f"fib_solution_{abs(hash((solution.name, str(directory))))}"
+    root = directory / package
+    root.mkdir(parents=True, exist_ok=True)
     for path, content in solution.sources.items():
-        target = directory / path
+        target = root / path
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_text(content)
-    name = module_name or f"fib_solution_{abs(hash((solution.name, str(directory))))}"
-    spec = importlib.util.spec_from_file_location(name, directory / solution.entry_file)
-    if spec is None or spec.loader is None:
-        raise ImportError(f"cannot import {solution.entry_file} from {directory}")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    if str(directory) not in sys.path:
-        sys.path.insert(0, str(directory))  # a multi-file solution imports its siblings
-    spec.loader.exec_module(module)
+    for folder in (str(root), str(directory)):
+        if folder not in sys.path:
+            sys.path.insert(0, folder)
+    importlib.invalidate_caches()
+    module = importlib.import_module(f"{package}.{module_path(solution.entry_file)}")
     function = getattr(module, solution.entry_function, None)
     if not callable(function):
         raise ImportError(f"{solution.entry_file} defines no function {solution.entry_function!r}")

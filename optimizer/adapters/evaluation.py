@@ -84,6 +84,8 @@ class DjangoEvaluator:
         self.problem = run.problem
         self.platform = run.platform
         self.backend = run.backend
+        self.start_kernel_id = run.start_kernel_id
+        self._start_kernel: Kernel | None = None  # loaded in the worker thread, once
         self.poll_interval_s = poll_interval_s
         self.timeout_s = timeout_s
         self._abandoned_before: datetime | None = None
@@ -110,6 +112,12 @@ class DjangoEvaluator:
             kernel, self.platform, self.backend, abandoned_before=self.abandoned_before()
         )
 
+    def start_kernel(self) -> Kernel:
+        """What every candidate rewrites: a Triton candidate keeps its entry point and other solution files."""
+        if self._start_kernel is None:
+            self._start_kernel = Kernel.objects.get(pk=self.start_kernel_id)
+        return self._start_kernel
+
     def _evaluate_many(self, sources: list[str]) -> list[Any]:
         try:
             results: list[Any] = [None] * len(sources)
@@ -117,7 +125,8 @@ class DjangoEvaluator:
             for index, source in enumerate(sources):
                 try:
                     kernel, _ = benchmark_services.create_kernel(
-                        self.problem, source, origin=KernelOrigin.GENERATED, run_id=self.run_id
+                        self.problem, source, origin=KernelOrigin.GENERATED, run_id=self.run_id,
+                        rewrite_of=self.start_kernel(),
                     )
                 except ValidationError as error:
                     results[index] = _Result(" ".join(error.messages))

@@ -26,7 +26,7 @@ def test_a_correct_kernel_passes_the_sandbox_with_no_latency_and_its_provenance(
     result = _evaluate(kernels.CORRECT)
     assert result.ok and result.correct, result.error_message
     assert result.latency_ms is None and result.profile == {"note": CORRECTNESS_ONLY}
-    assert (result.backend, result.backend_version, result.platform) == ("triton-interpreter", "triton-interpreter-1", "h200")
+    assert (result.backend, result.backend_version, result.platform) == ("triton-interpreter", "triton-interpreter-2", "h200")
     assert result.seeds == (4, 5, 6) and len(result.relative_l2_errors) == 3
 
 

@@ -19,10 +19,25 @@ def _uuids(workloads):
     return [w["workload"]["uuid"] for w in workloads]
 
 
-def test_the_interpreter_checks_the_smallest_workload_and_cuda_every_one():
+def _workload(uuid: str, batch: int) -> dict:
+    return {"definition": "studio_axpy_h16", "workload": {"uuid": uuid, "axes": {"batch": batch}, "inputs": {}}}
+
+
+def test_the_interpreter_checks_small_workloads_smallest_first_and_cuda_every_one():
     larger_first = list(reversed(WORKLOADS))
-    assert _uuids(chosen_workloads(DEFINITION, larger_first, "triton-interpreter")) == ["studio-axpy-b3"]
+    assert _uuids(chosen_workloads(DEFINITION, larger_first, "triton-interpreter")) == ["studio-axpy-b3",
+                                                                                         "studio-axpy-b8"]
     assert _uuids(chosen_workloads(DEFINITION, larger_first, "cuda")) == ["studio-axpy-b8", "studio-axpy-b3"]
+
+
+def test_the_interpreter_stops_at_its_byte_budget_and_count_but_always_checks_the_smallest():
+    # batch b: 3 tensors of b x 16 float32 = 192 b bytes.
+    workloads = [_workload("huge", 100_000), _workload("b8", 8), _workload("b3", 3), _workload("b40", 40),
+                 _workload("b9", 9)]
+    assert _uuids(chosen_workloads(DEFINITION, workloads, "triton-interpreter")) == ["b3", "b8", "b9", "b40"]
+    assert _uuids(chosen_workloads(DEFINITION, workloads, "triton-interpreter", budget=192 * 20)) == ["b3", "b8", "b9"]
+    assert _uuids(chosen_workloads(DEFINITION, workloads, "triton-interpreter", count=2)) == ["b3", "b8"]
+    assert _uuids(chosen_workloads(DEFINITION, [workloads[0]], "triton-interpreter")) == ["huge"]  # over, but alone
 
 
 def _ok(latency, floor):
