@@ -22,7 +22,8 @@ from benchmark.models import Backend, Platform, Problem
 from campaigns.models import Campaign, CampaignEntry, CampaignStatus
 from campaigns.scheduler import advance, stop_campaign
 from optimizer import conf as optimizer_conf
-from optimizer.models import AgentKind
+from optimizer.models import AgentKind, Run
+from optimizer.run_links import RunLink
 from optimizer.search import SearchConfig
 from optimizer.search.budget import Budget, launch_notes
 from optimizer.services import estimate_llm_cost, max_agent_calls
@@ -81,6 +82,15 @@ def get_campaign_for_user(user: Any, pk: int, *, write: bool = False) -> Campaig
     if write and not can_write_campaign(user, campaign):
         raise PermissionDenied(f"only the owner of campaign {pk} can change it")
     return campaign
+
+
+def campaign_link_for_run(run: Run, user: Any) -> RunLink | None:
+    """The campaign that launched `run`, if `user` may see it: the run page links to it (registered with
+    optimizer.run_links in CampaignsConfig.ready; one query)."""
+    campaign = visible_campaigns(user).filter(entries__run_id=run.pk).first()
+    if campaign is None:
+        return None
+    return RunLink(label="Part of campaign", text=campaign.title, url=campaign.get_absolute_url())
 
 
 # --- creating -----------------------------------------------------------------------------------------

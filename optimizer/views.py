@@ -26,6 +26,7 @@ from optimizer import services, tree
 from optimizer.display import run_chart_html
 from optimizer.forms import BASELINE, UPLOAD, RunFilterForm, RunForm
 from optimizer.models import AgentKind, Candidate, Run
+from optimizer.run_links import run_links
 from optimizer.search.budget import progress as budget_progress
 
 RUNS_PER_PAGE = 50
@@ -157,6 +158,7 @@ def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
         memory_count=memory_count,
         evaluation_versions=services.evaluation_versions(run),
         ws_url=f"/ws/runs/{run.pk}/?format=html&after=0",
+        run_links=run_links(run, request.user),  # e.g. its campaign (apps above the optimizer register them)
     )
     return render(request, "optimizer/run_detail.html", context)
 
