@@ -17,6 +17,7 @@ from ninja.errors import HttpError
 
 from accounts.auth import api_role
 from accounts.roles import CURATOR, ENGINEER
+from benchmark.platforms import NKI, TRITON
 from memory import services
 from memory.models import EntryStatus, MemoryEntry, Polarity
 
@@ -154,6 +155,7 @@ def list_entries(
     max_speedup: float | None = None,
     run: int | None = None,
     problem: int | None = None,
+    language: str = "",
     limit: int = 50,
     offset: int = 0,
 ) -> list[dict[str, Any]]:
@@ -161,9 +163,11 @@ def list_entries(
         raise HttpError(400, f"unknown polarity {polarity!r}; expected one of {', '.join(Polarity.values)}")
     if status and status not in EntryStatus.values:
         raise HttpError(400, f"unknown status {status!r}; expected one of {', '.join(EntryStatus.values)}")
+    if language and language not in (NKI, TRITON):
+        raise HttpError(400, f"unknown language {language!r}; expected one of {NKI}, {TRITON}")
     entries = services.filter_entries(
         services.visible_entries(request.auth), text=q, family=family, polarity=polarity, status=status,
-        min_speedup=min_speedup, max_speedup=max_speedup, source_run_id=run, problem_id=problem,
+        min_speedup=min_speedup, max_speedup=max_speedup, source_run_id=run, problem_id=problem, language=language,
     )
     start, limit = max(0, offset), max(1, min(limit, MAX_PAGE))
     return [_entry_out(entry) for entry in entries[start : start + limit]]

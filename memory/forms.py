@@ -6,6 +6,7 @@ from typing import Any
 
 from django import forms
 
+from benchmark.platforms import NKI, TRITON
 from memory.models import EntryStatus, MemoryEntry, Polarity
 
 MAX_IMPORT_BYTES = 20 * 1024 * 1024
@@ -15,6 +16,8 @@ class EntryFilterForm(forms.Form):
     q = forms.CharField(required=False, label="Search", help_text="title, summary or code")
     family = forms.ChoiceField(required=False)
     polarity = forms.ChoiceField(required=False, choices=[("", "any polarity"), *Polarity.choices])
+    # The kernel language a lesson was learned in (a Planner sees its own language's, and transferring ones).
+    language = forms.ChoiceField(required=False, choices=[("", "any language"), (NKI, "NKI"), (TRITON, "Triton")])
     status = forms.ChoiceField(required=False, choices=[("", "active and pinned"), *EntryStatus.choices, ("all", "all")])
     min_speedup = forms.FloatField(required=False, min_value=0, label="Speedup from")
     max_speedup = forms.FloatField(required=False, min_value=0, label="to")

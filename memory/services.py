@@ -71,8 +71,10 @@ def filter_entries(
     max_speedup: float | None = None,
     source_run_id: int | None = None,
     problem_id: int | None = None,
+    language: str = "",
 ) -> QuerySet[MemoryEntry]:
-    """The memory browser's search (title, summary and code) and filters; blank values do not filter."""
+    """The memory browser's search (title, summary and code) and filters; blank values do not filter.
+    `language`: the kernel language the entries were learned in ("nki", "triton")."""
     if text:
         entries = entries.filter(
             Q(title__icontains=text) | Q(summary__icontains=text) | Q(slow_kernel__icontains=text)
@@ -92,6 +94,8 @@ def filter_entries(
         entries = entries.filter(source_run_id=source_run_id)
     if problem_id is not None:
         entries = entries.filter(problem_id=problem_id)
+    if language:
+        entries = entries.filter(language=language)
     return entries
 
 

@@ -49,6 +49,7 @@ def _filtered(request: HttpRequest) -> tuple[EntryFilterForm, Any]:
         min_speedup=data.get("min_speedup"),
         max_speedup=data.get("max_speedup"),
         source_run_id=data.get("run"),
+        language=data.get("language") or "",
     )
     return form, entries
 
