@@ -164,6 +164,8 @@ def cuda_placement(limits: Limits) -> tuple[Limits, Any]:
     read_only = [(d, d) for d in (*DRIVER_ROOTS, *libraries) if os.path.isdir(d)]
     environment = [("LD_LIBRARY_PATH", os.pathsep.join(libraries)), ("TRITON_LIBCUDA_PATH", libraries[0])] \
         if libraries else []
+    if os.environ.get("CUDA_VISIBLE_DEVICES"):  # on a Ray GPU node: the GPU Ray gave this task, kept in the child
+        environment.append(("CUDA_VISIBLE_DEVICES", os.environ["CUDA_VISIBLE_DEVICES"]))
     return roomy, SandboxExtras(devices=tuple((n, n) for n in nodes if not os.path.isdir(n)),
                                 read_only=tuple(dict.fromkeys(read_only)), environment=tuple(environment))
 

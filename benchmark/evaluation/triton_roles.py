@@ -81,34 +81,46 @@ def from_wire(array: Any, name: str) -> Any:
     return tensor.view(dtype) if tensor.dtype != dtype else tensor
 
 
-# The bare top-level names of the loaded solution's own modules (`import helpers` of helpers.py).
+# The top-level names of the loaded solution's own modules (helpers.py: "helpers"; ops/norm.py: "ops").
 _solution_roots: set[str] = set()
 
 
 def _own_module(name: str, globals: Any, level: int) -> bool:
     """An import of one of the solution's own files: relative inside its package, or by its bare name."""
     if level:
-        return str((globals or {}).get("__package__") or "").startswith(SOLUTION_PACKAGE)
-    return name.split(".")[0] in _solution_roots | {SOLUTION_PACKAGE}
+        package = str((globals or {}).get("__package__") or "")
+        return package == SOLUTION_PACKAGE or package.startswith(SOLUTION_PACKAGE + ".")
+    return name.split(".")[0] in _solution_roots or name == SOLUTION_PACKAGE or name.startswith(SOLUTION_PACKAGE + ".")
+
+
+def _solution_import(name: str, globals: Any = None, locals: Any = None, fromlist: Any = (), level: int = 0) -> Any:
+    """`import helpers` of the solution's own helpers.py is `accelopt_solution.helpers`: bare names are resolved
+    inside the solution's package only, so no other module (the standard library's, torch's) is ever taken
+    for a solution file, nor one for it."""
+    if level or name.split(".")[0] not in _solution_roots:
+        return builtins.__import__(name, globals, locals, fromlist, level)
+    module = builtins.__import__(f"{SOLUTION_PACKAGE}.{name}", globals, locals, fromlist, 0)
+    # `import a.b` binds `a`; `from a.b import c` takes c from a.b, the module __import__ returned.
+    return module if fromlist else sys.modules[f"{SOLUTION_PACKAGE}.{name.split('.')[0]}"]
 
 
 def _triton_import(name: str, globals: Any = None, locals: Any = None, fromlist: Any = (), level: int = 0) -> Any:
     if _own_module(name, globals, level):
-        return builtins.__import__(name, globals, locals, fromlist, level)
+        return _solution_import(name, globals, locals, fromlist, level)
     if level or not any(name == root or name.startswith(root + ".") for root in ALLOWED_TRITON_IMPORTS):
         raise ImportError(f"import of {name!r} is not allowed in a Triton kernel (allowed: "
-                          f"{', '.join(ALLOWED_TRITON_IMPORTS)})")
+                          f"{', '.join(ALLOWED_TRITON_IMPORTS)}, and the solution's own files)")
     return builtins.__import__(name, globals, locals, fromlist, level)
 
 
 class SolutionModules:
-    """A meta path finder and loader serving a solution's Python files from memory, each as
-    `accelopt_solution.<path>` (what its relative imports reach: FlashInfer-Bench loads a solution as a
-    package) and under its bare name (`import helpers`, as when the solution's directory is on sys.path; a
-    solution mixing both styles runs that file twice). Each module gets `builtins_namespace` (the guarded
-    builtins), and its source is remembered for tracebacks and `@triton.jit`. Nothing touches the disk."""
+    """A meta path finder and loader serving a solution's Python files from memory as the modules of one
+    package, `accelopt_solution.<path>`, as FlashInfer-Bench loads a solution: its files import each other
+    relatively, or by bare name (`import helpers`, which `_solution_import` resolves inside the package).
+    Each module gets `builtins_namespace` (the guarded builtins), and its source is remembered for
+    tracebacks and `@triton.jit`. Nothing touches the disk, and no name outside the package is served."""
 
-    def __init__(self, sources: dict[str, str], builtins_namespace: dict[str, Any] | None) -> None:
+    def __init__(self, sources: dict[str, str], builtins_namespace: dict[str, Any]) -> None:
         from benchmark.triton.flashinfer import module_path  # imported by the role before the audit guard
 
         self.sources = sources
@@ -117,28 +129,33 @@ class SolutionModules:
         self.packages = {".".join(name.split(".")[:i]) for name in self.files for i in range(1, name.count(".") + 1)}
 
     def roots(self) -> set[str]:
-        return {name.split(".")[0] for name in self.files}
+        return {name.split(".")[0] for name in self.files if name != "__init__"}
 
     def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> Any:
-        name = fullname.removeprefix(SOLUTION_PACKAGE + ".") if fullname != SOLUTION_PACKAGE else ""
-        package = not name or name in self.packages
-        if not package and name not in self.files:
+        if fullname == SOLUTION_PACKAGE:
+            return importlib.util.spec_from_loader(fullname, self, is_package=True)
+        if not fullname.startswith(SOLUTION_PACKAGE + "."):
             return None
-        return importlib.util.spec_from_loader(fullname, self, is_package=package)
+        name = fullname.removeprefix(SOLUTION_PACKAGE + ".")
+        if name in self.packages:
+            return importlib.util.spec_from_loader(fullname, self, is_package=True)
+        return importlib.util.spec_from_loader(fullname, self) if name in self.files else None
 
     def create_module(self, spec: Any) -> Any:
         return None  # the default module object
 
     def exec_module(self, module: Any) -> None:
         name = module.__name__.removeprefix(SOLUTION_PACKAGE).removeprefix(".")
-        path = self.files.get(name) or self.files.get(f"{name}.__init__")
-        if path is None:
-            return  # a folder with no __init__.py: an empty package
+        if name in self.files:
+            path = self.files[name]
+        else:  # a package: its __init__.py, or none (an empty package)
+            path = self.files.get(f"{name}.__init__" if name else "__init__")
+            if path is None:
+                return
         filename = f"<kernel {path}>"
         _remember_source(filename, self.sources[path])
         module.__file__ = filename
-        if self.builtins is not None:
-            module.__dict__["__builtins__"] = self.builtins
+        module.__dict__["__builtins__"] = self.builtins
         exec(compile(self.sources[path], filename, "exec"), module.__dict__)
 
 
@@ -259,10 +276,11 @@ class TritonKernelRole:
         if self.guards.get("audit", True):
             install_audit_guard(_read_roots(), allowances)
         filename = f"<kernel {solution.entry_file}>"
-        namespace = None
         if self.guards.get("imports", True):
             namespace = kernel_builtins()
             namespace["__import__"] = _triton_import
+        else:  # the guards off (tests of the OS sandbox alone): plain builtins, the solution's files still found
+            namespace = {**vars(builtins), "__import__": _solution_import}
         modules = SolutionModules(solution.sources, namespace)
         _solution_roots.clear()
         _solution_roots.update(modules.roots())

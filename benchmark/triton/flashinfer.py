@@ -20,6 +20,7 @@ anything else with a `FormatError` naming the field. Pure Python: no torch impor
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -125,6 +126,10 @@ class Solution:
         return self.entry_point.split("::", 1)[1]
 
 
+# Packages a Triton solution imports, so its own files may not take their names (nor the standard library's).
+SHADOWED_PACKAGES = frozenset({"torch", "triton", "numpy"})
+
+
 def module_path(path: str) -> str:
     """A solution file's module name inside its package: "helpers.py" -> "helpers", "ops/norm.py" -> "ops.norm"."""
     return ".".join(Path(path).with_suffix("").parts)
@@ -136,7 +141,12 @@ def unimportable_source(path: str) -> str:
     if not path.endswith(".py"):
         return "not a .py file (a Triton solution's files are Python modules)"
     bad = [part for part in module_path(path).split(".") if not part.isidentifier()]
-    return f"{bad[0]!r} is not a Python identifier, so the file cannot be imported" if bad else ""
+    if bad:
+        return f"{bad[0]!r} is not a Python identifier, so the file cannot be imported"
+    root = module_path(path).split(".")[0]
+    if root in sys.stdlib_module_names or root in SHADOWED_PACKAGES:
+        return f"{root!r} would shadow the module of that name (the standard library's, torch, triton or numpy)"
+    return ""
 
 
 # -- parsing -------------------------------------------------------------------------------------------

@@ -71,6 +71,25 @@ def autotune_without_timing() -> None:
     Autotuner.do_bench = property(lambda self: run_once)  # type: ignore[assignment,method-assign]
 
 
+# The folders earlier solutions put on sys.path: a later solution's `import helpers` must find its own
+# helpers.py, not the module an earlier solution's left in sys.modules.
+_solution_folders: list[str] = []
+
+
+def _forget_earlier_solutions() -> None:
+    """Take earlier solutions' folders off sys.path and their modules out of sys.modules (the functions
+    already loaded keep working)."""
+    folders = tuple(f + os.sep for f in _solution_folders)
+    for folder in _solution_folders:
+        while folder in sys.path:
+            sys.path.remove(folder)
+    _solution_folders.clear()
+    if folders:
+        for name, module in list(sys.modules.items()):
+            if str(getattr(module, "__file__", None) or "").startswith(folders):
+                del sys.modules[name]
+
+
 def load_entry_point(solution: Solution, directory: Path, module_name: str = "") -> Callable[..., Any]:
     """Write the sources under `directory/<package>/` and import the entry function from
     `<package>.<entry module>` (the package: `module_name` or a fresh name). As in FlashInfer-Bench the
@@ -85,9 +104,10 @@ def load_entry_point(solution: Solution, directory: Path, module_name: str = "")
         target = root / path
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_text(content)
+    _forget_earlier_solutions()
     for folder in (str(root), str(directory)):
-        if folder not in sys.path:
-            sys.path.insert(0, folder)
+        sys.path.insert(0, folder)
+        _solution_folders.append(folder)
     importlib.invalidate_caches()
     module = importlib.import_module(f"{package}.{module_path(solution.entry_file)}")
     function = getattr(module, solution.entry_function, None)

@@ -74,3 +74,15 @@ def test_the_local_executor_asks_this_host(monkeypatch):
         assert backend_unavailable("cuda", "h100") is None
     finally:
         services.set_executor(previous)
+
+
+def test_the_sandboxed_child_keeps_the_gpu_ray_gave_the_task(monkeypatch):
+    from benchmark.evaluation.sandbox import Limits
+    from benchmark.evaluation.triton_pipeline import cuda_placement
+
+    monkeypatch.setattr(glob, "glob", lambda pattern: ["/dev/nvidia0", "/dev/nvidia1", "/dev/nvidiactl"])
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1")  # what Ray sets for a task reserving one GPU
+    _, extras = cuda_placement(Limits())
+    assert dict(extras.environment)["CUDA_VISIBLE_DEVICES"] == "1"
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES")
+    assert "CUDA_VISIBLE_DEVICES" not in dict(cuda_placement(Limits())[1].environment)

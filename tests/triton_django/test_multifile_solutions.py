@@ -114,6 +114,7 @@ def test_a_run_rewriting_the_entry_file_keeps_the_helpers():
 @pytest.mark.parametrize(("path", "expected"), [
     ("kernel.cu", r"sources\[2\]\.path: 'kernel\.cu': not a \.py file"),
     ("my-config.py", r"sources\[2\]\.path: 'my-config\.py': 'my-config' is not a Python identifier"),
+    ("os.py", r"sources\[2\]\.path: 'os\.py': 'os' would shadow the module of that name"),
 ])
 def test_a_file_that_cannot_be_a_module_is_refused_naming_it(path, expected):
     with pytest.raises(ValidationError, match=expected):
@@ -125,3 +126,24 @@ def test_the_same_entry_file_with_other_helpers_is_refused_not_merged():
     _import(_solution())
     with pytest.raises(ValidationError, match="same main.py but other files beside it"):
         _import(_solution(config="BLOCK = 16\nSCALE = 2.0\n", name="studio_axpy_block16"))
+
+
+def _in_sandbox(files: dict[str, str]):
+    """A solution straight into the sandbox (no import checks), on the fixture's smallest workload."""
+    from benchmark.evaluation.triton_pipeline import evaluate_triton
+
+    solution = {**_solution(), "sources": [{"path": p, "content": c} for p, c in files.items()]}
+    workload = json.loads(WORKLOADS.read_text().splitlines()[0])
+    return evaluate_triton(solution, json.loads(DEFINITION.read_text()), workload, platform="h100", seeds=(1, 2, 3))
+
+
+def test_in_the_sandbox_a_solution_file_named_like_a_module_is_only_ever_its_own():
+    # Its os.py is what its `import os` gets: never the real os (which the allow-list refuses).
+    own_os = _in_sandbox({"main.py": "import os\nassert not hasattr(os, 'system'), 'the real os'\n" + MAIN,
+                          "ops/axpy.py": AXPY, "config.py": "BLOCK = 32\nSCALE = 2.0\n", "os.py": "name = 'mine'\n"})
+    assert own_os.correct, own_os.error_message
+    # A helper file is held to the same allow-list as the entry file.
+    escaping = _in_sandbox({"main.py": MAIN, "ops/axpy.py": "import subprocess\n" + AXPY,
+                            "config.py": "BLOCK = 32\nSCALE = 2.0\n"})
+    assert escaping.error_kind == "rejected" and "import of 'subprocess' is not allowed" in escaping.error_message
+
