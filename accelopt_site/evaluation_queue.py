@@ -1,5 +1,6 @@
 """The evaluation queue at /ops/evaluations/: every evaluation queued or running, for which run, and, on a
-Ray cluster, where (node, worker process, attempt). ?format=json gives the same rows as JSON.
+Ray cluster, where (node, worker process, attempt); below them, those cancelled in the last ten minutes (with
+their campaign). ?format=json gives the same rows as JSON.
 
 The database says what is pending (Evaluation rows not done, and the run that wrote each kernel); the Ray
 queue board (benchmark.evaluation.ray_cluster.cluster_queue) says where, from every process connected to
@@ -9,6 +10,7 @@ the process that asked". A visitor sees a run's id and a kernel only where they 
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
 from django.http import HttpRequest, HttpResponse, JsonResponse
@@ -19,11 +21,13 @@ from django.views.decorators.http import require_GET
 
 from benchmark import conf, services
 from benchmark.evaluation.executors import evaluation_key, source_digest
+from benchmark.evaluation.result import ErrorKind
 from benchmark.models import Evaluation, EvaluationStatus
 from optimizer.models import Run, RunStatus
 from optimizer.services import visible_runs
 
 MAX_ROWS = 500
+RECENTLY_CANCELLED_S = 600  # how long the page lists evaluations cancelled with their campaign
 
 
 def cluster_entries() -> tuple[list[dict[str, Any]], str]:
@@ -91,8 +95,37 @@ def queue_rows(user: Any) -> dict[str, Any]:
                 for remaining in by_key.values() for e in remaining]
     return {"executor": "ray" if conf.ray_address() else "local", "ray_address": conf.ray_address(),
             "cluster_error": cluster_error, "evaluations": rows, "unstored": unstored,
+            "cancelled": cancelled_rows(user),
             "queued": sum(1 for r in rows if r["status"] == EvaluationStatus.QUEUED),
             "running": sum(1 for r in rows if r["status"] == EvaluationStatus.RUNNING)}
+
+
+def cancelled_rows(user: Any) -> list[dict[str, Any]]:
+    """Evaluations stopped for good in the last RECENTLY_CANCELLED_S (a cancelled campaign's:
+    benchmark.services.cancel_pending_evaluations), newest first, with why."""
+    since = timezone.now() - timedelta(seconds=RECENTLY_CANCELLED_S)
+    cancelled = list(
+        Evaluation.objects.filter(status=EvaluationStatus.DONE, error_kind=ErrorKind.INFRASTRUCTURE_ERROR,
+                                  error_message__startswith=services.CANCELLED_PREFIX, finished__gte=since)
+        .select_related("kernel__problem").order_by("-finished", "-id")[:MAX_ROWS]
+    )
+    kernels = {e.kernel_id for e in cancelled}
+    visible_kernels = set(services.visible_kernels(user).filter(pk__in=kernels).values_list("pk", flat=True))
+    run_ids = {e.kernel.run_id for e in cancelled if e.kernel.run_id}
+    visible = set(visible_runs(user).filter(pk__in=run_ids).values_list("pk", flat=True))
+    rows = []
+    for evaluation in cancelled:
+        kernel, shown = evaluation.kernel, evaluation.kernel_id in visible_kernels
+        rows.append({
+            "evaluation_id": evaluation.pk if shown else None, "status": "cancelled",
+            "kernel": kernel.display_name if shown else None, "kernel_url": kernel.get_absolute_url() if shown else "",
+            "problem": kernel.problem.address if shown else None,
+            "run_ids": [kernel.run_id] if kernel.run_id in visible else [],
+            "platform": evaluation.platform, "backend": evaluation.backend,
+            "reason": evaluation.error_message.removeprefix(services.CANCELLED_PREFIX),
+            "finished": evaluation.finished.isoformat() if evaluation.finished else None,
+        })
+    return rows
 
 
 @never_cache

@@ -34,6 +34,8 @@ from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
+from benchmark import services as benchmark_services
+from benchmark.models import Evaluation, EvaluationStatus
 from campaigns.models import Campaign, CampaignEntry, CampaignStatus, EntryStatus
 from optimizer import services as optimizer_services
 from optimizer.models import Run, RunStatus
@@ -208,9 +210,22 @@ def stop_campaign(campaign_id: int, status: str, reason: str) -> None:
         if not Campaign.objects.filter(pk=campaign_id).update(status=F("status")):
             return
         campaign = Campaign.objects.get(pk=campaign_id)
-        if campaign.status == CampaignStatus.RUNNING:
+        stopping = campaign.status == CampaignStatus.RUNNING
+        if stopping:
             _stop(campaign, list(campaign.entries.select_related("run")), status, reason)
+    if stopping and status == CampaignStatus.CANCELLED:
+        cancel_campaign_evaluations(campaign_id, reason)
     advance(campaign_id)  # finishes it when no run was left going
+
+
+def cancel_campaign_evaluations(campaign_id: int, reason: str) -> list[int]:
+    """A cancelled campaign's evaluations still queued or running (of the kernels its cancelled runs wrote) stop
+    with the runs: stored as cancelled at once (benchmark's cancel_pending_evaluations), not left "running"
+    until the stale rule. A start kernel's evaluation is left alone: other runs may be waiting on it."""
+    runs = CampaignEntry.objects.filter(campaign_id=campaign_id, run__cancel_requested=True).values("run_id")
+    pending = Evaluation.objects.filter(kernel__run_id__in=runs,
+                                        status__in=[EvaluationStatus.QUEUED, EvaluationStatus.RUNNING])
+    return benchmark_services.cancel_pending_evaluations(pending, f"campaign {campaign_id} was {reason}")
 
 
 # --- following runs -----------------------------------------------------------------------------------

@@ -8,7 +8,7 @@ below; each lives in the module of its concern, and the modules depend on each o
                   get_problem/kernel/evaluation_for_user, parse_problem_address, get_problem_by_address,
                   get_problem_by_reference (id or address), find_problems, other_cases, kernel_evaluations
     evaluations   the evaluation lifecycle and its executor: request_evaluation, check_platform_for, run_evaluation_now,
-                  get/set_executor, save_result, cancel_evaluations, wait_for_evaluations, evaluation_is_stale,
+                  get/set_executor, save_result, cancel_evaluations, cancel_pending_evaluations, wait_for_evaluations, evaluation_is_stale,
                   evaluate_source, backend_version, limits_for, reference_limits, reference_size,
                   evaluation_request_for
     kernels       storing kernels and users' problems: create_kernel, create_custom_problem, upload_kernel,
@@ -42,8 +42,10 @@ from benchmark.services.access import (
     visible_problems,
 )
 from benchmark.services.evaluations import (
+    CANCELLED_PREFIX,
     backend_version,
     cancel_evaluations,
+    cancel_pending_evaluations,
     check_platform_for,
     evaluate_source,
     evaluation_is_stale,
@@ -94,7 +96,7 @@ __all__ = [
     "FLASHINFER_SUITE", "FlashInferImportSummary", "FlashInferItems", "export_solution", "exportable_kernel",
     "flashinfer_items_from_paths", "flashinfer_items_from_payload", "flashinfer_items_from_texts", "import_flashinfer",
     "CUSTOM_SUITE", "IMPORTED_SUITE", "ImportSummary", "LoadSummary", "backend_version", "best_evaluation",
-    "cancel_evaluations", "check_platform_for",
+    "CANCELLED_PREFIX", "cancel_evaluations", "cancel_pending_evaluations", "check_platform_for",
     "best_of", "can_create_kernels", "create_custom_problem", "create_kernel", "current_evaluations",
     "evaluate_source", "evaluation_is_stale", "evaluation_request_for", "find_kernels", "find_problems",
     "get_evaluation_for_user", "get_executor", "get_kernel_for_user", "get_problem_by_address",

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from django.core.exceptions import ValidationError
 from django.db import close_old_connections, transaction
+from django.db.models import Q
 from django.utils import timezone
 
 from benchmark import conf
@@ -434,6 +435,31 @@ def cancel_evaluations(evaluations: Iterable[Evaluation]) -> int:
     with _in_flight.lock:
         futures = [_in_flight.futures[e.pk] for e in evaluations if e.pk in _in_flight.futures]
     return sum(1 for future in futures if future.cancel())
+
+
+# How an evaluation stopped for good by `cancel_pending_evaluations` reads: an infrastructure error (so a later
+# request runs it again) whose message starts so; the queue page lists the recent ones as cancelled.
+CANCELLED_PREFIX = "cancelled: "
+
+
+def cancel_pending_evaluations(evaluations: Iterable[Evaluation], reason: str) -> list[int]:
+    """Stop these evaluations now (a cancelled campaign's): each still pending is withdrawn from this process's
+    executor where it has it (Ray kills the task) and stored at once as cancelled, an infrastructure error
+    "cancelled: <reason>", so the queue page shows it cancelled instead of running until the stale rule
+    (ACCELOPT_EVALUATION_STALE_AFTER_S). A result that still arrives (a local thread runs to its end, or a
+    worker elsewhere finishes it) replaces the cancellation. Returns the ids stored as cancelled."""
+    pending = [e for e in evaluations if e.status in (EvaluationStatus.QUEUED, EvaluationStatus.RUNNING)]
+    if not pending:
+        return []
+    cancel_evaluations(pending)  # a withdrawn future's callback saves an infrastructure error: ours replaces it
+    ids = [e.pk for e in pending]
+    rows = Evaluation.objects.filter(pk__in=ids).filter(
+        Q(status__in=[EvaluationStatus.QUEUED, EvaluationStatus.RUNNING]) | Q(error_kind=ErrorKind.INFRASTRUCTURE_ERROR))
+    cancelled = list(rows.values_list("pk", flat=True))
+    Evaluation.objects.filter(pk__in=cancelled).update(
+        status=EvaluationStatus.DONE, error_kind=ErrorKind.INFRASTRUCTURE_ERROR, error_message=f"{CANCELLED_PREFIX}{reason}",
+        finished=timezone.now())
+    return cancelled
 
 
 def wait_for_evaluations(evaluations: Iterable[Evaluation], timeout: float | None = None) -> None:

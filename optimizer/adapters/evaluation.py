@@ -19,6 +19,7 @@ from django.core.exceptions import ValidationError
 from django.db import close_old_connections
 
 from benchmark import services as benchmark_services
+from benchmark.evaluation.result import ErrorKind
 from benchmark.models import Evaluation, EvaluationStatus, Kernel, KernelOrigin, Review
 from optimizer.models import Run, RunEvent
 
@@ -153,6 +154,10 @@ class DjangoEvaluator:
                 evaluation.refresh_from_db()
                 if evaluation.status == EvaluationStatus.DONE:
                     done[index] = pending.pop(index)
+                    if evaluation.error_kind == ErrorKind.INFRASTRUCTURE_ERROR:
+                        # Cancelling a campaign stores its runs' evaluations as cancelled (infrastructure
+                        # errors): stop now rather than hand them to the search, which would run them again.
+                        self._stop_if_cancelled(pending)
             if not pending:
                 break
             if time.monotonic() > deadline:
