@@ -6,7 +6,7 @@ worker nodes, several daphne web processes and several `run_worker` processes (e
 
 `up` prints every URL and process, then stays in the foreground; Ctrl-C stops everything it started (in
 reverse order) and leaves the state directory for inspection. The tests (tests/scale) and the
-measurements (measurements/ray_throughput.py, measurements/ws_fanout.py --scale-out) start the same
+measurements (measurements/ray_throughput.py, measurements/ws_fanout_scaleout.py) start the same
 pieces through the classes here, so the recipe in docs/operations.md is what they test.
 
 Local only: PostgreSQL trusts connections from 127.0.0.1 and every server listens on 127.0.0.1. Each
@@ -280,10 +280,11 @@ def prepare_database(env: dict[str, str]) -> None:
     manage(env, "shell", "-c", PREPARE)
 
 
-def start_web(env: dict[str, str], log: Path, port: int | None = None) -> tuple[Server, int]:
+def start_web(env: dict[str, str], log: Path, port: int | None = None,
+              application: str = "accelopt_site.asgi:application") -> tuple[Server, int]:
+    """A daphne process serving `application` (another one only for side-by-side measurements)."""
     port = port or free_port()
-    server = spawn(log.stem, [PYTHON, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port),
-                                   "accelopt_site.asgi:application"], log, env=env)
+    server = spawn(log.stem, [PYTHON, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), application], log, env=env)
     deadline = time.monotonic() + 90
     while time.monotonic() < deadline:
         try:

@@ -81,12 +81,14 @@ async def watch_run(host: str, port: int, run_id: int, received: list[dict[str, 
     try:
         while True:
             text = await socket.receive()
+            received_at = time.time()  # before decoding: with many clients in one process, decoding queues
             if text is None:
                 return
             message = json.loads(text)
             if message.get("type") != "event":
                 continue
-            received.append({**message["event"], "received_at": time.time()})
+            extra = {"trace": message["trace"]} if "trace" in message else {}  # optimizer.events.TRACE_DIR
+            received.append({**message["event"], "received_at": received_at, **extra})
             if message["event"]["kind"] in ("run.finished", "run.failed", "run.cancelled"):
                 return
     finally:

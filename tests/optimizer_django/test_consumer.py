@@ -3,6 +3,8 @@ private runs only for their owner."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from channels.db import database_sync_to_async
 from channels.layers import get_channel_layer
@@ -10,9 +12,9 @@ from channels.routing import URLRouter
 from channels.testing import WebsocketCommunicator
 from django.contrib.auth.models import AnonymousUser
 
-from optimizer import services
+from optimizer import events, services
 from optimizer.consumers import CLOSE_NOT_ALLOWED
-from optimizer.events import EVENT_MESSAGE_TYPE, group_name, record_events
+from optimizer.events import EVENT_MESSAGE_TYPE, EVENTS_MESSAGE_TYPE, group_name, record_events
 from optimizer.models import RunEvent
 from optimizer.routing import websocket_urlpatterns
 
@@ -150,4 +152,62 @@ async def test_a_fragment_that_fails_to_render_does_not_break_the_stream(problem
     communicator, _, _ = await connect(run.pk, owner)
     messages = [await communicator.receive_json_from(timeout=2) for _ in range(2)]
     assert [m["event"]["seq"] for m in messages] == [1, 2] and messages[0]["html"] == ""
+    await communicator.disconnect()
+
+
+async def test_the_events_of_one_transaction_reach_a_live_client_as_its_replay_shows_them(problem, owner):
+    run = await make_run(owner, problem)  # seq 1
+    live, _, _ = await connect(run.pk, owner)
+    assert await received_seqs(live, 1) == [1]
+    assert await add_events(run, 3) == [2, 3, 4]  # one transaction: published as one channel-layer message
+    streamed = [await live.receive_json_from(timeout=2) for _ in range(3)]
+    late, _, _ = await connect(run.pk, owner, "?after=1")
+    replayed = [await late.receive_json_from(timeout=2) for _ in range(3)]
+    assert [m["event"]["seq"] for m in streamed] == [2, 3, 4]
+    assert streamed == replayed  # encoded once by the publisher, the same message as the database replay
+    assert await live.receive_nothing(timeout=0.2)
+    await live.disconnect()
+    await late.disconnect()
+
+
+async def test_a_live_batch_skips_what_was_sent_and_fills_a_gap_from_the_database(problem, owner):
+    run = await make_run(owner, problem, events=2)  # seqs 1..3
+    communicator, _, _ = await connect(run.pk, owner)
+    assert await received_seqs(communicator, 3) == [1, 2, 3]
+    # 4 and 5 are stored, but the batch that reaches this process names 3 (already sent) and 5 (4 lost).
+    await database_sync_to_async(
+        lambda: RunEvent.objects.bulk_create([RunEvent(run=run, seq=s, kind="test.tick") for s in (4, 5)])
+    )()
+    items = [{"seq": seq, "html": "", "text": json.dumps({"type": "event", "event": {"seq": seq}, "html": ""})}
+             for seq in (3, 5)]
+    await get_channel_layer().group_send(group_name(run.pk), {"type": EVENTS_MESSAGE_TYPE, "events": items})
+    assert await received_seqs(communicator, 2) == [4, 5]
+    assert await communicator.receive_nothing(timeout=0.2)
+    await communicator.disconnect()
+
+
+async def test_html_clients_get_each_live_event_of_a_batch_as_its_fragment(problem, owner):
+    run = await make_run(owner, problem)
+    communicator, _, _ = await connect(run.pk, owner, "?format=html")
+    await communicator.receive_from(timeout=2)
+    await add_events(run, 2)
+    fragments = [await communicator.receive_from(timeout=2) for _ in range(2)]
+    assert [f'data-seq="{seq}"' in fragment for seq, fragment in zip((2, 3), fragments, strict=True)] == [True, True]
+    await communicator.disconnect()
+
+
+async def test_with_the_measurement_hook_on_every_hop_is_stamped(problem, owner, monkeypatch, tmp_path):
+    """optimizer.events.TRACE_DIR (measurements/ws_fanout_scaleout.py --trace): the client's message carries
+    the publisher's and the consumer's clock readings, the publisher's file when each group_send returned."""
+    monkeypatch.setattr(events, "TRACE_DIR", str(tmp_path))
+    run = await make_run(owner, problem)
+    communicator, _, _ = await connect(run.pk, owner)
+    await communicator.receive_json_from(timeout=2)
+    await add_events(run, 2)
+    messages = [await communicator.receive_json_from(timeout=2) for _ in range(2)]
+    trace = messages[1]["trace"]
+    assert trace["publish"] <= trace["send"] <= trace["consumer_received"] <= trace["consumer_send"]
+    assert trace["batch"] == 2 and messages[1]["event"]["seq"] == 3
+    lines = [json.loads(line) for path in tmp_path.glob("publish-*.jsonl") for line in path.read_text().splitlines()]
+    assert [line["seq"] for line in lines if line["run"] == run.pk] == [1, 2, 3]  # run.queued was published too
     await communicator.disconnect()

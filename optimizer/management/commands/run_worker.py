@@ -14,6 +14,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandParser
 
 from benchmark.services.baselines import start_background_baselines
+from optimizer.events import warm_up
 from optimizer.worker import RunWorker
 
 
@@ -31,6 +32,7 @@ class Command(BaseCommand):
             self.stdout.write("drove one run" if did_work else "no queued run")
             return
         start_background_baselines()  # the suite's baselines, in a thread, unless already evaluated
+        warm_up()  # the event template and URLconf, before the first run's first batch of events
         self.stdout.write(f"run worker {worker.worker_id}: waiting for queued runs (Ctrl-C stops)")
         asyncio.run(self._serve(worker))
 
