@@ -16,7 +16,7 @@ from benchmark.hardware import NeuronCoreSpec, get_core_spec
 from benchmark.nki.trace import Engine, Trace
 from benchmark.perf.costs import instruction_costs
 from benchmark.perf.deps import Dependencies, build_dependencies, sequential_barriers
-from benchmark.perf.explain import Breakdown, explain
+from benchmark.perf.explain import Breakdown, explain_schedule
 from benchmark.perf.profile import COUNTER_NAMES, counters, timeline
 from benchmark.perf.schedule import replay
 from benchmark.perf.spills import plan_spills
@@ -76,5 +76,5 @@ def estimate(trace: Trace | PreparedTrace, platform: str | NeuronCoreSpec = "trn
         profile=profile,
         timeline=timeline(sched.engine, sched.start_s, sched.end_s),
         platform=p.name,
-        breakdown=explain(trace, p, costs, deps, spills, sched) if breakdown else None,
+        breakdown=explain_schedule(trace, p, costs, deps, spills, sched) if breakdown else None,
     )

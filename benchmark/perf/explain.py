@@ -72,8 +72,8 @@ def verdict_line(path_share: dict[str, float]) -> tuple[str, str]:
     return bound, f"bound by: {LABELS[bound]} ({path_share[bound]:.0%} of the critical path)"
 
 
-def explain(trace: Trace, platform: NeuronCoreSpec, costs: InstructionCosts, deps: Dependencies,
-            spills: SpillPlan, sched: Schedule) -> Breakdown:
+def explain_schedule(trace: Trace, platform: NeuronCoreSpec, costs: InstructionCosts, deps: Dependencies,
+                     spills: SpillPlan, sched: Schedule) -> Breakdown:
     n = len(trace)
     start, end, engine = sched.start_s, sched.end_s, np.asarray(sched.engine, dtype=np.int64)
     latency = float(sched.latency_s)
