@@ -76,5 +76,5 @@ def estimate(trace: Trace | PreparedTrace, platform: str | NeuronCoreSpec = "trn
         profile=profile,
         timeline=timeline(sched.engine, sched.start_s, sched.end_s),
         platform=p.name,
-        breakdown=explain_schedule(trace, p, costs, deps, spills, sched) if breakdown else None,
+        breakdown=explain_schedule(trace, p, deps, spills, sched) if breakdown else None,
     )

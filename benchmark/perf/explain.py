@@ -1,7 +1,8 @@
 """Where the predicted time goes: a breakdown of one replayed schedule (issue 19, "explain the number").
 
-Pure numpy, no Django. Reads only what the replay produced (schedule.Schedule), the dependencies (deps.py),
-the costs (costs.py) and the spill plan (spills.py); it changes nothing the model predicts.
+Pure numpy, no Django. Reads only what the replay produced (schedule.Schedule: each instruction's engine,
+start and end, which already include its costs), the dependencies (deps.py) and the spill plan (spills.py);
+it changes nothing the model predicts.
 
 - Busy time per engine: the summed durations of its instructions (for DMA, the time at least one DMA is in
   flight), and its share of the latency.
@@ -27,7 +28,6 @@ import numpy as np
 
 from benchmark.hardware import NeuronCoreSpec
 from benchmark.nki.trace import Engine, Trace
-from benchmark.perf.costs import InstructionCosts
 from benchmark.perf.deps import Dependencies
 from benchmark.perf.profile import TIMELINE_ENGINES
 from benchmark.perf.schedule import Schedule
@@ -72,8 +72,8 @@ def verdict_line(path_share: dict[str, float]) -> tuple[str, str]:
     return bound, f"bound by: {LABELS[bound]} ({path_share[bound]:.0%} of the critical path)"
 
 
-def explain_schedule(trace: Trace, platform: NeuronCoreSpec, costs: InstructionCosts, deps: Dependencies,
-                     spills: SpillPlan, sched: Schedule) -> Breakdown:
+def explain_schedule(trace: Trace, platform: NeuronCoreSpec, deps: Dependencies, spills: SpillPlan,
+                     sched: Schedule) -> Breakdown:
     n = len(trace)
     start, end, engine = sched.start_s, sched.end_s, np.asarray(sched.engine, dtype=np.int64)
     latency = float(sched.latency_s)
