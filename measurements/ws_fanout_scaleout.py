@@ -18,6 +18,8 @@ Variants, measured one after the other in the same topology (side by side on a s
   <v>/N      the clients spread over N processes (is one client process the tail?)
   <v>@baseline  the live-event path as it was before the fix (measurements/ws_fanout_baseline.py): the clients
              on two more daphne processes serving it, a replay published one event per group_send
+  <v>@per-event  a replay published one event per group_send, to the fixed web processes: the consumer's
+             dispatch fix alone, without one message per transaction
 --trace makes every process stamp each event as it passes (optimizer.events.TRACE_DIR) and prints the
 latency split by hop at p50/p95, and the hops' share of the slowest 5 %.
 
@@ -73,7 +75,7 @@ from channels.layers import get_channel_layer
 from django.db import transaction
 from optimizer.events import append_events, publish_events_async, warm_up
 spec = json.loads(open(os.environ["WS_FANOUT_REPLAY"]).read())
-if spec["baseline"]:  # publish one event per group_send, as before the fix
+if spec["per_event"]:  # publish one event per group_send, as before the fix
     import optimizer.events
     from measurements.ws_fanout_baseline import per_event_send
     optimizer.events._send = per_event_send
@@ -210,8 +212,8 @@ def measure(state, variant: str, recorded: list[tuple] | None, clients: int, ite
     replayer = None
     if source == "replay":
         spec_file = Path(state.directory) / f"replay-{run_id}.json"
-        spec_file.write_text(json.dumps({**replay_spec(recorded, run_id), "baseline": "@baseline" in variant},
-                                        default=str))
+        per_event = "@baseline" in variant or "@per-event" in variant
+        spec_file.write_text(json.dumps({**replay_spec(recorded, run_id), "per_event": per_event}, default=str))
         replayer = subprocess.Popen([PYTHON, "manage.py", "shell", "-c", REPLAYER], cwd=REPO, text=True,
                                     env={**state.env, "WS_FANOUT_REPLAY": str(spec_file)},
                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE)
@@ -302,14 +304,14 @@ def main() -> None:
     parser.add_argument("--clients", type=int, default=50)
     parser.add_argument("--iterations", type=int, default=3)
     parser.add_argument("--variants", nargs="+", default=["run"],
-                        help="run, replay (needs a run before it), each optionally /N client processes, @baseline")
+                        help="run, replay (needs a run before it), each optionally /N client processes, @baseline or @per-event")
     parser.add_argument("--trace", action="store_true", help="split the latency by hop (optimizer.events.TRACE_DIR)")
     parser.add_argument("--dump", type=Path, help="write every delivery and reading to this JSON file")
     args = parser.parse_args()
     if args.variants[0].partition("/")[0] != "run":
         parser.error("the first variant must be a run (a replay replays the last run)")
-    if any(variant.startswith("run") and "@baseline" in variant for variant in args.variants):
-        parser.error("@baseline goes with replay only (the run worker publishes the current way)")
+    if any(variant.startswith("run") and "@" in variant for variant in args.variants):
+        parser.error("@baseline and @per-event go with replay only (the run worker publishes the current way)")
     trace_dir = Path(tempfile.mkdtemp(prefix="ws-trace-")) if args.trace else None
     extra = {"ACCELOPT_EVENT_TRACE": str(trace_dir)} if trace_dir else {}
     results, recorded = [], None
