@@ -46,6 +46,7 @@ class _Result:
     peak_fraction: float | None = None
     error_kind: str | None = "rejected"
     profile: Any = None
+    breakdown: Any = None  # the performance model's, kept so the Planner still sees where the time goes
     review_accepted: bool = False
 
 
@@ -62,6 +63,7 @@ def reviewed(evaluation: Evaluation) -> Evaluation | _Result:
         error_kind=None if accepted else "suspicious",
         error_message=None if accepted else f"{evaluation.get_review_display().lower()}: {evaluation.held_reason}",
         profile=evaluation.profile,
+        breakdown=evaluation.breakdown,
         review_accepted=accepted,
     )
 

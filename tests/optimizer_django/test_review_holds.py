@@ -71,3 +71,12 @@ def test_a_rejected_result_stays_out_of_later_runs(fake_pipeline, problem, owner
     run_worker_once(fake_agents_factory)
     second.refresh_from_db()
     assert second.best_latency_ms == pytest.approx(10.0)
+
+
+def test_an_accepted_result_keeps_its_breakdown_for_the_planner():
+    from optimizer.adapters.evaluation import reviewed
+
+    breakdown = {"verdict": "bound by: DMA (80% of the critical path)", "path_share": {"dma": 0.8, "vector": 0.2}}
+    evaluation = Evaluation(correct=True, latency_ms=8.0, review=Review.ACCEPTED, result={"breakdown": breakdown})
+    seen = reviewed(evaluation)
+    assert seen.review_accepted and seen.breakdown == breakdown  # the Planner still sees where the time goes
