@@ -5,11 +5,13 @@ Beside the cost trace (trace.py, unchanged), `simulate(..., record_program=True)
 * **buffers**: the storage the kernel touched, one per allocation: a tensor's array, one block of a blocked
   tensor (recycling.py), a result tile. Each says its tensor's name, memory space, dtype, shape and partition
   axis (for the hardware rules), its size in elements and what it holds before any instruction writes it:
-  zeros, a fill value (`nl.zeros`/`nl.full`), NaN (an HBM output: unwritten elements read back NaN), the
-  k-th kernel input, or a host constant.
+  zeros (storage declared without a value: nothing may read it before a write, replay_checks.py), a fill
+  value (`nl.zeros`/`nl.full`), NaN (an HBM output: unwritten elements read back NaN, and nothing may read
+  them either), the k-th kernel input, or a host constant.
 * **instructions**, in program order: `(kind, params, operands, stores, row, line)`. `kind` names a function
   of semantics.py and `params` its parameters (plain data); operands are what it reads, stores where its
-  results go (`write`: Simulator.write's fit/accumulate/round; `defer`: a queued PSUM accumulation;
+  results go (`write`: Simulator.write's fit/accumulate/round, with its accumulate operator and whether the
+  race rule counts it as accumulating; `defer`: a queued PSUM accumulation;
   `flush`: a result into its own tile; `assign`: a copy into a fresh tile). `row` is the instruction's row
   in the cost trace (-1 for the few writes that have none, e.g. `reduce_res`), `line` the kernel line.
 * **operand specs** give the exact elements, as the simulator's addressing resolved them:
@@ -165,7 +167,7 @@ class ProgramRecorder:
         block = t.blocks[key]  # type: ignore[index]
         entry = self._blocks.get(id(block))
         if entry is None or entry[0] is not block:
-            init = ("zeros",) if t.fill is None or t.fill == 0 else ("fill", t.fill)
+            init = ("zeros",) if t.fill is None else ("fill", t.fill)  # zeros: nothing written yet
             bid = self._register(block.data, t, init, key)
             entry = self._blocks[id(block)] = (block, bid, _address(block.data), block.data.nbytes)
         return entry

@@ -9,7 +9,7 @@ have ended can no longer race and are dropped.
 from __future__ import annotations
 
 from .errors import NKIRuntimeError
-from .tensors import Access, Tensor
+from .tensors import Access
 from .trace import LoopKind
 
 
@@ -27,16 +27,21 @@ class RaceCheck:
         if not nest or not dst.exact:
             return
         t = dst.tensor
-        box = dst.box
-        records_of = t.records
+        self.file(t.records, t.race_key_len, t.name, dst.box, dst.key, accumulate, op, nest)
+
+    def file(self, records_of: dict, key_len: int, name: str, box: tuple, key: tuple | None, accumulate: bool,
+             op: str, nest: tuple) -> None:
+        """The rule itself, on plain data: a write of `box` (its tensor's coordinates; `key`: its leading
+        `key_len` indices when all are pinned, else None) into the tensor whose records are `records_of`.
+        The simulator files every exact write here (`write`), the verifier every write of a recorded program
+        (replay_checks.py), so the two apply one rule."""
         # Buckets: a write whose leading (race-key) axes are all pinned goes under those indices; any other
         # goes under "*", in a sub-bucket keyed the same way with None for each axis it spans. Only
         # buckets whose keys agree on every axis pinned in both can hold an overlapping write, which keeps
         # a kernel storing thousands of tiles through an unpinned axis from comparing each with all.
         star = records_of.get("*")
-        key = dst.key
         if key is None:
-            part = tuple(lo if hi - lo == 1 else None for lo, hi in box[:t.race_key_len])
+            part = tuple(lo if hi - lo == 1 else None for lo, hi in box[:key_len])
             lists = [records for k, records in records_of.items() if k != "*" and _agree(k, part)]
             if star:
                 lists.extend(records for k, records in star.items() if _agree(k, part))
@@ -62,7 +67,7 @@ class RaceCheck:
                     if rnest[k] != nest[k]:
                         loop_id = nest[k][0]
                         if rnest[k][0] == loop_id and loop_kind[loop_id] == LoopKind.AFFINE:
-                            self._race(t, dst, op, loop_id, rnest[k][1], nest[k][1])
+                            self._race(name, box, op, loop_id, rnest[k][1], nest[k][1])
                         break
         if key is None:
             if star is None:
@@ -87,10 +92,10 @@ class RaceCheck:
                 r[2] == accumulate and _inside(r[0], box))]
         records.append((box, nest, accumulate))
 
-    def _race(self, t: Tensor, dst: Access, op: str, loop_id: int, it_a: int, it_b: int) -> None:
-        region = ", ".join(f"{lo}:{hi}" for lo, hi in dst.box)
+    def _race(self, name: str, box: tuple, op: str, loop_id: int, it_a: int, it_b: int) -> None:
+        region = ", ".join(f"{lo}:{hi}" for lo, hi in box)
         raise NKIRuntimeError(op, f"iterations {it_a} and {it_b} of the affine_range loop at line "
-                                  f"{self.loop_line[loop_id]} both write tensor {t.name!r} [{region}]; "
+                                  f"{self.loop_line[loop_id]} both write tensor {name!r} [{region}]; "
                                   "use sequential_range for a loop-carried dependency, or index the "
                                   "destination by the loop variable")
 

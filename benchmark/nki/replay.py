@@ -11,6 +11,8 @@ Before anything runs, `check_program` checks what a program made by an untrusted
 (rules.py has the hardware rules): its structure (known kinds and store modes, buffers and constants that
 exist), every region inside its buffer (a region outside would read memory that is not the program's), index
 arrays inside their base, inputs of the recorded shapes and dtypes, scalar inputs equal to the recorded ones.
+A replay given the cost trace also checks the order of accesses (replay_checks.py: no read of never-written
+memory, the affine race rule, no HBM read back through another view than the one that wrote it).
 Failures raise `ReplayError` naming the instruction and its kernel line. Buffers are allocated at their first
 use and dropped after their last, so a replay holds what is live, not everything the kernel ever touched.
 """
@@ -28,7 +30,8 @@ from . import rules, semantics
 from .blas import single_threaded_blas
 from .errors import NKIError
 from .program import Program, ReplayError, region_inside, spec_root
-from .trace_check import RowCheck, check_structure
+from .replay_checks import AccessOrder
+from .trace_check import RowCheck, check_covered, check_structure
 
 STORE_MODES = ("write", "defer", "flush", "assign")
 _SCALARS = (int, float, bool, np.generic)
@@ -50,6 +53,7 @@ def replay(program: Program, inputs: list[Any], platform: str = "trn1", *, trace
     machine = _Machine(program, inputs)
     if trace is not None:
         machine.row_check = RowCheck(program, trace)
+        machine.order = AccessOrder(program, trace)
     with single_threaded_blas():  # as the simulator computes: BLAS results depend on its threads
         for index, instruction in enumerate(program.instructions):
             try:
@@ -139,6 +143,8 @@ def _check_program(program: Program, platform: str, trace: Any) -> None:
     if trace is not None:
         check_structure(program, trace)
     rules.check(program, trace, platform)
+    if trace is not None:
+        check_covered(program)
 
 
 def _check_buffer(bid: int, buffer: Any, program: Program) -> None:
@@ -231,6 +237,7 @@ class _Machine:
         self.last_use = _last_uses(program)
         self.written = written_buffers(program)
         self.row_check: Any = None  # trace_check.RowCheck, on the replay that checks the cost trace
+        self.order: AccessOrder | None = None  # replay_checks.py, on that replay too
 
     def buffer(self, bid: int) -> np.ndarray:
         flat = self.flat[bid]
@@ -289,23 +296,33 @@ class _Machine:
 
     def run(self, index: int, instruction: tuple) -> None:
         kind, params, operands, stores, _row, line = instruction
+        order = self.order
+        if order is not None:
+            order.reads(index, instruction)
         values = [self.read(o) for o in operands]
         tiles = tuple(o is not None and o[0] in ("r", "f", "d") for o in operands)
         out = semantics.KINDS[kind](params, values, tiles)
         outputs = out if isinstance(out, tuple) else (out,)
         if self.row_check is not None:
             self.row_check(index, instruction, values, outputs)
-        for mode, slot, dst, *extra in stores:
+        for store in stores:
+            mode, slot, dst, *extra = store
             if not (isinstance(slot, int) and 0 <= slot < len(outputs)):
                 raise ReplayError(f"instruction {index} ({kind}) stores a result it does not compute", line)
+            if order is not None:
+                order.store(index, instruction, store)
             self.store(mode, outputs[slot], dst, extra, kind)
+            if order is not None:
+                order.stored(store)
         for bid in self.last_use.get(index, ()):
             self.flat[bid] = None
+            if order is not None:
+                order.drop(bid)
 
     def store(self, mode: str, value: Any, dst: tuple, extra: list[Any], op: str) -> None:
         d = self.dtypes[dst[1]]
         if mode == "write":
-            (accumulate,) = extra
+            accumulate, _combines = extra  # _combines: for the race rule (replay_checks.py)
             if dst[0] == "f":
                 shape = tuple(np.broadcast_shapes(*(self.program.constants[c].shape for c in dst[5])))
                 semantics.write_fancy(self.view(dst), self.index(dst), shape, value, accumulate, d, op)

@@ -540,7 +540,7 @@ class Simulator:
         if accumulate:
             self.read(dst, op)  # accumulating reads the destination: it must be initialised
         if self.recorder is not None:
-            self.recorder.store("write", values, dst, accumulate)
+            self.recorder.store("write", values, dst, accumulate, bool(race_accumulate))
         if isinstance(dst, FancyAccess):
             semantics.write_fancy(dst.base, dst.index, dst.shape, values, accumulate, t.dtype, op)
             if dst.base_init is not None:

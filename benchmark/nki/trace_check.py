@@ -15,8 +15,10 @@ program, and nothing cheaper:
   instruction may run on, its dtype the one it computes in, and its partitions, free elements, FLOPs and
   transpose flag are what the simulator charges for that instruction on those shapes.
 
-What a trace cannot be checked for is listed in docs/evaluation.md (loop kinds are the program's claim, as
-in the simulator; reshaped views of one HBM tensor are separate tensors to the model).
+* `check_covered`: the regions each instruction reads and writes are among its row's accesses.
+
+The order of accesses (never-written memory, the affine race rule, HBM read back through another view) is
+replay_checks.py's; what is still out of reach is listed in docs/evaluation.md ("Its limits").
 """
 
 from __future__ import annotations
@@ -86,6 +88,24 @@ def check_structure(program: Program, trace: Trace) -> None:
             raise ReplayError(f"trace row {row}: the bytes it moves are not its regions' sizes", line)
 
 
+def check_covered(program: Program) -> None:
+    """The regions each instruction with a cost-trace row reads, and where its result goes, are among that
+    row's accesses (the ones priced), so a program cannot price one region and touch another. (A second
+    result, such as an activation's `reduce_res`, is not priced by the simulator either.)"""
+    for k, (_kind, _params, operands, stores, row, line) in enumerate(program.instructions):
+        if row < 0:
+            continue
+        costed = program.trace_operands[k]
+        reads = {spec_root(spec) for is_write, spec in costed if not is_write}
+        writes = {spec_root(spec) for is_write, spec in costed if is_write}
+        for spec in operands:
+            if spec is not None and spec[0] in ("r", "f", "d") and spec_root(spec) not in reads:
+                raise ReplayError(f"trace row {row}: instruction {k} reads a region its row does not list", line)
+        for store in stores:
+            if store[1] == 0 and store[2] not in writes:
+                raise ReplayError(f"trace row {row}: instruction {k} writes a region its row does not list", line)
+
+
 def _check_loops(trace: Trace) -> None:
     for nest in trace.loop_contexts:
         for loop, iteration in nest:
@@ -129,25 +149,34 @@ def _one_to_one(shape: tuple[int, ...], strides: tuple[int, ...]) -> bool:
         and all(s > 0 for s, _ in axes)
 
 
-def _check_box(program: Program, info: Any, layout: tuple, region: tuple, claimed: tuple, row: int, j: int,
-               line: int) -> None:
+def region_box(program: Program, info: Any, layout: tuple, region: tuple) -> list[tuple[int, int]] | str:
+    """The bounding box of `region` (an "r" or "f" spec) in the coordinates of trace tensor `info` laid out as
+    `layout` (`_tensor_layout`, checked); a string saying why when the region is not in that tensor."""
     shape = tuple(info.shape)
     bid, serial, offset, strides = layout
     if bid == -1:  # a block of a blocked tensor: the block's key gives the leading coordinates
         buffer = program.buffers[region[1]]
         key = buffer[7]
         if buffer[8] != serial or not isinstance(key, tuple) or tuple(buffer[3]) != shape[len(key):]:
-            raise ReplayError(f"trace row {row}: access {j} is not in a block of tensor {info.name!r}", line)
+            return "is not in a block of"
         inner = shape[len(key):]
         prefix, strides, offset = key, _c_strides(inner), 0
     else:
         if region[1] != bid:
-            raise ReplayError(f"trace row {row}: access {j} is not in the buffer of tensor {info.name!r}", line)
+            return "is not in the buffer of"
         prefix, inner = (), shape
     box = _footprint(region, offset, strides, inner, program.constants)
     if box is None:
-        raise ReplayError(f"trace row {row}: access {j} reaches outside tensor {info.name!r}", line)
-    box = [(k, k + 1) for k in prefix] + box
+        return "reaches outside"
+    return [(k, k + 1) for k in prefix] + box
+
+
+def _check_box(program: Program, info: Any, layout: tuple, region: tuple, claimed: tuple, row: int, j: int,
+               line: int) -> None:
+    shape = tuple(info.shape)
+    box = region_box(program, info, layout, region)
+    if isinstance(box, str):
+        raise ReplayError(f"trace row {row}: access {j} {box} tensor {info.name!r}", line)
     if not box:
         return
     axis = info.partition_axis
