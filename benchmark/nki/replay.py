@@ -66,6 +66,8 @@ def replay(program: Program, inputs: list[Any], platform: str = "trn1", *, trace
             except Exception as exc:  # noqa: BLE001 - a malformed program, whatever numpy makes of it
                 raise ReplayError(f"instruction {index} ({instruction[0]}) cannot run: {type(exc).__name__}: "
                                   f"{exc}", instruction[5]) from None
+    if machine.order is not None:
+        machine.order.finish()
     try:
         outputs = tuple(machine.output(spec) for spec in program.outputs)
     except MemoryError:

@@ -54,6 +54,10 @@ class AccessOrder:
         self.program = program
         self.tracked = [b[6][0] in UNWRITTEN for b in program.buffers]
         self.masks: dict[int, np.ndarray] = {}  # per tracked buffer: its elements written so far
+        self.opened: dict[tuple, tuple[int, int]] = {}  # PSUM regions a keep_written began: (index, line)
+        # Regions known to be wholly written (masks only grow until their buffer dies): most reads and
+        # accumulations repeat a region a store wrote whole, and skip the mask.
+        self.known: dict[int, set[tuple]] = {}  # per buffer
         self.trace = trace
         if trace is None:
             return
@@ -64,6 +68,7 @@ class AccessOrder:
                                [loop.line for loop in trace.loops])
         self.open_ctx = -1
         self.records: dict[Any, dict] = {}
+        self.boxes: dict[tuple, tuple] = {}  # per store region: how it is filed (`_box`)
         self.tensor_of = _buffer_tensors(program, trace)
         self.access_tensor = np.asarray(trace.access["tensor"], dtype=np.int64)
         self.access_start = np.asarray(trace.columns["access_start"], dtype=np.int64)
@@ -101,12 +106,16 @@ class AccessOrder:
         return self._cut(mask, spec)
 
     def _require_written(self, spec: tuple, where: str, line: int) -> None:
+        if spec in self.known.get(spec[1], ()):
+            return
         written = self._written(spec)
         if written is not None and not written.all():
             missing = int(written.size - np.count_nonzero(written))
             name = self.program.buffers[spec[1]][0]
             raise ReplayError(f"{where} reads memory of {name!r} that nothing wrote before it ({missing} of "
                               f"{written.size} elements of the region were never written)", line)
+        if written is not None:
+            self.known.setdefault(spec[1], set()).add(spec)
 
     def reads(self, index: int, instruction: tuple) -> None:
         kind, _params, operands, _stores, row, line = instruction
@@ -123,26 +132,24 @@ class AccessOrder:
                 if written is not None and (mask is None or mask[0] != "c" or not np.array_equal(
                         self.program.constants[mask[1]], written)):
                     raise ReplayError(f"{where}: its mask of written elements is not what the program wrote", line)
-                if not self._before_a_matmul(index, spec):
-                    raise ReplayError(f"{where}: not the start of a matmul accumulating into that PSUM tile", line)
+                if spec[0] != "r" or self.program.buffers[spec[1]][1] != int(MemorySpace.PSUM):
+                    raise ReplayError(f"{where}: not the start of a matmul into a PSUM tile", line)
+                self.opened[spec] = (index, line)  # the next store into it must be a matmul's
                 continue
             self._require_written(spec, where, line)
-
-    def _before_a_matmul(self, index: int, region: tuple) -> bool:
-        """keep_written has no cost-trace row: the simulator issues it only as the first step of a matmul
-        into a PSUM tile (isa_dst.nc_matmul), so it must be one, not a free memset."""
-        if region[0] != "r" or self.program.buffers[region[1]][1] != int(MemorySpace.PSUM):
-            return False
-        for kind, _params, _operands, stores, _row, _line in self.program.instructions[index + 1:]:
-            if any(store[2] == region for store in stores):
-                return kind == "matmul"
-        return False
 
     def store(self, index: int, instruction: tuple, store: tuple) -> None:
         """Before `store` of instruction `index` lands: what it reads, and the race rule."""
         kind, _params, _operands, _stores, row, line = instruction
         mode, _slot, dst, *extra = store
         where = f"instruction {index} ({kind})"
+        if self.opened and kind != "keep_written" and dst in self.opened:
+            # keep_written has no cost-trace row: the simulator issues it only as the first step of a matmul
+            # into a PSUM tile (isa_dst.nc_matmul), so it must be one, not a free memset.
+            start, start_line = self.opened.pop(dst)
+            if kind != "matmul":
+                raise ReplayError(f"instruction {start} (keep_written) does not start a matmul into its PSUM tile",
+                                  start_line)
         combines = False
         if mode == "write":
             if len(extra) != 2 or not isinstance(extra[1], bool):
@@ -166,13 +173,21 @@ class AccessOrder:
 
     def stored(self, store: tuple) -> None:
         dst = store[2]
-        if not self.tracked[dst[1]] or 0 in dst[3]:
+        if not self.tracked[dst[1]] or 0 in dst[3] or dst in self.known.get(dst[1], ()):
             return
         self._written(dst)  # allocates the mask
         self._cut(self.masks[dst[1]], dst, True)
+        self.known.setdefault(dst[1], set()).add(dst)
+
+    def finish(self) -> None:
+        """The program has run: every keep_written was followed by its matmul."""
+        for start, start_line in self.opened.values():
+            raise ReplayError(f"instruction {start} (keep_written) does not start a matmul into its PSUM tile",
+                              start_line)
 
     def drop(self, bid: int) -> None:
         self.masks.pop(bid, None)
+        self.known.pop(bid, None)
         if self.trace is not None:
             self.writers.pop(bid, None)
 
@@ -221,9 +236,24 @@ class AccessOrder:
             self.open_ctx = ctx
         if not nest:
             return
+        filed = self.boxes.get(dst)
+        if filed is None:
+            filed = self.boxes[dst] = self._box(dst, line)
+        if not filed:
+            return  # storage no trace row names: the performance model does not see it
+        holder, key_len, name, box, key = filed
+        records = self.records.setdefault(holder, {})
+        try:
+            self.races.file(records, key_len, name, box, key, accumulate, op, nest)
+        except NKIRuntimeError as exc:
+            raise ReplayError(f"a store breaks the affine_range race rule: {exc}", line) from None
+
+
+    def _box(self, dst: tuple, line: int) -> tuple:
+        """How a store into region `dst` is filed: (records holder, key length, tensor name, box, key)."""
         found = self.tensor_of.get(dst[1])
         if found is None:
-            return  # storage no trace row names: the performance model does not see it
+            return ()
         tid, holder = found
         info = self.trace.tensors[tid]
         box = region_box(self.program, info, self.program.trace_tensors[tid], dst)
@@ -233,11 +263,7 @@ class AccessOrder:
         key_len = max(0, len(info.shape) - 2) if int(info.space) == int(MemorySpace.HBM) else info.partition_axis
         lead = box[:key_len]
         key = tuple(lo for lo, _hi in lead) if all(hi - lo == 1 for lo, hi in lead) else None
-        records = self.records.setdefault(holder, {})
-        try:
-            self.races.file(records, key_len, info.name, box, key, accumulate, op, nest)
-        except NKIRuntimeError as exc:
-            raise ReplayError(f"a store breaks the affine_range race rule: {exc}", line) from None
+        return holder, key_len, info.name, box, key
 
 
 def _buffer_tensors(program: Program, trace: Any) -> dict[int, tuple[int, Any]]:

@@ -240,3 +240,18 @@ def test_reading_back_hbm_through_another_view_is_refused_because_the_model_woul
     with pytest.raises(ReplayError, match=r"reads HBM tensor '\w+' through a view \[128, 512\] other than the one "
                                           r"that wrote those bytes .* \(kernel line \d+\)"):
         replay(view.program, [x], trace=view.trace)
+
+
+def test_keep_written_is_no_free_memset() -> None:
+    """nc_matmul's keep_written (unwritten PSUM elements start at zero) has no cost row: a forged one that zeroes
+    an SBUF tile instead of starting a matmul is refused."""
+    sim, inputs = _recorded_carried()
+    program = sim.program
+    k = next(k for k, ins in enumerate(program.instructions) if ins[0] == "binary")
+    dst = program.instructions[k][3][0][2]  # the SBUF tile the loop accumulates into
+    mask = np.zeros(dst[3], dtype=np.bool_)
+    memset = ("keep_written", (), (dst, ("c", len(program.constants))), (("write", 0, dst, None, True),), -1, 7)
+    forged = dataclasses.replace(program, instructions=[memset, *program.instructions],
+                                 trace_operands=[(), *program.trace_operands], constants=[*program.constants, mask])
+    with pytest.raises(ReplayError, match="not the start of a matmul into a PSUM tile"):
+        replay(forged, inputs, trace=sim.trace)
