@@ -91,6 +91,12 @@ class NeuronCoreSpec:
     # --- performance model: the profile counters ------------------------------------------------------------
     hfu_peak_flops_per_s: float  # denominator of neuron-profile's hfu_estimated_percent
 
+    # --- performance model: engine clocks (perf-4 candidates, issue 19) ---------------------
+    # [ARCH-V2]'s engine table: Vector 1.12 GHz, Scalar and GpSimd 1.4 GHz; the ISA cost formulas count each
+    # engine's own cycles. 0: engine_clock_hz (perf-3 ran every engine at Vector's clock).
+    scalar_clock_hz: float = 0.0
+    gpsimd_clock_hz: float = 0.0
+
 
 TRN1 = NeuronCoreSpec(
     name="trn1",
@@ -144,6 +150,8 @@ TRN1 = NeuronCoreSpec(
     dependent_overhead_cycles=0.0,
     sbuf_usable_fraction=0.9,  # [FIT]: below 0.9 matmul_add_rmsnorm re-fetches its weights, above it matmul does not
     hfu_peak_flops_per_s=4 * 23.75e12,  # [DESIGN] x [ISA]: bf16 rate (4x fp32) is what hfu divides by
+    scalar_clock_hz=1.4e9,  # [ARCH-V2]
+    gpsimd_clock_hz=1.4e9,  # [ARCH-V2]
 )
 
 TRN2 = NeuronCoreSpec(

@@ -12,7 +12,7 @@ At most `issue_window` instructions are in flight (program order): a stand-in fo
 tile buffers, which keep one iteration from running arbitrarily far ahead of another.
 
 Ops the compiler may place on either Vector or Scalar Engine (costs.py: tensor_scalar, copies, memset) go to
-whichever of the two has had less work so far, as the compiler balances them.
+whichever of the two has had less work so far, as the compiler balances them, each at its engine's clock.
 
 DMAs: at most `dma_queues` DMA instructions are outstanding. Each books two calendars of fixed time buckets,
 filled in order (a DMA ready early can use capacity a later-issued DMA left free, so a store waiting for
@@ -126,6 +126,8 @@ def replay(
     flexible = costs.flexible.tolist()
     vector, scalar = int(Engine.VECTOR), int(Engine.SCALAR)
     seconds = costs.seconds.tolist()
+    on_vector = list(seconds)
+    on_scalar = costs.scalar_seconds.tolist() if len(costs.scalar_seconds) == n else on_vector
     dma_bytes = costs.dma_bytes.tolist()
     touches_hbm = costs.dma_touches_hbm.tolist()
     engine_s = costs.dma_engine_s.tolist()
@@ -199,6 +201,7 @@ def replay(
                 # The compiler balances work between the two engines over the whole kernel.
                 e = vector if busy[vector] <= busy[scalar] else scalar
                 engine[i] = e
+                seconds[i] = on_scalar[i] if e == scalar else on_vector[i]  # each engine's own clock
             busy[e] += seconds[i]
             if reorder:
                 s = _earliest_slot(recent[e], ready, seconds[i], reorder)

@@ -1,0 +1,39 @@
+"""perf-4 candidates (issue 19), one effect per test: two kernels that differ only in it, predicted in the right
+order by the margin the documented constants of benchmark/hardware.py imply.
+
+- the Scalar Engine's own clock ([ARCH-V2]: 1.4 GHz, Vector 1.12 GHz)."""
+
+from __future__ import annotations
+
+import pytest
+
+from benchmark.hardware import TRN1
+from benchmark.nki.trace import Engine, MemorySpace, Trace
+from benchmark.perf import estimate
+from tests.perf.builders import sbuf
+
+# --- the Scalar Engine's clock -----------------------------------------------------------------------------
+
+
+def _chain(engine: Engine, ops: int, free: int, *, source: MemorySpace = MemorySpace.SBUF,
+           op: str = "activation", dependent: bool = True) -> Trace:
+    """`ops` one-input ops of 128 x `free` fp32 on `engine`, each reading the previous result (or, with
+    dependent=False, every op reading its own tile of `source`)."""
+    tr = Trace()
+    tile = free * 4
+    src = sbuf(tr, "x", tile, space=source)
+    for k in range(ops):
+        dst = sbuf(tr, f"y{k}", tile)
+        read = src if dependent or k == 0 else sbuf(tr, f"x{k}", tile, space=source)
+        tr.append(engine=engine, op=op, dtype="float32", partitions=128, free_elems=free,
+                  accesses=((read, False, 0, 128, 0, tile), (dst, True, 0, 128, 0, tile)))
+        if dependent:
+            src = dst
+    return tr.freeze()
+
+
+def test_the_scalar_engine_runs_the_same_cycles_at_its_own_faster_clock():
+    """64 dependent activations of 2048 elements: the same cycles on Scalar (1.4 GHz) and Vector (1.12 GHz)."""
+    on_scalar = estimate(_chain(Engine.SCALAR, 64, 2048)).latency_ms
+    on_vector = estimate(_chain(Engine.VECTOR, 64, 2048)).latency_ms
+    assert on_vector / on_scalar == pytest.approx(TRN1.scalar_clock_hz / TRN1.engine_clock_hz, rel=0.01)
