@@ -96,6 +96,10 @@ class NeuronCoreSpec:
     # engine's own cycles. 0: engine_clock_hz (perf-3 ran every engine at Vector's clock).
     scalar_clock_hz: float = 0.0
     gpsimd_clock_hz: float = 0.0
+    # [ARCH-V2]: "Vector Engine and Scalar Engine cannot access PSUM in parallel", so splitting PSUM reads between
+    # them gains nothing and the faster Scalar Engine takes an op either may run when it reads PSUM (neuron-profile:
+    # matmul, bmm, transpose_matmul evacuate PSUM with Vector idle). False: balanced like any other (perf-3).
+    psum_reads_on_scalar: bool = False
 
 
 TRN1 = NeuronCoreSpec(
@@ -152,6 +156,7 @@ TRN1 = NeuronCoreSpec(
     hfu_peak_flops_per_s=4 * 23.75e12,  # [DESIGN] x [ISA]: bf16 rate (4x fp32) is what hfu divides by
     scalar_clock_hz=1.4e9,  # [ARCH-V2]
     gpsimd_clock_hz=1.4e9,  # [ARCH-V2]
+    psum_reads_on_scalar=True,  # [ARCH-V2]
 )
 
 TRN2 = NeuronCoreSpec(

@@ -61,6 +61,8 @@ class InstructionCosts:
     # Duration of each instruction if it runs on the Scalar Engine (its own clock): what a flexible op the
     # schedule moves there takes. Empty: the same as `seconds`.
     scalar_seconds: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    # bool: a flexible op the schedule gives the Scalar Engine whatever the balance (it reads PSUM).
+    to_scalar: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))
 
 
 def _per_op(trace: Trace, table: dict[str, float] | set[str], default: float = 0.0) -> np.ndarray:
@@ -171,6 +173,7 @@ def instruction_costs(trace: Trace, platform: NeuronCoreSpec) -> InstructionCost
         dma_touches_hbm=is_dma & (hbm > 0),
         dma_rows=descriptors,
         flexible=flexible,
+        to_scalar=flexible & _reads_psum(trace) & bool(platform.psum_reads_on_scalar),
         dma_engine_s=np.where(is_dma, dma_engine_seconds(dma_bytes, descriptors, platform), 0.0),
         dma_lanes=np.where(is_dma, np.minimum(partitions, platform.dma_queues), 1.0),
         scalar_seconds=np.where(engine == Engine.TENSOR, seconds, np.where(is_dma, 0.0, scalar_seconds)),

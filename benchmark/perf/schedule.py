@@ -12,7 +12,8 @@ At most `issue_window` instructions are in flight (program order): a stand-in fo
 tile buffers, which keep one iteration from running arbitrarily far ahead of another.
 
 Ops the compiler may place on either Vector or Scalar Engine (costs.py: tensor_scalar, copies, memset) go to
-whichever of the two has had less work so far, as the compiler balances them, each at its engine's clock.
+whichever of the two has had less work so far, as the compiler balances them, each at its engine's clock; with
+`psum_reads_on_scalar` those that read PSUM go to the Scalar Engine.
 
 DMAs: at most `dma_queues` DMA instructions are outstanding. Each books two calendars of fixed time buckets,
 filled in order (a DMA ready early can use capacity a later-issued DMA left free, so a store waiting for
@@ -128,6 +129,7 @@ def replay(
     seconds = costs.seconds.tolist()
     on_vector = list(seconds)
     on_scalar = costs.scalar_seconds.tolist() if len(costs.scalar_seconds) == n else on_vector
+    to_scalar = costs.to_scalar.tolist() if len(costs.to_scalar) == n else [False] * n
     dma_bytes = costs.dma_bytes.tolist()
     touches_hbm = costs.dma_touches_hbm.tolist()
     engine_s = costs.dma_engine_s.tolist()
@@ -199,7 +201,7 @@ def replay(
         else:
             if flexible[i]:
                 # The compiler balances work between the two engines over the whole kernel.
-                e = vector if busy[vector] <= busy[scalar] else scalar
+                e = scalar if to_scalar[i] or busy[scalar] < busy[vector] else vector
                 engine[i] = e
                 seconds[i] = on_scalar[i] if e == scalar else on_vector[i]  # each engine's own clock
             busy[e] += seconds[i]

@@ -1,7 +1,8 @@
 """perf-4 candidates (issue 19), one effect per test: two kernels that differ only in it, predicted in the right
 order by the margin the documented constants of benchmark/hardware.py imply.
 
-- the Scalar Engine's own clock ([ARCH-V2]: 1.4 GHz, Vector 1.12 GHz)."""
+- the Scalar Engine's own clock ([ARCH-V2]: 1.4 GHz, Vector 1.12 GHz);
+- PSUM reads on the Scalar Engine ([ARCH-V2]: Vector and Scalar cannot access PSUM in parallel)."""
 
 from __future__ import annotations
 
@@ -37,3 +38,20 @@ def test_the_scalar_engine_runs_the_same_cycles_at_its_own_faster_clock():
     on_scalar = estimate(_chain(Engine.SCALAR, 64, 2048)).latency_ms
     on_vector = estimate(_chain(Engine.VECTOR, 64, 2048)).latency_ms
     assert on_vector / on_scalar == pytest.approx(TRN1.scalar_clock_hz / TRN1.engine_clock_hz, rel=0.01)
+
+
+# --- PSUM reads go to the Scalar Engine ---------------------------------------------------------------------
+
+
+def test_copies_out_of_psum_run_on_the_scalar_engine_and_copies_in_sbuf_are_balanced():
+    """64 independent tensor_copy ops (either engine may run them), reading PSUM or SBUF. From PSUM they all go to
+    the Scalar Engine (Vector and Scalar cannot read PSUM at once), from SBUF the two engines share them: the
+    PSUM version takes all the copies at Scalar's rate, the SBUF one about the two engines' combined rate."""
+    ops, free = 64, 2048
+    psum = estimate(_chain(Engine.VECTOR, ops, free, source=MemorySpace.PSUM, op="tensor_copy", dependent=False))
+    sbuf_ = estimate(_chain(Engine.VECTOR, ops, free, source=MemorySpace.SBUF, op="tensor_copy", dependent=False))
+    assert psum.profile["vector_engine_active_time_percent"] == 0.0
+    assert psum.profile["scalar_engine_active_time_percent"] == pytest.approx(1.0, abs=0.01)
+    assert sbuf_.profile["vector_engine_active_time_percent"] > 0.3
+    expected = (TRN1.scalar_clock_hz + TRN1.engine_clock_hz) / TRN1.scalar_clock_hz  # 1.8
+    assert psum.latency_ms / sbuf_.latency_ms == pytest.approx(expected, rel=0.1)
