@@ -63,6 +63,8 @@ class InstructionCosts:
     scalar_seconds: np.ndarray = field(default_factory=lambda: np.zeros(0))
     # bool: a flexible op the schedule gives the Scalar Engine whatever the balance (it reads PSUM).
     to_scalar: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))
+    # The DMA queue of each DMA, for dma_queue_issue_s: 0 loads from HBM, 1 stores to HBM, 2 SBUF to SBUF.
+    dma_queue: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
 
 
 def _per_op(trace: Trace, table: dict[str, float] | set[str], default: float = 0.0) -> np.ndarray:
@@ -174,6 +176,7 @@ def instruction_costs(trace: Trace, platform: NeuronCoreSpec) -> InstructionCost
         dma_rows=descriptors,
         flexible=flexible,
         to_scalar=flexible & _reads_psum(trace) & bool(platform.psum_reads_on_scalar),
+        dma_queue=np.where(np.asarray(c["hbm_write"]) > 0, 1, np.where(hbm > 0, 0, 2)),
         dma_engine_s=np.where(is_dma, dma_engine_seconds(dma_bytes, descriptors, platform), 0.0),
         dma_lanes=np.where(is_dma, np.minimum(partitions, platform.dma_queues), 1.0),
         scalar_seconds=np.where(engine == Engine.TENSOR, seconds, np.where(is_dma, 0.0, scalar_seconds)),
