@@ -52,6 +52,10 @@ KIB = 1024
 MIB = 1024 * KIB
 GIB = 1024 * MIB
 
+# [DMA-BW]: ~1300 ns per transfer; [DMA-CURVE]'s linear part reads 128 x 1 KiB / (0.424 x 272 GB/s) = 1.14 us per
+# DMA of a stream. The value of NeuronCoreSpec.dma_queue_issue_s when it is on (it ships off, see TRN1).
+DMA_QUEUE_ISSUE_S = 1.3e-6
+
 
 @dataclass(frozen=True)
 class NeuronCoreSpec:
@@ -168,8 +172,10 @@ TRN1 = NeuronCoreSpec(
     dependent_overhead_cycles=0.0,
     sbuf_usable_fraction=0.9,  # [FIT]: below 0.9 matmul_add_rmsnorm re-fetches its weights, above it matmul does not
     hfu_peak_flops_per_s=4 * 23.75e12,  # [DESIGN] x [ISA]: bf16 rate (4x fp32) is what hfu divides by
-    # [DMA-BW]'s ~1300 ns per transfer; [DMA-CURVE]'s linear part reads 128 x 1 KiB / (0.424 x 272 GB/s) = 1.14 us.
-    dma_queue_issue_s=1.3e-6,
+    # Off: DMA_QUEUE_ISSUE_S is the documented value, but on the schedule's program-order bandwidth calendar it
+    # delays loads behind stores already booked and predicts a dropped PSUM copy slower (tests/optimizer), while
+    # it moves no issue-19 count (docs/benchmarks.md, perf-4 candidates: DMA queues).
+    dma_queue_issue_s=0.0,
     scalar_clock_hz=1.4e9,  # [ARCH-V2]
     gpsimd_clock_hz=1.4e9,  # [ARCH-V2]
     psum_reads_on_scalar=True,  # [ARCH-V2]
@@ -212,7 +218,7 @@ TRN2 = NeuronCoreSpec(
     dependent_overhead_cycles=0.0,
     sbuf_usable_fraction=0.9,  # [FIT] on trn1, carried over
     hfu_peak_flops_per_s=79e12,  # [ARCH-V3]
-    dma_queue_issue_s=1.3e-6,  # [DMA-BW], as trn1 (the guide gives one latency for all generations)
+    dma_queue_issue_s=0.0,  # off, as trn1
 )
 
 CORE_SPECS: dict[str, NeuronCoreSpec] = {spec.name: spec for spec in (TRN1, TRN2)}

@@ -36,11 +36,7 @@ def test_two_kib_rows_run_near_the_peak_and_256_byte_rows_at_half_of_it():
         return (report.profile["hbm_read_bytes"] + report.profile["hbm_write_bytes"]) / report.latency_ms
     peak = bandwidth(4096)
     assert bandwidth(512) / peak == pytest.approx((2048 / (2048 + 256)) / (16384 / (16384 + 256)), rel=0.1)
-    # 256 B rows: a 32 KiB DMA takes less engine time than a queue's issue interval, so the load queue and the
-    # store queue each start one DMA per dma_queue_issue_s ([DMA-CURVE]'s linear part), not 50% of the peak.
-    peak_bw = 2 * 128 * 4096 / (2 * (128 * 4096 + 128 * 256) / (16 * 17e9))
-    queue_bw = 2 * 128 * 256 / TRN1.dma_queue_issue_s
-    assert bandwidth(64) / peak == pytest.approx(queue_bw / peak_bw, rel=0.15)
+    assert bandwidth(64) / peak == pytest.approx((256 / (256 + 256)) / (16384 / (16384 + 256)), rel=0.15)
 
 
 def test_a_narrow_dma_uses_one_engine_per_partition():

@@ -13,9 +13,6 @@ from benchmark.perf.validation import Predictor, fit, format_validation, leave_o
 from tests.perf.builders import streaming_kernel
 
 GRID = {"engine_dispatch_cycles": (0.0, 64.0, 256.0)}
-# The mechanics of leave-one-out, on instruction-bound kernels: their small DMAs must not be bound by the DMA
-# queues' issue interval instead.
-TRN1 = replace(TRN1, dma_queue_issue_s=0.0)
 
 
 def _problems():
