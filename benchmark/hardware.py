@@ -32,6 +32,14 @@ constant here and nowhere else. Sources, abbreviated in the comments:
 - [HOPPER]   NVIDIA H100 Tensor Core GPU Architecture whitepaper (Hopper): H100 SXM5 has 132 SMs and a 50 MB
              L2 cache. The H200 datasheet gives neither; it is the same GH100 configuration, and the cuda
              backend records the SM count torch reports on the machine it runs on.
+- [DMA-OV]   Neuron docs, "Introduction to Direct Memory Access (DMA) with NKI" (nki/get-started/about/
+             nki-dma-overview.rst, aws-neuron-sdk 81ce03a): DMA transfers are submitted to queues; "DMA transfers
+             within a queue on the same DMA engine are executed in order", different queues round robin; "the queue
+             ID is typically tied to the trigger engine and the method of descriptor generation".
+- [DMA-CURVE] the same page's figure nki/img/overviews/nki-dma-intro-1.jpg: throughput of 128-partition DMAs
+             against bytes per partition, read off the plot (no y labels; as a fraction of the 32 KiB point):
+             32 B 1.4%, 64 B 2.6%, 128 B 5.0%, 256 B 10.3%, 512 B 20.9%, 1 KiB 42.4%, 2 KiB 81.3%, 4 KiB 96.6%,
+             8 KiB 98.3%, 16 KiB 99.0%. Proportional to the bytes up to 1 KiB: a fixed time per DMA.
 - [FIT]      fitted to ../shared/calibration/trn1_nkibench_baselines.csv by measurements/fit_perf_model.py; the
              fitted values are written below by hand, with the fit's date in docs/benchmarks.md.
 """
@@ -43,6 +51,10 @@ from dataclasses import dataclass
 KIB = 1024
 MIB = 1024 * KIB
 GIB = 1024 * MIB
+
+# [DMA-BW]: ~1300 ns per transfer; [DMA-CURVE]'s linear part reads 128 x 1 KiB / (0.424 x 272 GB/s) = 1.14 us per
+# DMA of a stream. The value of NeuronCoreSpec.dma_queue_issue_s when it is on (it ships off, see TRN1).
+DMA_QUEUE_ISSUE_S = 1.3e-6
 
 
 @dataclass(frozen=True)
@@ -90,6 +102,22 @@ class NeuronCoreSpec:
 
     # --- performance model: the profile counters ------------------------------------------------------------
     hfu_peak_flops_per_s: float  # denominator of neuron-profile's hfu_estimated_percent
+
+    # --- performance model: DMA transfers and engine clocks (perf-4 candidates, issue 19) ---------------------
+    # A DMA queue starts at most one DMA per this long: its transfers run in order ([DMA-OV]), each paying the
+    # fixed per-transfer cost before its data moves, the next one's while the previous one's data moves; a stream
+    # of small DMAs on one queue therefore takes this long per DMA whatever its size ([DMA-CURVE]). Loads, stores
+    # and SBUF-to-SBUF copies go to three queues (an assumption: [DMA-OV] ties a queue to the engine that
+    # triggers the DMA and to the data's kind, which the trace does not record). 0: off (perf-3).
+    dma_queue_issue_s: float = 0.0
+    # [ARCH-V2]'s engine table: Vector 1.12 GHz, Scalar and GpSimd 1.4 GHz; the ISA cost formulas count each
+    # engine's own cycles. 0: engine_clock_hz (perf-3 ran every engine at Vector's clock).
+    scalar_clock_hz: float = 0.0
+    gpsimd_clock_hz: float = 0.0
+    # [ARCH-V2]: "Vector Engine and Scalar Engine cannot access PSUM in parallel", so splitting PSUM reads between
+    # them gains nothing and the faster Scalar Engine takes an op either may run when it reads PSUM (neuron-profile:
+    # matmul, bmm, transpose_matmul evacuate PSUM with Vector idle). False: balanced like any other (perf-3).
+    psum_reads_on_scalar: bool = False
 
 
 TRN1 = NeuronCoreSpec(
@@ -144,6 +172,13 @@ TRN1 = NeuronCoreSpec(
     dependent_overhead_cycles=0.0,
     sbuf_usable_fraction=0.9,  # [FIT]: below 0.9 matmul_add_rmsnorm re-fetches its weights, above it matmul does not
     hfu_peak_flops_per_s=4 * 23.75e12,  # [DESIGN] x [ISA]: bf16 rate (4x fp32) is what hfu divides by
+    # Off: DMA_QUEUE_ISSUE_S is the documented value, but on the schedule's program-order bandwidth calendar it
+    # delays loads behind stores already booked and predicts a dropped PSUM copy slower (tests/optimizer), while
+    # it moves no issue-19 count (docs/benchmarks.md, perf-4 candidates: DMA queues).
+    dma_queue_issue_s=0.0,
+    scalar_clock_hz=1.4e9,  # [ARCH-V2]
+    gpsimd_clock_hz=1.4e9,  # [ARCH-V2]
+    psum_reads_on_scalar=True,  # [ARCH-V2]
 )
 
 TRN2 = NeuronCoreSpec(
@@ -183,6 +218,7 @@ TRN2 = NeuronCoreSpec(
     dependent_overhead_cycles=0.0,
     sbuf_usable_fraction=0.9,  # [FIT] on trn1, carried over
     hfu_peak_flops_per_s=79e12,  # [ARCH-V3]
+    dma_queue_issue_s=0.0,  # off, as trn1
 )
 
 CORE_SPECS: dict[str, NeuronCoreSpec] = {spec.name: spec for spec in (TRN1, TRN2)}

@@ -69,7 +69,8 @@ def estimate(trace: Trace | PreparedTrace, platform: str | NeuronCoreSpec = "trn
     costs = instruction_costs(trace, p)
     spills = plan_spills(deps.sbuf, len(trace), p.sbuf_bytes_per_partition * p.sbuf_usable_fraction, p.partitions)
     sched = replay(trace, p, costs, deps, prepared.barriers, spills)
-    busy = {int(e): float(costs.seconds[sched.engine == e].sum()) for e in (Engine.VECTOR, Engine.SCALAR, Engine.GPSIMD)}
+    ran = sched.end_s - sched.start_s  # a flexible op's duration on the engine it ran on
+    busy = {int(e): float(ran[sched.engine == e].sum()) for e in (Engine.VECTOR, Engine.SCALAR, Engine.GPSIMD)}
     profile = counters(trace, p, spills, sched.latency_s, busy)
     return PerfReport(
         latency_ms=sched.latency_s * 1e3,

@@ -58,6 +58,13 @@ class InstructionCosts:
     # (dma_engine_seconds), and the engines it can spread over (one per partition, at most dma_queues).
     dma_engine_s: np.ndarray = field(default_factory=lambda: np.zeros(0))
     dma_lanes: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    # Duration of each instruction if it runs on the Scalar Engine (its own clock): what a flexible op the
+    # schedule moves there takes. Empty: the same as `seconds`.
+    scalar_seconds: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    # bool: a flexible op the schedule gives the Scalar Engine whatever the balance (it reads PSUM).
+    to_scalar: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))
+    # The DMA queue of each DMA, for dma_queue_issue_s: 0 loads from HBM, 1 stores to HBM, 2 SBUF to SBUF.
+    dma_queue: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
 
 
 def _per_op(trace: Trace, table: dict[str, float] | set[str], default: float = 0.0) -> np.ndarray:
@@ -129,7 +136,16 @@ def instruction_costs(trace: Trace, platform: NeuronCoreSpec) -> InstructionCost
     gp_start = (engine == Engine.GPSIMD) | (_per_op(trace, _GPSIMD_START_OPS) > 0)
     cycles = np.where(gp_start, np.maximum(cycles, platform.gpsimd_start_cycles + rate * n_elem), cycles)
     cycles += platform.engine_dispatch_cycles
-    seconds = cycles / platform.engine_clock_hz
+    # [ARCH-V2]: each engine counts its own cycles; Scalar and GpSimd run faster than Vector.
+    vector_hz = platform.engine_clock_hz
+    scalar_hz = platform.scalar_clock_hz or vector_hz
+    gpsimd_hz = platform.gpsimd_clock_hz or vector_hz
+    flexible = (_per_op(trace, _FLEXIBLE_OPS) > 0) & ((engine == Engine.VECTOR) | (engine == Engine.SCALAR))
+    # A flexible op's `seconds` is its Vector time, `scalar_seconds` its Scalar time; the schedule picks one.
+    on_scalar = (engine == Engine.SCALAR) & ~flexible
+    clock = np.where(on_scalar, scalar_hz, np.where(engine == Engine.GPSIMD, gpsimd_hz, vector_hz))
+    seconds = cycles / clock
+    scalar_seconds = cycles / scalar_hz
 
     # --- Tensor Engine: passes * max(min(64, N_stationary), N_moving) -----------------------------------
     flops = np.asarray(c["flops"], dtype=np.float64)
@@ -158,9 +174,12 @@ def instruction_costs(trace: Trace, platform: NeuronCoreSpec) -> InstructionCost
         dma_bytes=dma_bytes,
         dma_touches_hbm=is_dma & (hbm > 0),
         dma_rows=descriptors,
-        flexible=(_per_op(trace, _FLEXIBLE_OPS) > 0) & ((engine == Engine.VECTOR) | (engine == Engine.SCALAR)),
+        flexible=flexible,
+        to_scalar=flexible & _reads_psum(trace) & bool(platform.psum_reads_on_scalar),
+        dma_queue=np.where(np.asarray(c["hbm_write"]) > 0, 1, np.where(hbm > 0, 0, 2)),
         dma_engine_s=np.where(is_dma, dma_engine_seconds(dma_bytes, descriptors, platform), 0.0),
         dma_lanes=np.where(is_dma, np.minimum(partitions, platform.dma_queues), 1.0),
+        scalar_seconds=np.where(engine == Engine.TENSOR, seconds, np.where(is_dma, 0.0, scalar_seconds)),
     )
 
 

@@ -12,13 +12,15 @@ At most `issue_window` instructions are in flight (program order): a stand-in fo
 tile buffers, which keep one iteration from running arbitrarily far ahead of another.
 
 Ops the compiler may place on either Vector or Scalar Engine (costs.py: tensor_scalar, copies, memset) go to
-whichever of the two has had less work so far, as the compiler balances them.
+whichever of the two has had less work so far, as the compiler balances them, each at its engine's clock; with
+`psum_reads_on_scalar` those that read PSUM go to the Scalar Engine.
 
 DMAs: at most `dma_queues` DMA instructions are outstanding. Each books two calendars of fixed time buckets,
 filled in order (a DMA ready early can use capacity a later-issued DMA left free, so a store waiting for
 compute does not block the next load): HBM bytes at the HBM bandwidth, and DMA engine time (costs.py: bytes at
 one engine's rate plus a cost per contiguous buffer) against `dma_queues` engines; a DMA of P < 16 partitions
-spreads over P engines at most. It finishes `dma_fixed_s` (the documented semaphore-to-start latency) after
+spreads over P engines at most; with `dma_queue_issue_s` its queue (costs.py: loads, stores, on-chip) starts
+at most one DMA per that interval. It finishes `dma_fixed_s` (the documented semaphore-to-start latency) after
 its last byte moves. Spill traffic (spills.py) is charged to the same calendars: an instruction whose operand
 was evicted waits for its reload (a clean re-fetch is prefetched as soon as the previous use of that data is
 done; a spill reload is issued when the engine reaches the use), and a spill save takes bandwidth after the
@@ -126,10 +128,16 @@ def replay(
     flexible = costs.flexible.tolist()
     vector, scalar = int(Engine.VECTOR), int(Engine.SCALAR)
     seconds = costs.seconds.tolist()
+    on_vector = list(seconds)
+    on_scalar = costs.scalar_seconds.tolist() if len(costs.scalar_seconds) == n else on_vector
+    to_scalar = costs.to_scalar.tolist() if len(costs.to_scalar) == n else [False] * n
     dma_bytes = costs.dma_bytes.tolist()
     touches_hbm = costs.dma_touches_hbm.tolist()
     engine_s = costs.dma_engine_s.tolist()
     lanes = costs.dma_lanes.tolist()
+    issue_s = platform.dma_queue_issue_s
+    queue_of = costs.dma_queue.tolist() if issue_s and len(costs.dma_queue) == n else [0] * n
+    queue_free: dict[int, float] = {}  # per DMA queue, when it can start its next DMA
     indptr = deps.indptr.tolist()
     preds = deps.indices.tolist()
     barrier_at = barriers.tolist()
@@ -188,6 +196,9 @@ def replay(
             s = f = ready  # a repeated load whose data stayed in SBUF
         elif e == dma:
             s = max(ready, queues[0])
+            if issue_s:
+                s = max(s, queue_free.get(queue_of[i], 0.0))
+                queue_free[queue_of[i]] = s + issue_s
             # The bytes cross HBM (or the on-chip fabric) and occupy DMA engine time; a DMA spreads over at
             # most one engine per partition, so a narrow one cannot use the whole pool.
             last_byte = _move(hbm if touches_hbm[i] else onchip, engines, s, dma_bytes[i], engine_s[i])
@@ -197,8 +208,9 @@ def replay(
         else:
             if flexible[i]:
                 # The compiler balances work between the two engines over the whole kernel.
-                e = vector if busy[vector] <= busy[scalar] else scalar
+                e = scalar if to_scalar[i] or busy[scalar] < busy[vector] else vector
                 engine[i] = e
+                seconds[i] = on_scalar[i] if e == scalar else on_vector[i]  # each engine's own clock
             busy[e] += seconds[i]
             if reorder:
                 s = _earliest_slot(recent[e], ready, seconds[i], reorder)

@@ -24,7 +24,8 @@ def _two_ops(consumer_reads_producer: bool) -> Trace:
 def test_a_consumer_on_another_engine_waits_for_its_producer():
     dependent = estimate(_two_ops(True)).latency_ms
     independent = estimate(_two_ops(False)).latency_ms
-    assert dependent > 1.8 * independent
+    # In sequence: Scalar's 576 cycles at 1.4 GHz, then Vector's at 1.12 GHz (0.8 + 1); overlapped: the longer.
+    assert dependent > 1.7 * independent
 
 
 def test_it_finds_the_dependency_through_a_partial_overlap_of_regions():
