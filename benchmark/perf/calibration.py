@@ -356,7 +356,7 @@ class FitResult:
 
 def _scores(platform: NeuronCoreSpec, prepared: list[PreparedTrace],
             measured: list[float]) -> tuple[float, float | None, list[float]]:
-    predicted = [estimate(p, platform).latency_ms for p in prepared]
+    predicted = [estimate(p, platform, breakdown=False).latency_ms for p in prepared]
     errors = [math.log(p / m) for p, m in zip(predicted, measured, strict=True)]
     return float(np.median(np.abs(errors))), spearman(predicted, measured), predicted
 

@@ -314,7 +314,7 @@ def predict_pairs(traces: PairTraces, platform: NeuronCoreSpec,
         ms = {}
         for side, prepared in sides.items():
             if id(prepared) not in cache:
-                cache[id(prepared)] = estimate(prepared, platform).latency_ms
+                cache[id(prepared)] = estimate(prepared, platform, breakdown=False).latency_ms
             ms[side] = cache[id(prepared)]
         result.slow_ms, result.fast_ms = ms["slow"], ms["fast"]
         result.predicted = ms["slow"] / ms["fast"]

@@ -44,7 +44,7 @@ class Predictor:
     def __call__(self, spec: NeuronCoreSpec) -> np.ndarray:
         key = tuple(float(getattr(spec, name)) for name in self.grid)
         if key not in self.memo:
-            self.memo[key] = np.array([estimate(p, spec).latency_ms for p in self.prepared])
+            self.memo[key] = np.array([estimate(p, spec, breakdown=False).latency_ms for p in self.prepared])
         return self.memo[key]
 
 
