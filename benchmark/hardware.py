@@ -32,6 +32,10 @@ constant here and nowhere else. Sources, abbreviated in the comments:
 - [HOPPER]   NVIDIA H100 Tensor Core GPU Architecture whitepaper (Hopper): H100 SXM5 has 132 SMs and a 50 MB
              L2 cache. The H200 datasheet gives neither; it is the same GH100 configuration, and the cuda
              backend records the SM count torch reports on the machine it runs on.
+- [NKI-AFFINE] `nki.language.affine_range` docstring, aws-neuron-sdk 82231d6 (SDK 2.21 era),
+             general/nki/api/nki/language/__init__.py: "different iterations could be parallelized/pipelined on
+             different compute engines within a NeuronCore depending on the invoked instructions (engines) and
+             data dependency in the loop body"; `static_range`: "No loop-level optimizations will be performed".
 - [FIT]      fitted to ../shared/calibration/trn1_nkibench_baselines.csv by measurements/fit_perf_model.py; the
              fitted values are written below by hand, with the fit's date in docs/benchmarks.md.
 """
@@ -90,6 +94,14 @@ class NeuronCoreSpec:
 
     # --- performance model: the profile counters ------------------------------------------------------------
     hfu_peak_flops_per_s: float  # denominator of neuron-profile's hfu_estimated_percent
+
+    # --- performance model: the compiler's schedule-time SBUF working set (helper SBUF, issue 19) ---------------
+    # [NKI-AFFINE]: the iterations of an affine_range loop "could be parallelized/pipelined on different compute
+    # engines within a NeuronCore" (static_range: "no loop-level optimizations"). A software pipeline over the
+    # engines a loop body uses keeps one iteration per engine in flight, so their tiles are live together:
+    # spills.py takes the live set with that many iterations of each innermost affine loop side by side, at most
+    # this many (5: the four compute engines and the DMA queues of [ARCH-V2]; 1 turns the effect off).
+    affine_interleave: int = 5
 
 
 TRN1 = NeuronCoreSpec(

@@ -62,7 +62,8 @@ def estimate(trace: Trace | PreparedTrace, platform: str | NeuronCoreSpec = "trn
     prepared = trace if isinstance(trace, PreparedTrace) else prepare(trace)
     trace, deps = prepared.trace, prepared.deps
     costs = instruction_costs(trace, p)
-    spills = plan_spills(deps.sbuf, len(trace), p.sbuf_bytes_per_partition * p.sbuf_usable_fraction, p.partitions)
+    spills = plan_spills(deps.sbuf, len(trace), p.sbuf_bytes_per_partition * p.sbuf_usable_fraction, p.partitions,
+                         p.affine_interleave)
     sched = replay(trace, p, costs, deps, prepared.barriers, spills)
     busy = {int(e): float(costs.seconds[sched.engine == e].sum()) for e in (Engine.VECTOR, Engine.SCALAR, Engine.GPSIMD)}
     profile = counters(trace, p, spills, sched.latency_s, busy)

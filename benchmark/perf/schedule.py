@@ -177,7 +177,7 @@ def replay(
                 ready = t
         if spill_any and reload_at[i] > 0.0:
             after = reload_after[i]
-            if after >= 0:
+            if 0 <= after < i:
                 issue = end_l[after]
             elif after == -2:
                 issue = ready if e == dma else min(ready, engine_free[e])

@@ -1,6 +1,10 @@
 """SBUF capacity pressure turned into HBM traffic.
 
-Along program order, a chunk of SBUF data is live from its write to its last read. Where the live bytes
+Along the compiler's order, a chunk of SBUF data is live from its write to its last read. That order is program
+order, except that the compiler pipelines the iterations of an unrolled affine_range loop over the engines its
+body uses ([NKI-AFFINE] in benchmark/hardware.py): one iteration per engine runs side by side, so their tiles are
+live together (interleaved_positions; a loop whose tiles fit one at a time may not fit three at a time, which is
+why tiling a long free axis, as the fused Mamba tutorial's v3 does, removes spills). Where the live bytes
 per partition exceed the SBUF capacity, something must leave: like a compiler's allocator, we evict the
 data whose next use is furthest away. Concretely, every read of a chunk closes a "gap" since the chunk's
 previous access; gaps that cross a point of excess are candidates, and the longest ones are evicted first
@@ -47,7 +51,42 @@ def live_bytes(use: SbufUse, n: int) -> np.ndarray:
     return np.cumsum(live)[:n]
 
 
-def plan_spills(use: SbufUse, n: int, capacity_per_partition: float, partitions: int = 128) -> SpillPlan:
+def interleaved_positions(use: SbufUse, n: int, depth: int) -> np.ndarray | None:
+    """Each instruction's position in the compiler's order, where the iterations of an unrolled innermost
+    affine_range loop run `depth` at a time in lockstep (instruction k of each, then k + 1 of each, ...); None
+    when that is program order."""
+    slots = use.slots
+    if depth <= 1 or slots is None or len(slots.segment) != n or not (slots.segment >= 0).any():
+        return None
+    index = np.arange(n)
+    inside = slots.segment >= 0
+    # Outside any such loop an instruction is its own segment; the segments keep their program order.
+    segment = np.where(inside, slots.segment, index)
+    # A software pipeline over the loop body's engines keeps one iteration per engine in flight.
+    group = np.where(inside, slots.iteration // np.maximum(np.minimum(slots.stages, depth), 1), 0)
+    order = np.lexsort((index, slots.iteration, slots.offset, group, segment))
+    pos = np.empty(n, dtype=np.int64)
+    pos[order] = index
+    return pos
+
+
+def plan_spills(use: SbufUse, n: int, capacity_per_partition: float, partitions: int = 128,
+                interleave: int = 1) -> SpillPlan:
+    """The spills of `use`'s live set, taken in the compiler's order (`interleave` iterations of each unrolled
+    affine loop side by side: interleaved_positions) and returned per instruction of the trace."""
+    pos = interleaved_positions(use, n, interleave)
+    if pos is None:
+        return _plan(use, n, capacity_per_partition, partitions)
+    order = np.empty(n, dtype=np.int64)
+    order[pos] = np.arange(n)
+    moved = replace(use, inst=pos[use.inst], prev_inst=np.where(use.prev_inst >= 0, pos[np.maximum(use.prev_inst, 0)], -1))
+    plan = _plan(moved, n, capacity_per_partition, partitions)
+    after = plan.reload_after[pos]
+    return replace(plan, reload_bytes=plan.reload_bytes[pos], save_bytes=plan.save_bytes[pos],
+                   elided=plan.elided[pos], reload_after=np.where(after >= 0, order[np.maximum(after, 0)], after))
+
+
+def _plan(use: SbufUse, n: int, capacity_per_partition: float, partitions: int) -> SpillPlan:
     zeros = np.zeros(n)
     # A repeated load is kept in SBUF only when the compiler could keep the whole input tensor there: the
     # matmul tutorial's tiled kernel reloads its 64 MiB lhsT tile by tile (measured 1.21x slower than hoisting
