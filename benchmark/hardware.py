@@ -32,7 +32,7 @@ constant here and nowhere else. Sources, abbreviated in the comments:
 - [HOPPER]   NVIDIA H100 Tensor Core GPU Architecture whitepaper (Hopper): H100 SXM5 has 132 SMs and a 50 MB
              L2 cache. The H200 datasheet gives neither; it is the same GH100 configuration, and the cuda
              backend records the SM count torch reports on the machine it runs on.
-- [NKI-AFFINE] `nki.language.affine_range` docstring, aws-neuron-sdk 82231d6 (SDK 2.21 era),
+- [NKI-AFFINE] `nki.language.affine_range` docstring, aws-neuron-sdk 82231d6 (2025-02),
              general/nki/api/nki/language/__init__.py: "different iterations could be parallelized/pipelined on
              different compute engines within a NeuronCore depending on the invoked instructions (engines) and
              data dependency in the loop body"; `static_range`: "No loop-level optimizations will be performed".
