@@ -177,6 +177,7 @@ def replay(
                 ready = t
         if spill_any and reload_at[i] > 0.0:
             after = reload_after[i]
+            # (A previous use later in program order, which the compiler's order put first: issue when ready.)
             if 0 <= after < i:
                 issue = end_l[after]
             elif after == -2:
