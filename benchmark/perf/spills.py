@@ -14,7 +14,8 @@ reloaded from its source; anything else is a spill: saved once after it is writt
 evicted read, and counted in spill_save_bytes / spill_reload_bytes.
 
 Repeated loads of one HBM region (deps._repeated_loads) take part as "virtual" chunks: a repeat whose gap is
-not evicted is elided (the compiler kept the data), an evicted one runs as traced.
+not evicted is elided (the compiler kept the data), an evicted one runs as traced. The kept copy and the tiles
+the loads write are one copy of the data: it is counted once (_live_with_kept_copies).
 """
 
 from __future__ import annotations
@@ -49,6 +50,41 @@ def live_bytes(use: SbufUse, n: int) -> np.ndarray:
     np.add.at(live, use.inst[writes], use.chunk_bytes[writes])
     np.add.at(live, last_use[writes] + 1, -use.chunk_bytes[writes])
     return np.cumsum(live)[:n]
+
+
+def _live_with_kept_copies(use: SbufUse, n: int, repeats: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The live bytes per partition with each repeated load's kept copy counted once, and per row the start of
+    its gap (the previous access + 1, except for a repeat: see below).
+
+    A repeat the compiler skips reads the SBUF copy an earlier load of the region left there, so that copy and
+    the tile the repeat would write are the same bytes. While the earlier tile is still read, it is the copy;
+    the copy alone costs space only from the earlier tile's last read to the repeat, and that is the gap whose
+    eviction makes the repeat run (a re-fetch). Where the earlier tile is still read after the repeat (the
+    pipelined order of spills.interleaved_positions), there is no gap: one copy serves both tiles."""
+    gap_start = use.prev_inst + 1
+    if len(repeats) == 0:
+        return live_bytes(use, n), gap_start
+    live = np.concatenate((live_bytes(replace(use, chunk_bytes=np.where(use.virtual, 0, use.chunk_bytes)), n), [0.0]))
+    last_use = use.inst.copy()
+    reads = np.flatnonzero(~use.is_write & (use.producer >= 0) & ~use.virtual)
+    np.maximum.at(last_use, use.producer[reads], use.inst[reads])
+    tile_end = np.full(n, -1, dtype=np.int64)  # per load instruction: the last read of the tile it wrote
+    writes = np.flatnonzero(use.is_write & ~use.virtual)
+    np.maximum.at(tile_end, use.inst[writes], last_use[writes])
+    prev, here = use.prev_inst[repeats], use.inst[repeats]
+    start = np.maximum(tile_end[prev], prev) + 1
+    gap_start[repeats] = start
+    size = use.chunk_bytes[repeats].astype(np.float64)
+    delta = np.zeros(n + 1)
+    gap = here > start
+    np.add.at(delta, start[gap], size[gap])
+    np.add.at(delta, here[gap], -size[gap])
+    # No gap: the two tiles overlap from the repeat to the earlier one's last read; count them once there.
+    overlap_end = np.minimum(tile_end[prev], np.maximum(tile_end[here], here))
+    both = ~gap & (overlap_end >= here)
+    np.add.at(delta, here[both], -size[both])
+    np.add.at(delta, overlap_end[both] + 1, size[both])
+    return (live + np.cumsum(delta))[:n], gap_start
 
 
 def interleaved_positions(use: SbufUse, n: int, depth: int) -> np.ndarray | None:
@@ -99,13 +135,13 @@ def _plan(use: SbufUse, n: int, capacity_per_partition: float, partitions: int) 
     repeats = np.flatnonzero(use.virtual & ~use.is_write)
     all_elided = np.zeros(n, dtype=bool)
     all_elided[use.inst[repeats]] = True
-    live = live_bytes(use, n)
+    live, gap_start = _live_with_kept_copies(use, n, repeats)
     excess = live - capacity_per_partition
     if n == 0 or excess.max(initial=0.0) <= 0:
         return SpillPlan(zeros, zeros.copy(), 0.0, 0.0, 0.0, all_elided, np.full(n, -1, dtype=np.int64))
     pressured = np.concatenate(([0], np.cumsum(excess > 0)))  # pressured[i] = points < i under pressure
     gap_rows = np.flatnonzero(~use.is_write & (use.prev_inst >= 0) & (use.producer >= 0))
-    lo, hi = use.prev_inst[gap_rows] + 1, use.inst[gap_rows]  # not resident over [lo, hi)
+    lo, hi = gap_start[gap_rows], use.inst[gap_rows]  # not resident over [lo, hi)
     crosses = (hi > lo) & (pressured[hi] - pressured[lo] > 0)
     gap_rows, lo, hi = gap_rows[crosses], lo[crosses], hi[crosses]
     if len(gap_rows) == 0:
