@@ -40,6 +40,10 @@ constant here and nowhere else. Sources, abbreviated in the comments:
              against bytes per partition, read off the plot (no y labels; as a fraction of the 32 KiB point):
              32 B 1.4%, 64 B 2.6%, 128 B 5.0%, 256 B 10.3%, 512 B 20.9%, 1 KiB 42.4%, 2 KiB 81.3%, 4 KiB 96.6%,
              8 KiB 98.3%, 16 KiB 99.0%. Proportional to the bytes up to 1 KiB: a fixed time per DMA.
+- [NKI-AFFINE] `nki.language.affine_range` docstring, aws-neuron-sdk 82231d6 (2025-02),
+             general/nki/api/nki/language/__init__.py: "different iterations could be parallelized/pipelined on
+             different compute engines within a NeuronCore depending on the invoked instructions (engines) and
+             data dependency in the loop body"; `static_range`: "No loop-level optimizations will be performed".
 - [FIT]      fitted to ../shared/calibration/trn1_nkibench_baselines.csv by measurements/fit_perf_model.py; the
              fitted values are written below by hand, with the fit's date in docs/benchmarks.md.
 """
@@ -118,6 +122,13 @@ class NeuronCoreSpec:
     # them gains nothing and the faster Scalar Engine takes an op either may run when it reads PSUM (neuron-profile:
     # matmul, bmm, transpose_matmul evacuate PSUM with Vector idle). False: balanced like any other (perf-3).
     psum_reads_on_scalar: bool = False
+    # --- performance model: the compiler's schedule-time SBUF working set (helper SBUF, issue 19) ---------------
+    # [NKI-AFFINE]: the iterations of an affine_range loop "could be parallelized/pipelined on different compute
+    # engines within a NeuronCore" (static_range: "no loop-level optimizations"). A software pipeline over the
+    # engines a loop body uses keeps one iteration per engine in flight, so their tiles are live together:
+    # spills.py takes the live set with that many iterations of each innermost affine loop side by side, at most
+    # this many (5: the four compute engines and the DMA queues of [ARCH-V2]; 1 turns the effect off).
+    affine_interleave: int = 5
 
 
 TRN1 = NeuronCoreSpec(

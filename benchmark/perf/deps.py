@@ -25,6 +25,18 @@ _MAX_CHUNKS_PER_ACCESS = 64
 
 
 @dataclass(frozen=True)
+class AffineSlots:
+    """Per instruction, its place in an unrolled affine_range loop whose body holds no other affine loop:
+    `segment` (the first instruction of that loop instance; -1 outside any), `iteration` and `offset` (its rank
+    among its iteration's instructions). The compiler may interleave these iterations (spills.py)."""
+
+    segment: np.ndarray
+    iteration: np.ndarray
+    offset: np.ndarray
+    stages: np.ndarray  # engines (DMA included) the loop instance's instructions use: its pipeline's depth
+
+
+@dataclass(frozen=True)
 class SbufUse:
     """The SBUF chunk rows in (chunk, program order), what spills.py needs to find the live set."""
 
@@ -41,6 +53,9 @@ class SbufUse:
     # For virtual rows: bytes of the whole HBM tensor the repeated load reads (spills.py keeps a repeat only when
     # the compiler could keep that whole tensor). 0 for the others.
     source_bytes: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    # Per instruction (not per row): where it sits among the unrolled iterations of its innermost affine_range
+    # loop (affine_slots), from which spills.py builds the compiler's interleaved order. Empty: program order.
+    slots: AffineSlots | None = None
 
     @staticmethod
     def empty() -> SbufUse:
@@ -163,8 +178,71 @@ def build_dependencies(trace: Trace) -> Dependencies:
         clean=w[sb] & loads[inst[sb]],
         virtual=np.zeros(int(sb.sum()), dtype=bool),
         source_bytes=np.zeros(int(sb.sum()), dtype=np.int64),
+        slots=affine_slots(trace),
     )
     return Dependencies(indptr, pred.astype(np.int64), _repeated_loads(trace, sbuf, space, written))
+
+
+def affine_slots(trace: Trace) -> AffineSlots:
+    """Where each instruction sits among the iterations of its innermost affine_range loop (see AffineSlots).
+
+    Only loops whose body has no deeper affine loop count (the body of such a loop instance is contiguous in
+    program order, so permuting inside it keeps every other instruction in place); static_range loops inside
+    the body are part of the iteration (they are unrolled in it)."""
+    n = len(trace)
+    segment = np.full(n, -1, dtype=np.int64)
+    iteration = np.zeros(n, dtype=np.int64)
+    offset = np.zeros(n, dtype=np.int64)
+    stages = np.zeros(n, dtype=np.int64)
+    if n == 0 or not trace.loop_contexts:
+        return AffineSlots(segment, iteration, offset, stages)
+    loops = trace.loops
+
+    def depth_of(nest: tuple[tuple[int, int], ...]) -> int:
+        for k in range(len(nest) - 1, -1, -1):
+            loop = loops[nest[k][0]]
+            if loop.kind == LoopKind.AFFINE and loop.trip_count > 1:
+                return k
+        return -1
+
+    depths = [depth_of(nest) for nest in trace.loop_contexts]
+    # A loop instance (its nest down to the loop, iteration left out) that holds a deeper affine loop is not a leaf.
+    inner: set[tuple] = set()
+    for nest, d in zip(trace.loop_contexts, depths, strict=True):
+        for k in range(d):
+            if loops[nest[k][0]].kind == LoopKind.AFFINE:
+                inner.add(nest[:k] + (nest[k][0],))
+    key_of: list[tuple | None] = []
+    for nest, d in zip(trace.loop_contexts, depths, strict=True):
+        key = nest[:d] + (nest[d][0],) if d >= 0 else None
+        key_of.append(None if key is None or key in inner else key)
+    ctx = np.asarray(trace.columns["loop_ctx"], dtype=np.int64)
+    # A segment is a run of consecutive instructions of one loop instance: an instruction recorded with the
+    # loop's context after something else ran in between (outside the loop) starts a new one, and so does one
+    # whose iteration goes back (a trace that records code after the loop under its first iteration).
+    count: dict[int, int] = {}
+    previous: tuple | None = None
+    start = last_it = -1
+    for i, c in enumerate(ctx.tolist()):
+        key = key_of[c]
+        it = trace.loop_contexts[c][len(key) - 1][1] if key is not None else -1
+        if key != previous or it < last_it:
+            start, count, previous = i, {}, key
+        last_it = it
+        if key is None:
+            continue
+        segment[i] = start
+        iteration[i] = it
+        k = count.get(it, 0)
+        offset[i] = k
+        count[it] = k + 1
+    inside = np.flatnonzero(segment >= 0)
+    if len(inside):
+        engine = np.asarray(trace.columns["engine"], dtype=np.int64)[inside]
+        seg_engine = np.unique(segment[inside] * 8 + engine)
+        per_segment = np.bincount(seg_engine // 8, minlength=n)
+        stages[inside] = per_segment[segment[inside]]
+    return AffineSlots(segment, iteration, offset, stages)
 
 
 def _repeated_loads(trace: Trace, sbuf: SbufUse, space: np.ndarray, hbm_written: np.ndarray) -> SbufUse:
@@ -224,6 +302,7 @@ def _repeated_loads(trace: Trace, sbuf: SbufUse, space: np.ndarray, hbm_written:
         virtual=np.concatenate((sbuf.virtual, np.ones(len(src), dtype=bool))),
         source_bytes=np.concatenate((sbuf.source_bytes, np.array(
             [trace.tensors[int(t)].total_bytes for t in tensor[src]], dtype=np.int64))),
+        slots=sbuf.slots,
     )
 
 

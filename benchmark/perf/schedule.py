@@ -185,7 +185,8 @@ def replay(
                 ready = t
         if spill_any and reload_at[i] > 0.0:
             after = reload_after[i]
-            if after >= 0:
+            # (A previous use later in program order, which the compiler's order put first: issue when ready.)
+            if 0 <= after < i:
                 issue = end_l[after]
             elif after == -2:
                 issue = ready if e == dma else min(ready, engine_free[e])

@@ -1,6 +1,10 @@
 """SBUF capacity pressure turned into HBM traffic.
 
-Along program order, a chunk of SBUF data is live from its write to its last read. Where the live bytes
+Along the compiler's order, a chunk of SBUF data is live from its write to its last read. That order is program
+order, except that the compiler pipelines the iterations of an unrolled affine_range loop over the engines its
+body uses ([NKI-AFFINE] in benchmark/hardware.py): one iteration per engine runs side by side, so their tiles are
+live together (interleaved_positions; a loop whose tiles fit one at a time may not fit three at a time, which is
+why tiling a long free axis, as the fused Mamba tutorial's v3 does, removes spills). Where the live bytes
 per partition exceed the SBUF capacity, something must leave: like a compiler's allocator, we evict the
 data whose next use is furthest away. Concretely, every read of a chunk closes a "gap" since the chunk's
 previous access; gaps that cross a point of excess are candidates, and the longest ones are evicted first
@@ -10,7 +14,8 @@ reloaded from its source; anything else is a spill: saved once after it is writt
 evicted read, and counted in spill_save_bytes / spill_reload_bytes.
 
 Repeated loads of one HBM region (deps._repeated_loads) take part as "virtual" chunks: a repeat whose gap is
-not evicted is elided (the compiler kept the data), an evicted one runs as traced.
+not evicted is elided (the compiler kept the data), an evicted one runs as traced. The kept copy and the tiles
+the loads write are one copy of the data: it is counted once (_live_with_kept_copies).
 """
 
 from __future__ import annotations
@@ -47,7 +52,77 @@ def live_bytes(use: SbufUse, n: int) -> np.ndarray:
     return np.cumsum(live)[:n]
 
 
-def plan_spills(use: SbufUse, n: int, capacity_per_partition: float, partitions: int = 128) -> SpillPlan:
+def _live_with_kept_copies(use: SbufUse, n: int, repeats: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The live bytes per partition with each repeated load's kept copy counted once, and per row the start of
+    its gap (the previous access + 1, except for a repeat: see below).
+
+    A repeat the compiler skips reads the SBUF copy an earlier load of the region left there, so that copy and
+    the tile the repeat would write are the same bytes. While the earlier tile is still read, it is the copy;
+    the copy alone costs space only from the earlier tile's last read to the repeat, and that is the gap whose
+    eviction makes the repeat run (a re-fetch). Where the earlier tile is still read after the repeat (the
+    pipelined order of spills.interleaved_positions), there is no gap: one copy serves both tiles."""
+    gap_start = use.prev_inst + 1
+    if len(repeats) == 0:
+        return live_bytes(use, n), gap_start
+    live = np.concatenate((live_bytes(replace(use, chunk_bytes=np.where(use.virtual, 0, use.chunk_bytes)), n), [0.0]))
+    last_use = use.inst.copy()
+    reads = np.flatnonzero(~use.is_write & (use.producer >= 0) & ~use.virtual)
+    np.maximum.at(last_use, use.producer[reads], use.inst[reads])
+    tile_end = np.full(n, -1, dtype=np.int64)  # per load instruction: the last read of the tile it wrote
+    writes = np.flatnonzero(use.is_write & ~use.virtual)
+    np.maximum.at(tile_end, use.inst[writes], last_use[writes])
+    prev, here = use.prev_inst[repeats], use.inst[repeats]
+    start = np.maximum(tile_end[prev], prev) + 1
+    gap_start[repeats] = start
+    size = use.chunk_bytes[repeats].astype(np.float64)
+    delta = np.zeros(n + 1)
+    gap = here > start
+    np.add.at(delta, start[gap], size[gap])
+    np.add.at(delta, here[gap], -size[gap])
+    # No gap: the two tiles overlap from the repeat to the earlier one's last read; count them once there.
+    overlap_end = np.minimum(tile_end[prev], np.maximum(tile_end[here], here))
+    both = ~gap & (overlap_end >= here)
+    np.add.at(delta, here[both], -size[both])
+    np.add.at(delta, overlap_end[both] + 1, size[both])
+    return (live + np.cumsum(delta))[:n], gap_start
+
+
+def interleaved_positions(use: SbufUse, n: int, depth: int) -> np.ndarray | None:
+    """Each instruction's position in the compiler's order, where the iterations of an unrolled innermost
+    affine_range loop run `depth` at a time in lockstep (instruction k of each, then k + 1 of each, ...); None
+    when that is program order."""
+    slots = use.slots
+    if depth <= 1 or slots is None or len(slots.segment) != n or not (slots.segment >= 0).any():
+        return None
+    index = np.arange(n)
+    inside = slots.segment >= 0
+    # Outside any such loop an instruction is its own segment; the segments keep their program order.
+    segment = np.where(inside, slots.segment, index)
+    # A software pipeline over the loop body's engines keeps one iteration per engine in flight.
+    group = np.where(inside, slots.iteration // np.maximum(np.minimum(slots.stages, depth), 1), 0)
+    order = np.lexsort((index, slots.iteration, slots.offset, group, segment))
+    pos = np.empty(n, dtype=np.int64)
+    pos[order] = index
+    return pos
+
+
+def plan_spills(use: SbufUse, n: int, capacity_per_partition: float, partitions: int = 128,
+                interleave: int = 1) -> SpillPlan:
+    """The spills of `use`'s live set, taken in the compiler's order (`interleave` iterations of each unrolled
+    affine loop side by side: interleaved_positions) and returned per instruction of the trace."""
+    pos = interleaved_positions(use, n, interleave)
+    if pos is None:
+        return _plan(use, n, capacity_per_partition, partitions)
+    order = np.empty(n, dtype=np.int64)
+    order[pos] = np.arange(n)
+    moved = replace(use, inst=pos[use.inst], prev_inst=np.where(use.prev_inst >= 0, pos[np.maximum(use.prev_inst, 0)], -1))
+    plan = _plan(moved, n, capacity_per_partition, partitions)
+    after = plan.reload_after[pos]
+    return replace(plan, reload_bytes=plan.reload_bytes[pos], save_bytes=plan.save_bytes[pos],
+                   elided=plan.elided[pos], reload_after=np.where(after >= 0, order[np.maximum(after, 0)], after))
+
+
+def _plan(use: SbufUse, n: int, capacity_per_partition: float, partitions: int) -> SpillPlan:
     zeros = np.zeros(n)
     # A repeated load is kept in SBUF only when the compiler could keep the whole input tensor there: the
     # matmul tutorial's tiled kernel reloads its 64 MiB lhsT tile by tile (measured 1.21x slower than hoisting
@@ -60,13 +135,13 @@ def plan_spills(use: SbufUse, n: int, capacity_per_partition: float, partitions:
     repeats = np.flatnonzero(use.virtual & ~use.is_write)
     all_elided = np.zeros(n, dtype=bool)
     all_elided[use.inst[repeats]] = True
-    live = live_bytes(use, n)
+    live, gap_start = _live_with_kept_copies(use, n, repeats)
     excess = live - capacity_per_partition
     if n == 0 or excess.max(initial=0.0) <= 0:
         return SpillPlan(zeros, zeros.copy(), 0.0, 0.0, 0.0, all_elided, np.full(n, -1, dtype=np.int64))
     pressured = np.concatenate(([0], np.cumsum(excess > 0)))  # pressured[i] = points < i under pressure
     gap_rows = np.flatnonzero(~use.is_write & (use.prev_inst >= 0) & (use.producer >= 0))
-    lo, hi = use.prev_inst[gap_rows] + 1, use.inst[gap_rows]  # not resident over [lo, hi)
+    lo, hi = gap_start[gap_rows], use.inst[gap_rows]  # not resident over [lo, hi)
     crosses = (hi > lo) & (pressured[hi] - pressured[lo] > 0)
     gap_rows, lo, hi = gap_rows[crosses], lo[crosses], hi[crosses]
     if len(gap_rows) == 0:
