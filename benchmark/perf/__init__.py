@@ -24,7 +24,10 @@ from benchmark.perf.spills import plan_spills
 # perf-2: calibrated on the 14 trn1 NKIBench baselines. perf-3 (issue 19): DMA engine time by access pattern
 # (bytes per buffer, strided/transposed runs, narrow DMAs), repeated loads kept only when the whole input fits
 # SBUF, the documented DMA latency; refit.
-PERF_MODEL_VERSION = "perf-3"
+# perf-4 (issue 19): the SBUF working set in the compiler's pipelined order (affine_range iterations side by
+# side), a kept copy of a repeated load counted once, Scalar and GpSimd at their own 1.4 GHz clock, PSUM reads
+# on the Scalar Engine; the perf-3 [FIT] constants kept (a refit improved training error only).
+PERF_MODEL_VERSION = "perf-4"
 
 __all__ = ["PERF_MODEL_VERSION", "COUNTER_NAMES", "Breakdown", "PerfReport", "PreparedTrace", "estimate", "prepare"]
 

@@ -17,7 +17,7 @@ import math
 import pickle
 import re
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
@@ -35,6 +35,7 @@ COMPARED_COUNTERS = (
     "mm_arithmetic_intensity", "hfu_estimated_percent", "scalar_engine_active_time_percent",
     "vector_engine_active_time_percent", "gpsimd_engine_active_time_percent",
 )
+ENGINE_SHARE_COUNTERS = COMPARED_COUNTERS[-3:]
 
 
 @dataclass(frozen=True)
@@ -57,6 +58,9 @@ class CaseResult:
     predicted_ms: float | None
     log_error: float | None
     counter_ratios: dict[str, float | None] = field(default_factory=dict)
+    # issue 19's counter goals: both HBM byte counts within 10%, each engine's active share within 10 points
+    hbm_within_10pct: bool | None = None
+    engine_share_points: dict[str, float] = field(default_factory=dict)  # predicted - measured, in points
     simulate_s: float | None = None  # wall time of the simulation (None when the trace came from the cache)
     replay_s: float | None = None
     instructions: int = 0
@@ -213,7 +217,24 @@ def compare_case(case: Case, prepared: PreparedTrace, platform: NeuronCoreSpec,
         m = measured.get(name)
         pred = report.profile.get(name)
         result.counter_ratios[name] = (pred / m) if (m and pred is not None) else None
+    hbm = [result.counter_ratios.get(name) for name in ("hbm_read_bytes", "hbm_write_bytes")]
+    if all(r is not None for r in hbm):
+        result.hbm_within_10pct = all(abs(r - 1.0) <= 0.10 for r in hbm)
+    for name in ENGINE_SHARE_COUNTERS:  # fractions of the latency in both the CSV and the profile
+        m, pred = measured.get(name), report.profile.get(name)
+        if m is not None and pred is not None:
+            result.engine_share_points[name.split("_")[0]] = 100.0 * (pred - m)
     return result
+
+
+def counter_goals(cases: Sequence[CaseResult]) -> tuple[int, int, int]:
+    """(problems with both HBM byte counts within 10%, with every engine's active share within 10 points,
+    problems compared): the counter-fidelity goals of issue 19."""
+    compared = [c for c in cases if c.hbm_within_10pct is not None]
+    hbm = sum(bool(c.hbm_within_10pct) for c in compared)
+    shares = sum(bool(c.engine_share_points) and all(abs(v) <= 10.0 for v in c.engine_share_points.values())
+                 for c in compared)
+    return hbm, shares, len(compared)
 
 
 def calibrate(
@@ -268,6 +289,9 @@ def format_report(report: CalibrationReport) -> str:
     rho = f"{report.spearman:.3f}" if report.spearman is not None else "-"
     lines.append(f"median |log(pred/measured)| = {mae}   Spearman = {rho}   over "
                  f"{sum(c.log_error is not None for c in report.cases)} problems")
+    hbm, shares, compared = counter_goals(report.cases)
+    lines.append(f"HBM read and write bytes within 10% of neuron-profile: {hbm} of {compared}; "
+                 f"every engine's active share within 10 points: {shares} of {compared}")
     return "\n".join(lines)
 
 

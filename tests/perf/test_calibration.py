@@ -87,3 +87,17 @@ def test_a_kernel_that_fails_to_simulate_is_reported_not_fatal(tmp_path):
 def test_spearman_is_one_for_the_same_order_and_minus_one_reversed():
     assert spearman([1, 2, 3], [10, 20, 30]) == pytest.approx(1.0)
     assert spearman([1, 2, 3], [30, 20, 10]) == pytest.approx(-1.0)
+
+
+def test_the_counter_goals_count_problems_whose_hbm_bytes_and_engine_shares_agree():
+    from benchmark.perf.calibration import CaseResult, counter_goals
+
+    def case(read: float, write: float, **points: float) -> CaseResult:
+        return CaseResult("p", "k", 1.0, 1.0, 0.0, {"hbm_read_bytes": read, "hbm_write_bytes": write},
+                          hbm_within_10pct=abs(read - 1) <= 0.1 and abs(write - 1) <= 0.1,
+                          engine_share_points=dict(points))
+
+    cases = [case(1.05, 0.95, scalar=3.0, vector=-9.5),   # both goals met
+             case(1.05, 1.2, scalar=0.0, vector=0.0),     # HBM write 20% over
+             case(1.0, 1.0, scalar=12.0, vector=0.0)]     # Scalar 12 points too busy
+    assert counter_goals(cases) == (2, 2, 3)
