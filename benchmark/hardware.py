@@ -146,7 +146,7 @@ TRN1 = NeuronCoreSpec(
     engine_lanes=128,  # [ARCH-V2]: one lane per SBUF partition
     min_ii_cycles=64,  # [ISA]
     gpsimd_start_cycles=150,  # [ISA] iota / affine_select
-    engine_dispatch_cycles=64.0,  # [FIT] (perf-3 refit kept it)
+    engine_dispatch_cycles=32.0,  # [FIT] (perf-3: 64; perf-4's refit, with Scalar at its own 1.4 GHz: 32)
     # [DESIGN] + [ISA]: 23.75 TFLOP/s = 2*128*128 MACs * clock / 4 fp32 passes -> clock 2.9 GHz equivalent.
     tensor_clock_hz=23.75e12 * 4 / (2 * 128 * 128),
     tensor_fp32_passes=4,  # [ISA] nc_matmul: 4x the bf16 cost for fp32 inputs
@@ -163,7 +163,7 @@ TRN1 = NeuronCoreSpec(
     dma_fixed_s=1.3e-6,  # [DMA-BW]: ~1300 ns semaphore-to-start latency per transfer (perf-2 fitted 2 us)
     # [FIT] of the engines' documented rate, fitted within the documented range: 1.0 is [DMA-BW]'s 17 B/ns,
     # 1.7 [ARCH-V2]'s "27 GiB/s per DMA engine" (the two pages disagree; trn1 measurements reach 294 GB/s).
-    dma_efficiency=1.0,
+    dma_efficiency=1.15,  # perf-4's refit (perf-3: 1.0)
     dma_sbuf_bytes_per_s=410 * GIB,  # assumption: the DMA engines' own rate, same as HBM's
     dma_engine_bytes_per_s=17e9,  # [DMA-BW] TRN1: 17 B/ns per engine, x16 = 272 GB/s
     # [DMA-BW]: the guide's saturation curve with one number: a buffer costs 256 B of engine time on top of its
@@ -208,7 +208,7 @@ TRN2 = NeuronCoreSpec(
     engine_lanes=128,
     min_ii_cycles=64,  # [ISA]
     gpsimd_start_cycles=150,  # [ISA]
-    engine_dispatch_cycles=64.0,  # [FIT] on trn1, carried over
+    engine_dispatch_cycles=32.0,  # [FIT] on trn1, carried over
     tensor_clock_hz=79e12 / (2 * 128 * 128),  # [ARCH-V3]: 79 BF16 TFLOPS per core, one pass for bf16
     tensor_fp32_passes=79e12 / (181e12 / 8),  # [ARCH-V3]: bf16/fp32 ratio (~3.5)
     tensor_min_stationary=64,  # [ISA]
@@ -219,7 +219,7 @@ TRN2 = NeuronCoreSpec(
     reciprocal_cycles_per_elem=3.5,  # [FIT] on trn1, carried over (ISA: 8)
     dma_queues=16,  # [ARCH-V3]: 128 DMA engines per device, 8 cores
     dma_fixed_s=1.3e-6,  # [DMA-BW], as trn1
-    dma_efficiency=1.0,  # [FIT] on trn1, carried over
+    dma_efficiency=1.15,  # [FIT] on trn1, carried over
     dma_sbuf_bytes_per_s=2.9e12 / 8,  # assumption, as trn1
     dma_engine_bytes_per_s=23e9,  # [DMA-BW] TRN2: 23 B/ns per engine
     dma_descriptor_bytes=256.0,  # [DMA-BW], as trn1

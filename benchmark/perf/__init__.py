@@ -26,7 +26,7 @@ from benchmark.perf.spills import plan_spills
 # SBUF, the documented DMA latency; refit.
 # perf-4 (issue 19): the SBUF working set in the compiler's pipelined order (affine_range iterations side by
 # side), a kept copy of a repeated load counted once, Scalar and GpSimd at their own 1.4 GHz clock, PSUM reads
-# on the Scalar Engine; the perf-3 [FIT] constants kept (a refit improved training error only).
+# on the Scalar Engine; refit (engine_dispatch_cycles 64 -> 32, dma_efficiency 1.0 -> 1.15).
 PERF_MODEL_VERSION = "perf-4"
 
 __all__ = ["PERF_MODEL_VERSION", "COUNTER_NAMES", "Breakdown", "PerfReport", "PreparedTrace", "estimate", "prepare"]
