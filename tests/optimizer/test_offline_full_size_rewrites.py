@@ -56,8 +56,9 @@ def test_a_matmul_rhs_too_large_for_sbuf_is_loaded_once_per_pair_of_row_blocks_a
     (after,), fast = run(grouped, inputs)
     assert rel_error(after, want) < 1e-6
     np.testing.assert_array_equal(after, before)  # the same sums in the same order
-    # Half the rhs traffic: the model's predicted time falls by well over 10% (it was DMA-bound).
-    assert fast < 0.9 * slow, (slow, fast)
+    # Half the rhs traffic: the model's predicted time falls clearly (it was DMA-bound; perf-4 predicts 1.10x,
+    # perf-3 1.16x: its DMA engines ran 15% slower).
+    assert fast < 0.95 * slow, (slow, fast)
 
 
 def test_row_blocks_left_over_by_the_group_run_in_a_tail_loop():
