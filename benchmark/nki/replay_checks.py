@@ -31,6 +31,7 @@ values (addresses are recorded numbers), so one replay checks them for every see
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -42,7 +43,6 @@ from .trace import MemorySpace
 from .trace_check import region_box
 
 UNWRITTEN = ("zeros", "nan")  # first contents that are not values a kernel may read
-_NO_VIEW = -1  # an element of an HBM buffer no view has written
 
 
 class AccessOrder:
@@ -58,6 +58,8 @@ class AccessOrder:
         # Regions known to be wholly written (masks only grow until their buffer dies): most reads and
         # accumulations repeat a region a store wrote whole, and skip the mask.
         self.known: dict[int, set[tuple]] = {}  # per buffer
+        self.whole: set[int] = set()  # tracked buffers written whole (no mask)
+        self.mark_log: dict[int, list[tuple]] = {}  # HBM buffers' writes not yet in a mask (`stored`)
         self.trace = trace
         if trace is None:
             return
@@ -79,6 +81,7 @@ class AccessOrder:
                 views.setdefault(bid, []).append(tid)
         self.views = {bid: tids for bid, tids in views.items() if len(tids) > 1}
         self.writers: dict[int, np.ndarray] = {}  # per such buffer: the view (index in views) that last wrote
+        self.view_log: dict[int, list[tuple]] = {}  # writes through views not yet in a `writers` array
 
     # -- never-written memory -----------------------------------------------------------------------
     def _cut(self, flat: np.ndarray, spec: tuple, value: Any = None) -> np.ndarray:
@@ -94,15 +97,17 @@ class AccessOrder:
 
     def _written(self, spec: tuple) -> np.ndarray | None:
         """Which elements of region `spec` ("r" or "f") have been written; None for a buffer that holds values
-        from the start."""
+        from the start or has been written whole."""
         bid = spec[1]
-        if not self.tracked[bid]:
+        if not self.tracked[bid] or bid in self.whole:
             return None
         if 0 in spec[3]:
             return np.ones(spec[3], dtype=np.bool_)
         mask = self.masks.get(bid)
         if mask is None:
             mask = self.masks[bid] = np.zeros(self.program.buffers[bid][5], dtype=np.bool_)
+            for region in self.mark_log.pop(bid, ()):
+                self._cut(mask, region, True)
         return self._cut(mask, spec)
 
     def _require_written(self, spec: tuple, where: str, line: int) -> None:
@@ -128,6 +133,8 @@ class AccessOrder:
             spec = spec_root(spec)
             if kind == "keep_written" and k == 0:
                 written = self._written(spec)
+                if written is None and self.tracked[spec[1]]:
+                    written = np.ones(spec[3], dtype=np.bool_)  # written whole
                 mask = operands[1] if len(operands) == 2 else None
                 if written is not None and (mask is None or mask[0] != "c" or not np.array_equal(
                         self.program.constants[mask[1]], written)):
@@ -173,7 +180,17 @@ class AccessOrder:
 
     def stored(self, store: tuple) -> None:
         dst = store[2]
-        if not self.tracked[dst[1]] or 0 in dst[3] or dst in self.known.get(dst[1], ()):
+        bid = dst[1]
+        if not self.tracked[bid] or 0 in dst[3] or bid in self.whole or dst in self.known.get(bid, ()):
+            return
+        if bid not in self.masks and _covers(dst, self.program.buffers[bid][5]):
+            self.whole.add(bid)  # the common case: a fresh tile written at once, no mask needed
+            self.mark_log.pop(bid, None)
+            return
+        if bid not in self.masks and self.program.buffers[bid][1] == int(MemorySpace.HBM):
+            # An HBM tensor (an output, mostly) is seldom read back: log its writes, and make its mask only
+            # at the first read (`_written`), instead of a mask a quarter of an output's size.
+            self.mark_log.setdefault(bid, []).append(dst)
             return
         self._written(dst)  # allocates the mask
         self._cut(self.masks[dst[1]], dst, True)
@@ -187,9 +204,12 @@ class AccessOrder:
 
     def drop(self, bid: int) -> None:
         self.masks.pop(bid, None)
+        self.mark_log.pop(bid, None)
         self.known.pop(bid, None)
+        self.whole.discard(bid)
         if self.trace is not None:
             self.writers.pop(bid, None)
+            self.view_log.pop(bid, None)
 
     # -- reshaped views of one HBM tensor ---------------------------------------------------------------
     def _through_views(self, index: int, row: int, where: str, line: int) -> None:
@@ -205,16 +225,14 @@ class AccessOrder:
             tid = int(self.access_tensor[start + j])
             if tids is None or tid not in tids or 0 in region[3]:
                 continue
-            writer = self.writers.get(region[1])
             if is_write:
-                if writer is None:  # made at the first write: a buffer only read needs none
-                    writer = self.writers[region[1]] = np.full(self.program.buffers[region[1]][5], _NO_VIEW, np.int32)
-                writes.append((writer, region, tids.index(tid)))
+                writes.append((region, tids.index(tid)))
                 continue
+            writer = self._writer(region[1])
             if writer is None:
-                continue
+                continue  # nothing written through any view yet
             last = self._cut(writer, region)
-            other = last[(last != _NO_VIEW) & (last != tids.index(tid))]
+            other = last[(last != np.iinfo(last.dtype).max) & (last != tids.index(tid))]
             if other.size:
                 tensors = self.trace.tensors
                 raise ReplayError(f"{where} reads HBM tensor {tensors[tid].name!r} through a view "
@@ -222,15 +240,33 @@ class AccessOrder:
                                   f"{list(tensors[tids[int(other[0])]].shape)}: the performance model orders a read "
                                   "after a write only within one view (each reshape is a tensor of its own in the "
                                   "trace); read it back through the view it was written with", line)
-        for writer, region, view in writes:
-            self._cut(writer, region, view)
+        for region, view in writes:
+            writer = self.writers.get(region[1])
+            if writer is None:  # most such buffers are outputs, never read: log the write, no array yet
+                self.view_log.setdefault(region[1], []).append((region, view))
+            else:
+                self._cut(writer, region, view)
+
+    def _writer(self, bid: int) -> np.ndarray | None:
+        """Per element of HBM buffer `bid`, the view that last wrote it (the dtype's maximum: none), made from
+        the logged writes at the first read that needs it."""
+        writer = self.writers.get(bid)
+        log = self.view_log.pop(bid, None)
+        if writer is None and log:
+            dtype = np.uint8 if len(self.views[bid]) < 255 else np.int32
+            writer = self.writers[bid] = np.full(self.program.buffers[bid][5], np.iinfo(dtype).max, dtype)
+            for region, view in log:
+                self._cut(writer, region, view)
+        return writer
 
     # -- the affine race rule -----------------------------------------------------------------------
     def _file(self, dst: tuple, accumulate: bool, op: str, row: int, line: int) -> None:
         ctx = int(self.ctx[row])
         nest = self.nests[ctx]
         if ctx != self.open_ctx:  # the loops of this row's nest are the ones running (runtime.Simulator.loop)
-            self.loop_open[:] = [False] * len(self.loop_open)
+            if self.open_ctx >= 0:
+                for loop, _iteration in self.nests[self.open_ctx]:
+                    self.loop_open[loop] = False
             for loop, _iteration in nest:
                 self.loop_open[loop] = True
             self.open_ctx = ctx
@@ -264,6 +300,18 @@ class AccessOrder:
         lead = box[:key_len]
         key = tuple(lo for lo, _hi in lead) if all(hi - lo == 1 for lo, hi in lead) else None
         return holder, key_len, info.name, box, key
+
+
+def _covers(spec: tuple, size: int) -> bool:
+    """Whether region `spec` is every element of a buffer of `size` elements, each once (C order)."""
+    if spec[0] != "r" or spec[2] != 0 or math.prod(spec[3]) != size:
+        return False
+    step = 1
+    for n, stride in zip(reversed(spec[3]), reversed(spec[4]), strict=True):
+        if n > 1 and stride != step:
+            return False
+        step *= n
+    return True
 
 
 def _buffer_tensors(program: Program, trace: Any) -> dict[int, tuple[int, Any]]:
