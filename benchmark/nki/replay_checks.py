@@ -46,9 +46,10 @@ UNWRITTEN = ("zeros", "nan")  # first contents that are not values a kernel may 
 
 
 class AccessOrder:
-    """Checks a program's reads of never-written memory, and its writes against the affine race rule when its
-    cost trace is given (the trace holds the loops). `replay._Machine` calls `reads` before each instruction,
-    `store` before and `stored` after each of its stores, and `drop` when a buffer dies."""
+    """Checks a program's reads of never-written memory, its writes against the affine race rule and its HBM
+    reads against the views that wrote (the last two need its cost trace, which holds the loops and the views).
+    `replay._Machine` calls `reads` before each instruction, `store` before and `stored` after each of its
+    stores, `drop` when a buffer dies and `finish` at the end."""
 
     def __init__(self, program: Program, trace: Any = None) -> None:
         self.program = program
@@ -132,15 +133,14 @@ class AccessOrder:
                 continue
             spec = spec_root(spec)
             if kind == "keep_written" and k == 0:
-                written = self._written(spec)
-                if written is None and self.tracked[spec[1]]:
-                    written = np.ones(spec[3], dtype=np.bool_)  # written whole
-                mask = operands[1] if len(operands) == 2 else None
-                if written is not None and (mask is None or mask[0] != "c" or not np.array_equal(
-                        self.program.constants[mask[1]], written)):
-                    raise ReplayError(f"{where}: its mask of written elements is not what the program wrote", line)
                 if spec[0] != "r" or self.program.buffers[spec[1]][1] != int(MemorySpace.PSUM):
                     raise ReplayError(f"{where}: not the start of a matmul into a PSUM tile", line)
+                written = self._written(spec)
+                if written is None:  # holds values from the start, or written whole
+                    written = np.ones(spec[3], dtype=np.bool_)
+                mask = operands[1] if len(operands) == 2 else None
+                if mask is None or mask[0] != "c" or not np.array_equal(self.program.constants[mask[1]], written):
+                    raise ReplayError(f"{where}: its mask of written elements is not what the program wrote", line)
                 self.opened[spec] = (index, line)  # the next store into it must be a matmul's
                 continue
             self._require_written(spec, where, line)
