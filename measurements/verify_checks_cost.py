@@ -1,0 +1,52 @@
+"""What the verifier's one-off work costs on full-size NKIBench programs, for the code of a given checkout.
+
+    .venv/bin/python measurements/verify_checks_cost.py TREE PROBLEMS [NKIBENCH]
+
+TREE: a checkout (or `git archive` of one) whose `benchmark` package is timed; PROBLEMS: comma-separated
+slugs; NKIBENCH: AccelOpt's NKIBench folder (default /work/ext/AccelOpt/NKIBench). Per problem, in this
+process: one recording simulation, then three times `check_program` plus the first replay with the cost trace
+(what the verifier does once per evaluation) and a plain replay (what each further seed costs). Prints one
+JSON line per problem with the medians. Run two trees alternately to compare them side by side (docs/benchmarks.md,
+"Record, then verify").
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+
+TREE = str(Path(sys.argv[1]).resolve())
+sys.path.insert(0, TREE)
+
+
+def main() -> None:
+    import benchmark
+    from benchmark.nki import namespaces, simulate
+    from benchmark.nki.replay import check_program, replay
+    from measurements.replay_nkibench import _full_cases, _inputs
+
+    if not benchmark.__file__.startswith(TREE):
+        raise SystemExit(f"benchmark comes from {benchmark.__file__}, not {TREE}")
+    namespaces.install()
+    root = Path(sys.argv[3] if len(sys.argv) > 3 else "/work/ext/AccelOpt/NKIBench")
+    for problem, reference, kernel in _full_cases(root, set(sys.argv[2].split(","))):
+        inputs = _inputs(reference, 0)
+        sim = simulate(kernel, list(inputs), record_program=True)
+        first, plain = [], []
+        for _ in range(3):
+            started = time.perf_counter()
+            check_program(sim.program, "trn1", sim.trace)
+            replay(sim.program, list(inputs), trace=sim.trace, checked=True)
+            first.append(time.perf_counter() - started)
+            started = time.perf_counter()
+            replay(sim.program, list(inputs), checked=True)
+            plain.append(time.perf_counter() - started)
+        print(json.dumps({"tree": TREE, "problem": problem, "check_first_s": round(statistics.median(first), 3),
+                          "replay_s": round(statistics.median(plain), 3)}), flush=True)
+
+
+if __name__ == "__main__":
+    main()
