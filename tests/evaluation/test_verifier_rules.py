@@ -23,6 +23,7 @@ from benchmark.nki.program import ReplayError
 from benchmark.nki.replay import replay
 from benchmark.nki.trace import LoopInfo, LoopKind
 from tests.evaluation.conftest import ADD_REFERENCE, FAST_LIMITS, needs_simulator
+from tests.nki.conftest import with_instruction
 
 pytestmark = needs_simulator
 
@@ -173,21 +174,12 @@ def _recorded_carried():
     return simulate(_carried, inputs, record_program=True), inputs
 
 
-def _with_instruction(program, index, **changes):
-    fields = dict(zip(("kind", "params", "operands", "stores", "row", "line"), program.instructions[index],
-                      strict=True))
-    fields.update(changes)
-    instructions = list(program.instructions)
-    instructions[index] = tuple(fields.values())
-    return dataclasses.replace(program, instructions=instructions)
-
-
 def test_the_reduction_flag_cannot_excuse_a_plain_overwrite() -> None:
     sim, inputs = _recorded_carried()
     program = sim.program
     k = next(k for k, ins in enumerate(program.instructions) if ins[0] == "binary")  # acc = acc + exp(y)
     (mode, slot, dst, accumulate, _combines), = program.instructions[k][3]
-    forged = _with_instruction(program, k, stores=((mode, slot, dst, accumulate, True),))
+    forged = with_instruction(program, k, stores=((mode, slot, dst, accumulate, True),))
     with pytest.raises(ReplayError, match="first contribution into a region that already holds values"):
         replay(forged, inputs, trace=_relabelled(sim.trace, LoopKind.AFFINE))
 

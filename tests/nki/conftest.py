@@ -52,3 +52,13 @@ def assert_same_arrays(expected, got, what: str) -> None:
         a, b = np.asarray(a), np.asarray(b)
         assert a.dtype == b.dtype and a.shape == b.shape, f"{what} {k}: {b.dtype}{b.shape} != {a.dtype}{a.shape}"
         assert np.ascontiguousarray(a).tobytes() == np.ascontiguousarray(b).tobytes(), f"{what} {k} differs bitwise"
+
+
+def with_instruction(program, index, **changes):
+    """A recorded program with one instruction's fields changed: how the tests forge programs."""
+    fields = dict(zip(("kind", "params", "operands", "stores", "row", "line"), program.instructions[index],
+                      strict=True))
+    fields.update(changes)
+    instructions = list(program.instructions)
+    instructions[index] = tuple(fields.values())
+    return dataclasses.replace(program, instructions=instructions)

@@ -20,7 +20,7 @@ from benchmark.nki.program import RecordingError, ReplayError, from_wire, wire
 from benchmark.nki.replay import replay
 from benchmark.nki.trace import Trace
 from benchmark.suites import load_suite
-from tests.nki.conftest import assert_same_arrays
+from tests.nki.conftest import assert_same_arrays, with_instruction
 from tests.versions import digests
 
 PROBLEMS = [spec.slug for spec in load_suite("nkibench").problems]
@@ -107,15 +107,6 @@ def _instruction(program, kind):
     return next(k for k, ins in enumerate(program.instructions) if ins[0] == kind)
 
 
-def _replace_instruction(program, index, **changes):
-    fields = dict(zip(("kind", "params", "operands", "stores", "row", "line"), program.instructions[index],
-                      strict=True))
-    fields.update(changes)
-    instructions = list(program.instructions)
-    instructions[index] = tuple(fields.values())
-    return dataclasses.replace(program, instructions=instructions)
-
-
 def test_the_recorded_matmul_replays(recorded):
     sim, inputs = recorded
     assert_same_arrays(sim.outputs, replay(sim.program, inputs, trace=sim.trace).outputs, "output")
@@ -125,7 +116,7 @@ def test_a_region_outside_its_buffer_is_refused(recorded):
     sim, inputs = recorded
     k = _instruction(sim.program, "matmul")
     _, bid, offset, shape, strides = sim.program.instructions[k][2][0]
-    forged = _replace_instruction(sim.program, k, operands=(("r", bid, offset + 10**6, shape, strides),
+    forged = with_instruction(sim.program, k, operands=(("r", bid, offset + 10**6, shape, strides),
                                                              sim.program.instructions[k][2][1]))
     with pytest.raises(ReplayError, match="outside buffer"):
         replay(forged, inputs)
@@ -137,7 +128,7 @@ def test_a_matmul_into_sbuf_is_refused(recorded):
     k = _instruction(program, "matmul")
     sbuf = next(bid for bid, b in enumerate(program.buffers) if b[1] == 1 and b[5] >= 128 * 256)
     mode, slot, _dst = program.instructions[k][3][0]
-    forged = _replace_instruction(program, k, stores=((mode, slot, ("r", sbuf, 0, (128, 256), (256, 1))),))
+    forged = with_instruction(program, k, stores=((mode, slot, ("r", sbuf, 0, (128, 256), (256, 1))),))
     with pytest.raises(ReplayError, match="matmul writes PSUM"):
         replay(forged, inputs, trace=sim.trace)
 
@@ -147,7 +138,7 @@ def test_reading_hbm_outside_a_load_is_refused(recorded):
     program = sim.program
     k = _instruction(program, "matmul")
     hbm = next(bid for bid, b in enumerate(program.buffers) if b[6] == ("input", 0))
-    forged = _replace_instruction(program, k, operands=(("r", hbm, 0, (64, 128), (128, 1)),
+    forged = with_instruction(program, k, operands=(("r", hbm, 0, (64, 128), (128, 1)),
                                                          program.instructions[k][2][1]))
     with pytest.raises(ReplayError, match="HBM"):
         replay(forged, inputs, trace=sim.trace)
@@ -203,7 +194,7 @@ def test_an_instruction_missing_from_the_trace_is_refused(recorded):
 
 def test_an_unknown_kind_is_refused(recorded):
     sim, inputs = recorded
-    forged = _replace_instruction(sim.program, 0, kind="exec")
+    forged = with_instruction(sim.program, 0, kind="exec")
     with pytest.raises(ReplayError, match="unknown kind"):
         replay(forged, inputs)
 
@@ -234,7 +225,7 @@ def test_malformed_parameters_are_refused_not_crashed_on(recorded, garbage):
     sim, inputs = recorded
     for k, instruction in enumerate(sim.program.instructions):
         try:
-            replay(_replace_instruction(sim.program, k, params=garbage), inputs, trace=sim.trace)
+            replay(with_instruction(sim.program, k, params=garbage), inputs, trace=sim.trace)
         except ReplayError:
             continue
         assert instruction[0] in ("move", "constant", "keep_written"), instruction  # kinds without parameters
