@@ -1,7 +1,7 @@
 """The optimizer app's part of the API; accelopt_site/api.py mounts this router under /api/.
 
 Runs: create (engineer), list and read (public ones for anyone, private ones for their owner), cancel,
-pause and resume (owner), and page through their events by seq (the same log the websocket streams).
+pause, resume and continue with more budget (owner), and page through their events by seq (the same log the websocket streams).
 Each endpoint parses, authorizes, calls one service and serializes; the services' exceptions become error
 answers in accelopt_site/api.py.
 """
@@ -213,6 +213,24 @@ router.post("/runs/{int:run_id}/pause", auth=api_role(ENGINEER), response=_WRITE
 router.post("/runs/{int:run_id}/resume", auth=api_role(ENGINEER), response=_WRITE_RESPONSES,
             summary="Resume a paused run from its last checkpoint",
             operation_id="resume_run", url_name="run-resume")(_lifecycle(services.resume_run))
+
+
+class ContinueIn(Schema):
+    model_config = ConfigDict(extra="forbid")
+
+    budget: dict[str, float | None] = Field(
+        default_factory=dict,
+        description="the new caps, each optional (absent or null: no cap): max_tokens, max_cost_usd, max_wall_time_s, "
+        "max_evaluations; each must be above what the run already spent",
+    )
+
+
+@router.post("/runs/{int:run_id}/continue", auth=api_role(ENGINEER), response={**_WRITE_RESPONSES, 400: ErrorOut},
+             summary="Continue a run its budget stopped, with new caps, from where it stopped",
+             operation_id="continue_run", url_name="run-continue")
+def continue_run(request: HttpRequest, run_id: int, payload: ContinueIn) -> dict[str, Any]:
+    run = services.continue_run(_run_for(request, run_id, write=True), request.auth, payload.budget)
+    return _run_out(request, run)
 
 
 @router.get(

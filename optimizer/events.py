@@ -37,7 +37,8 @@ EVENT_PARTIAL = "optimizer/partials/event.html"
 TRACE_DIR = os.environ.get("ACCELOPT_EVENT_TRACE", "")
 
 # Kinds the worker and the services add around the search's own (optimizer.search.EVENT_KINDS).
-RUN_LIFECYCLE_KINDS = ("run.queued", "run.paused", "run.resumed", "run.cancelled", "run.resumed_after_crash")
+RUN_LIFECYCLE_KINDS = ("run.queued", "run.paused", "run.resumed", "run.cancelled", "run.resumed_after_crash",
+                       "run.continued")
 
 
 # Awaited with (run_id, events) after each publish, in the publishing process: how an app above the optimizer

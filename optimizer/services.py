@@ -1,4 +1,5 @@
-"""What can be done to optimization runs: create, read, cancel, pause, resume, and read their events.
+"""What can be done to optimization runs: create, read, cancel, pause, resume, continue a run a budget
+stopped, and read their events.
 
 The web pages, the API and the management commands call these; the run worker (optimizer.worker)
 does the driving. State changes are conditional UPDATEs on the status, so a request racing the worker
@@ -26,9 +27,19 @@ from memory.models import MemoryEntry
 from memory.services import visible_entries
 from optimizer import conf
 from optimizer.events import events_after, record_events
-from optimizer.models import AgentCall, AgentKind, Candidate, Iteration, Run, RunEvent, RunStatus
+from optimizer.models import (
+    AgentCall,
+    AgentKind,
+    Candidate,
+    Iteration,
+    IterationStatus,
+    Run,
+    RunEvent,
+    RunStatus,
+)
 from optimizer.search import SearchConfig
-from optimizer.search.budget import Budget, launch_notes
+from optimizer.search.budget import BUDGET_FIELDS, Budget, launch_notes
+from optimizer.search.state import reopen_stopped, stopped_mid_iteration
 
 __all__ = [
     "can_launch_runs",
@@ -39,6 +50,7 @@ __all__ = [
     "cancel_run",
     "pause_run",
     "resume_run",
+    "continue_run",
     "events_after",
 ]
 
@@ -326,6 +338,52 @@ def resume_run(run: Run, user: Any = None) -> Run:
             record_events(run.pk, [("run.resumed", {"by": _who(user), "iteration": run.current_iteration})])
         else:
             Run.objects.filter(pk=run.pk, status=RunStatus.RUNNING).update(pause_requested=False)
+    return _reload(run)
+
+
+def continue_refusal(run: Run) -> str | None:
+    """Why `run` cannot be continued with more budget (None: it can); the run page offers the form only then."""
+    if run.status != RunStatus.STOPPED or not run.checkpoint:
+        return (f"run {run.pk} is {run.get_status_display().lower()}, not stopped by a budget: "
+                "only a run a budget stopped can be continued with more")
+    # By the reverse name only: the optimizer does not import campaigns (the app above it).
+    if Run.objects.filter(pk=run.pk, campaign_entry__isnull=False).exists():
+        return (f"run {run.pk} belongs to a campaign: its budget is a share of the campaign's, "
+                "so it cannot be continued on its own")
+    return None
+
+
+def continue_run(run: Run, user: Any = None, budget: dict[str, Any] | None = None) -> Run:
+    """Queue a run a budget stopped again, with new caps (`budget` by BUDGET_FIELDS name; blank is no cap).
+
+    The search goes on from its checkpoint where it stopped (search.state.reopen_stopped): same kernels, beam
+    and memory, nothing evaluated twice, and what it spent so far still counts, so each cap must be above it.
+    A campaign's run is refused: its caps are its share of the campaign's budget."""
+    refusal = continue_refusal(run)
+    if refusal:
+        raise ValidationError(refusal)
+    caps, usage = parse_budget(budget), run.usage
+    for name, (label, unit) in BUDGET_FIELDS.items():
+        limit = getattr(caps, name)
+        if limit is not None and limit <= usage.used(name):
+            raise ValidationError(f"invalid budget: {name} ({label}) must be above what the run already spent "
+                                  f"({usage.used(name):g} {unit}); leave it empty for no cap")
+    checkpoint = reopen_stopped(run.checkpoint)
+    with transaction.atomic():
+        if not Run.objects.filter(pk=run.pk, status=RunStatus.STOPPED).update(
+            status=RunStatus.QUEUED, checkpoint=checkpoint, stopped_by_budget="", error_message="", finished=None,
+            claimed_by="", cancel_requested=False, pause_requested=False, **caps.to_dict(),
+        ):
+            raise ValidationError(f"run {run.pk} changed meanwhile; reload it and try again")
+        if stopped_mid_iteration(checkpoint):  # the stopped iteration is open again: it chooses its beam anew
+            Iteration.objects.filter(run=run, index=checkpoint["iteration"]).update(
+                status=IterationStatus.RUNNING, finished=None, next_beam_kernel_ids=[])
+        spent = {name: usage.used(name) for name in BUDGET_FIELDS}
+        record_events(run.pk, [("run.continued", {
+            "by": _who(user), "iteration": run.current_iteration, "stopped_by": run.stopped_by_budget,
+            "budget": caps.to_dict(), "spent": spent,
+            "message": f"with more budget from iteration {run.current_iteration}, phase {checkpoint['phase']}",
+        })])
     return _reload(run)
 
 

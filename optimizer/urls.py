@@ -19,6 +19,7 @@ urlpatterns = [
     path("runs/<int:pk>/iterations/<int:index>/", views.iteration_fragment, name="iteration"),
     path("runs/<int:pk>/tree/", views.run_tree, name="run_tree"),
     path("runs/<int:pk>/tree/<str:key>/", views.tree_node, name="tree_node"),
+    path("runs/<int:pk>/continue/", views.run_continue, name="run_continue"),
     path("runs/<int:pk>/<str:action>/", views.run_action, name="run_action"),
     path("runs/<int:pk>/candidates/<str:key>/", views.candidate_detail, name="candidate_detail"),
     path("runs/<int:pk>/kernels/<int:kernel_pk>/diff/", views.kernel_diff, name="kernel_diff"),

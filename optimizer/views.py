@@ -27,6 +27,7 @@ from optimizer.display import run_chart_html
 from optimizer.forms import BASELINE, UPLOAD, RunFilterForm, RunForm
 from optimizer.models import AgentKind, Candidate, Run
 from optimizer.run_links import run_links
+from optimizer.search.budget import BUDGET_FIELDS
 from optimizer.search.budget import progress as budget_progress
 
 RUNS_PER_PAGE = 50
@@ -142,7 +143,20 @@ def _state_context(request: HttpRequest, run: Run) -> dict[str, Any]:
         "iteration": iteration,
         "can_write": services.can_write_run(request.user, run),
         "budget_rows": budget_progress(run.budget, run.usage),
+        "continue_rows": _continue_rows(run) if run.status == "stopped" and not services.continue_refusal(run) else [],
     }
+
+
+def _continue_rows(run: Run, posted: dict[str, str] | None = None) -> list[dict[str, Any]]:
+    """The "continue with more budget" form's fields: each cap prefilled with the old one (or what was posted,
+    when the form comes back with an error), and what the run has spent of it."""
+    usage = run.usage
+    rows = []
+    for name, (label, unit) in BUDGET_FIELDS.items():
+        old = getattr(run, name)
+        text = posted[name] if posted is not None else ("" if old is None else f"{old:g}")
+        rows.append({"name": name, "label": label, "unit": unit, "text": text, "spent": usage.used(name)})
+    return rows
 
 
 @require_GET
@@ -202,6 +216,26 @@ def run_action(request: HttpRequest, pk: int, action: str) -> HttpResponse:
     if request.htmx:
         return render(request, "optimizer/partials/run_state.html", _state_context(request, run))
     messages.info(request, f"Run {run.pk}: {action} requested.")
+    return redirect(run.get_absolute_url())
+
+
+@require_POST
+def run_continue(request: HttpRequest, pk: int) -> HttpResponse:
+    """The run page's "continue with more budget" form: the four caps, blank for none."""
+    run = services.get_run_for_user(request.user, pk, write=True)
+    budget = {name: request.POST.get(name, "").strip() for name in BUDGET_FIELDS}
+    try:
+        run = services.continue_run(run, request.user, budget)
+    except ValidationError as error:
+        if request.htmx:
+            return render(request, "optimizer/partials/run_state.html",
+                          {**_state_context(request, run), "continue_error": " ".join(error.messages),
+                           "continue_rows": [] if services.continue_refusal(run) else _continue_rows(run, budget)})
+        messages.error(request, f"Run {run.pk}: {' '.join(error.messages)}")
+        return redirect(run.get_absolute_url())
+    if request.htmx:
+        return render(request, "optimizer/partials/run_state.html", _state_context(request, run))
+    messages.info(request, f"Run {run.pk}: continued with more budget.")
     return redirect(run.get_absolute_url())
 
 

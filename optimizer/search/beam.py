@@ -440,13 +440,15 @@ class BeamSearch:
         """End the run cleanly on a budget: what this iteration evaluated still enters the beam (so the best
         kernel is the best found), the iteration is closed, and nothing more is asked of agents or evaluators."""
         st = self.state
+        # Where the search was, so a run continued with more budget picks up there (state.reopen_stopped).
+        resume = {"phase": st.phase, "beam": [asdict(m) for m in st.beam]}
         if st.iteration >= 1 and st.phase in ("plan", "write", "evaluate", "fix", "select"):
             self._select(final=True)
         if st.iteration >= 1 and not any(h.get("iteration") == st.iteration for h in st.history):
             summary = {**self._iteration_summary(), "stopped": reached["budget"]}
             st.history.append(summary)
             self._event("iteration.finished", summary)
-        st.status, st.phase, st.stop = STOPPED, "finished", dict(reached)
+        st.status, st.phase, st.stop = STOPPED, "finished", {**reached, "resume": resume}
         self._event("run.stopped", {**self._result(), "reason": "budget", "budget": reached, "message": reason})
 
     def _expanded(self) -> list[BeamMember]:

@@ -196,3 +196,41 @@ class RunState:
 def source_sha(source: str) -> str:
     return hashlib.sha256(source.encode("utf-8")).hexdigest()
 
+
+
+# Phases in which a budget stop chose a final beam from the iteration's candidates (BeamSearch._stop_for_budget).
+_MID_ITERATION = ("plan", "write", "evaluate", "fix", "select")
+
+
+def reopen_stopped(data: dict[str, Any]) -> dict[str, Any]:
+    """A checkpoint of a run stopped by a budget, turned back into a running one that goes on where it stopped:
+    the phase it was in and the beam it had (the stop's final selection undone), the stopped iteration's
+    summary withdrawn (it is written again when the iteration really ends). Everything else stays: kernels,
+    evaluations by sha (so nothing is evaluated twice), plans, candidates and the totals the budget counts.
+
+    Works on `RunState.to_dict()` and on a stored checkpoint alike (it touches only the keys named here).
+    A checkpoint stopped before the stop recorded where it was (no "resume") goes on with the next iteration."""
+    if data.get("status") != STOPPED:
+        raise ValueError(f"the run is {data.get('status')!r}, not stopped by a budget")
+    state = dict(data)
+    stop = dict(state.get("stop") or {})
+    resume = stop.get("resume")
+    iteration = int(state.get("iteration", 0))
+    history = list(state.get("history") or [])
+    if history and history[-1].get("iteration") == iteration and "stopped" in history[-1]:
+        history.pop()
+    if resume:
+        state["phase"] = resume["phase"]
+        state["beam"] = list(resume["beam"])
+    else:
+        # No record of where it stopped: the iteration ends (its final beam kept, no lessons drawn) and the
+        # search starts the next one, or starts from the beginning if it had not started an iteration.
+        state["phase"] = "next" if iteration >= 1 else "start"
+        state["rewrites"] = []
+    state.update(status=RUNNING, stop={}, history=history, error="")
+    return state
+
+
+def stopped_mid_iteration(data: dict[str, Any]) -> bool:
+    """Whether a checkpoint reopened by `reopen_stopped` goes on inside an iteration whose beam is not chosen yet."""
+    return int(data.get("iteration", 0)) >= 1 and data.get("phase") in _MID_ITERATION

@@ -13,7 +13,7 @@ from optimizer.search import (
     SearchConfig,
 )
 from optimizer.search.budget import Budget, Usage, budget_reached, progress
-from optimizer.search.state import RunState
+from optimizer.search.state import RunState, reopen_stopped
 from tests.optimizer.fakes import FakeAgents, FakeEvaluator, fake_kernel
 
 CONFIG = SearchConfig(iterations=3, beam_width=2, plans_per_candidate=3, samples_per_plan=2, memory_size=4,
@@ -115,3 +115,28 @@ async def test_an_agent_reply_with_no_value_still_counts_against_the_budget(prob
 
     _, state, *_ = await run_with(problem, Budget(max_cost_usd=0.0015), agents=Silent())
     assert state.status == "stopped" and state.totals.calls >= 2
+
+
+@pytest.mark.parametrize("cap", [1, 5, 12, 20])
+async def test_a_stopped_run_continued_without_a_cap_ends_as_if_it_had_never_stopped(problem, cap):
+    # The reference: the same search with no budget at all.
+    _, whole, _, whole_memory, whole_evaluator, _ = await run_with(problem, None)
+    search, stopped, events, memory, evaluator, store = await run_with(problem, Budget(max_evaluations=cap))
+    assert stopped.status == "stopped" and len(evaluator.evaluated) == cap
+    store.state = reopen_stopped(store.state)
+    again = await BeamSearch.open(problem=problem, start_source=fake_kernel(10.0), config=CONFIG,
+                                  agents=FakeAgents(), evaluator=evaluator, memory=memory, events=events,
+                                  store=store, budget=None)
+    state = await again.run()
+    assert state.status == "succeeded"
+    # Nothing evaluated before the stop is evaluated again, and nothing the whole run evaluated is missing.
+    assert len(evaluator.evaluated) == len(set(evaluator.evaluated)) == len(whole_evaluator.evaluated)
+    assert sorted(evaluator.evaluated) == sorted(whole_evaluator.evaluated)
+    assert state.best.latency_ms == whole.best.latency_ms and state.history == whole.history
+    assert state.totals.evaluations == whole.totals.evaluations
+    assert sorted(item.key for item in memory.items) == sorted(item.key for item in whole_memory.items)
+
+
+def test_only_a_stopped_checkpoint_can_be_reopened():
+    with pytest.raises(ValueError, match="not stopped by a budget"):
+        reopen_stopped({"status": "succeeded"})
