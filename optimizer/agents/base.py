@@ -35,6 +35,10 @@ class ProblemContext:
     family: str = ""
     description: str = ""
     hardware_rules: str = ""  # extra platform rules; the prompts already state the common ones
+    # A Triton solution's entry file (what every candidate rewrites) and its other files as (path, text): the
+    # Planner, Executor and Fixer see them read-only, since a rewrite keeps them as they are.
+    entry_file: str = ""
+    helper_files: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True)

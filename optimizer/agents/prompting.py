@@ -237,7 +237,23 @@ def _problem_values(problem: ProblemContext) -> dict[str, str]:
         "platform": problem.platform,
         "reference": problem.reference_source.strip(),
         "hardware_rules": hardware_rules(problem.platform, problem.hardware_rules),
+        "entry_file": problem.entry_file or "main.py",
+        "helper_files": format_helper_files(problem),
     }
+
+
+def format_helper_files(problem: ProblemContext) -> str:
+    """A multi-file solution's other files, named and read-only ('' for a one-file kernel): the kernel's code
+    imports from them, and a rewrite of the entry file keeps them exactly as they are."""
+    if not problem.helper_files:
+        return ""
+    entry = problem.entry_file or "main.py"
+    parts = [f"# Helper files of this solution (read-only)\n`{entry}` is the solution's entry file; these other "
+             "files stay exactly as they are. Use what they define (as the kernel imports it); never change, "
+             "copy or return them."]
+    for path, text in problem.helper_files:
+        parts.append(f"## `{path}`\n```python\n{text.strip()}\n```")
+    return "\n\n".join(parts) + "\n"
 
 
 def planner_messages(request: PlanRequest) -> list[dict[str, str]]:

@@ -132,3 +132,23 @@ def test_a_cuda_evaluation_s_profile_reaches_the_planner_with_its_spread_and_roo
     user = messages(problem, kernel)["planner"][1]["content"]
     assert "| latency_ms | 0.318 | median GPU time" in user and "| peak_fraction | 0.17 | roofline time" in user
     assert "| spread | 0.011 | relative spread" in user and "| bytes | 2.66e+08 | bytes the workload" in user
+
+
+HELPER = "BLOCK = 32\nSCALE = 2.0\n"
+
+
+def test_a_multi_file_solution_s_helpers_are_shown_named_and_read_only_and_only_the_entry_file_comes_back():
+    problem = ProblemContext(slug="add_mini", reference_source=TRITON_REFERENCE, platform="h100",
+                             entry_file="main.py", helper_files=(("config.py", HELPER),))
+    rendered = messages(problem, KernelView(ADD))
+    for role in ("planner", "executor", "fixer"):
+        user = rendered[role][1]["content"]
+        assert "# Helper files of this solution (read-only)" in user, role
+        assert "## `config.py`\n```python\nBLOCK = 32\nSCALE = 2.0\n```" in user, role
+        assert not re.search(r"\{\{\w+\}\}", text(rendered[role])), role
+    executor_system = rendered["executor"][0]["content"]
+    assert "Return only the entry file, `main.py`" in executor_system and "never paste them" in executor_system
+    # A one-file kernel gets no helper section.
+    alone = messages(ProblemContext(slug="add_mini", reference_source=TRITON_REFERENCE, platform="h100"),
+                     KernelView(ADD))
+    assert all("Helper files" not in text(alone[role]) for role in ("planner", "executor", "fixer"))

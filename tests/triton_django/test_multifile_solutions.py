@@ -147,3 +147,22 @@ def test_in_the_sandbox_a_solution_file_named_like_a_module_is_only_ever_its_own
                             "config.py": "BLOCK = 32\nSCALE = 2.0\n"})
     assert escaping.error_kind == "rejected" and "import of 'subprocess' is not allowed" in escaping.error_message
 
+
+
+def test_a_run_s_agents_see_the_helper_files_by_name_and_text(engineer):
+    from optimizer.adapters import problem_context
+    from optimizer.agents import prompting
+    from optimizer.agents.base import KernelView, PlanRequest, WriteRequest
+    from optimizer.services import create_run
+
+    problem = _import(_solution()).problems[0]
+    run = create_run(engineer, problem, backend="triton-interpreter")
+    context = problem_context(run)
+    assert context.entry_file == "main.py"
+    assert context.helper_files == (("ops/axpy.py", AXPY), ("config.py", "BLOCK = 32\nSCALE = 2.0\n"))
+    kernel = KernelView(run.start_kernel.source)
+    for rendered in (prompting.planner_messages(PlanRequest(context, kernel, (), count=2, seed=1)),
+                     prompting.executor_messages(WriteRequest(context, kernel, "1. Larger blocks", (), seed=1))):
+        user = rendered[1]["content"]
+        assert "## `ops/axpy.py`" in user and AXPY.strip() in user and "## `config.py`" in user
+        assert "SCALE = 2.0" in user and user.count(MAIN.strip()) == 1
