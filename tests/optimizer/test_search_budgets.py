@@ -140,3 +140,17 @@ async def test_a_stopped_run_continued_without_a_cap_ends_as_if_it_had_never_sto
 def test_only_a_stopped_checkpoint_can_be_reopened():
     with pytest.raises(ValueError, match="not stopped by a budget"):
         reopen_stopped({"status": "succeeded"})
+
+
+async def test_a_checkpoint_stopped_before_the_stop_said_where_goes_on_with_the_next_iteration(problem):
+    _, stopped, events, memory, evaluator, store = await run_with(problem, Budget(max_evaluations=12))
+    assert stopped.iteration == 2
+    del store.state["stop"]["resume"]  # as a run stopped by an older version left it
+    store.state = reopen_stopped(store.state)
+    assert store.state["phase"] == "next" and [h["iteration"] for h in store.state["history"]] == [1]
+    again = await BeamSearch.open(problem=problem, start_source=fake_kernel(10.0), config=CONFIG,
+                                  agents=FakeAgents(), evaluator=evaluator, memory=memory, events=events,
+                                  store=store, budget=None)
+    state = await again.run()
+    assert state.status == "succeeded" and [h["iteration"] for h in state.history] == [1, 2, 3]
+    assert len(evaluator.evaluated) == len(set(evaluator.evaluated)) > 12
