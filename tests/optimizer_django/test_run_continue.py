@@ -121,3 +121,32 @@ def test_a_run_that_is_not_stopped_or_someone_elses_offers_no_form(fake_pipeline
     client.force_login(teammate)
     assert "Continue with more budget" not in client.get(run.get_absolute_url()).content.decode()
     assert client.post(f"/runs/{run.pk}/continue/", {"max_evaluations": "14"}).status_code == 403
+
+
+def test_the_optimize_command_continues_a_stopped_run(fake_pipeline, problem, monkeypatch, fake_agents_factory):
+    from io import StringIO
+
+    from django.core.management import CommandError, call_command
+
+    import optimizer.worker
+
+    monkeypatch.setattr(optimizer.worker, "default_agents", fake_agents_factory)
+    out = StringIO()
+    call_command("optimize", "--problem", "double:mini", "--iterations", "2", "--beam", "2", "--plans", "3",
+                 "--samples", "1", "--fix-attempts", "1", "--max-evaluations", str(N), stdout=out)
+    run = Run.objects.get()
+    assert run.status == RunStatus.STOPPED and "stopped: budget (evaluations budget reached)" in out.getvalue()
+    with pytest.raises(CommandError, match=r"max_evaluations \(evaluations\) must be above"):
+        call_command("optimize", "--continue", str(run.pk), "--max-evaluations", "3", stdout=StringIO())
+    out = StringIO()
+    call_command("optimize", "--continue", str(run.pk), stdout=out)
+    lines = out.getvalue().splitlines()
+    assert lines[0] == f"run {run.pk}: continued from iteration 2 with more budget"
+    assert [line.split(":")[0].strip() for line in lines[1:-1]] == ["iteration 2/2"]  # iteration 1 not repeated
+    run.refresh_from_db()
+    assert run.status == RunStatus.SUCCEEDED and run.usage.evaluations > N and fake_pipeline.evaluated_twice == []
+    assert lines[-1].startswith("best speedup x")
+    with pytest.raises(CommandError, match="not stopped by a budget"):
+        call_command("optimize", "--continue", str(run.pk), stdout=StringIO())
+    with pytest.raises(CommandError, match="give --problem"):
+        call_command("optimize", stdout=StringIO())

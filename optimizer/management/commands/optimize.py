@@ -3,7 +3,8 @@
 The run is an ordinary Run row (visible in the web pages and the API while it goes); this command
 claims it itself instead of leaving it to a worker, prints one line per iteration, and ends with the
 best speedup and peak fraction. Ctrl-C pauses the run: resume it from the web page, the API, or a
-worker, and it continues from its last checkpoint.
+worker, and it continues from its last checkpoint. `--continue RUN` goes on with a run a budget stopped
+(services.continue_run), with the budget options as its new caps.
 """
 
 from __future__ import annotations
@@ -54,7 +55,10 @@ class Command(BaseCommand):
     help = "Optimize a problem's kernel with the beam search and print the best speedup and peak fraction."
 
     def add_arguments(self, parser: CommandParser) -> None:
-        parser.add_argument("--problem", required=True, help="[SUITE/]SLUG[:CASE], e.g. silu or silu:mini")
+        parser.add_argument("--problem", help="[SUITE/]SLUG[:CASE], e.g. silu or silu:mini (required unless --continue)")
+        parser.add_argument("--continue", dest="continue_run", type=int, metavar="RUN",
+                            help="continue run RUN, which a budget stopped, with the budget options given (none: no "
+                                 "cap) from where it stopped; the search options do not apply")
         parser.add_argument("--agent", choices=AgentKind.values, default=AgentKind.OFFLINE)
         parser.add_argument("--kernel", help="starting kernel file (default: the problem's baseline)")
         parser.add_argument("--iterations", type=int, help="search iterations (T)")
@@ -80,6 +84,13 @@ class Command(BaseCommand):
     def handle(self, *args: Any, **options: Any) -> None:
         search = {field: options[opt] for opt, field in SEARCH_OPTIONS.items() if options.get(opt) is not None}
         worker_id = "optimize-command:" + new_worker_id()
+        budget = {name: options.get(name) for name in BUDGET_FIELDS}
+        if options["continue_run"] is not None:
+            run = self._continue(options["continue_run"], budget, worker_id)
+            self._drive(run, worker_id)
+            return
+        if not options["problem"]:
+            raise CommandError("give --problem (or --continue RUN)")
         try:
             problem = benchmark_services.get_problem_by_address(options["problem"], require_visible=False)
             source = Path(options["kernel"]).read_text(encoding="utf-8") if options["kernel"] else None
@@ -89,7 +100,7 @@ class Command(BaseCommand):
                     None, problem, start_source=source, start_name=Path(options["kernel"] or "").name,
                     agent=options["agent"], platform=options["platform"], backend=options["backend"],
                     search=search, is_public=options["public"],
-                    budget={name: options.get(name) for name in BUDGET_FIELDS},
+                    budget=budget,
                 )
                 claim_run(worker_id, run.pk)
         except (ValueError, Http404, OSError) as error:
@@ -103,8 +114,26 @@ class Command(BaseCommand):
             f"T={config['iterations']} B={config['beam_width']} N={config['plans_per_candidate']} "
             f"K={config['samples_per_plan']} seed={config['seed']}"
         )
+        self._drive(run, worker_id)
+
+    def _continue(self, run_id: int, budget: dict[str, Any], worker_id: str) -> Run:
+        """services.continue_run on a run a budget stopped, claimed here in the same transaction."""
         try:
-            status = asyncio.run(drive_run(run.pk, worker_id, on_step=self._progress()))
+            with transaction.atomic():
+                run = services.continue_run(Run.objects.get(pk=run_id), None, budget)
+                claim_run(worker_id, run.pk)
+        except Run.DoesNotExist:
+            raise CommandError(f"no run with id {run_id}") from None
+        except ValidationError as error:
+            raise CommandError(" ".join(error.messages)) from None
+        self.stdout.write(f"run {run.pk}: continued from iteration {run.current_iteration} with more budget")
+        return run
+
+    def _drive(self, run: Run, worker_id: str) -> None:
+        try:
+            # A continued run's earlier iterations were reported when they ran.
+            done = len((run.checkpoint or {}).get("history") or [])
+            status = asyncio.run(drive_run(run.pk, worker_id, on_step=self._progress(done)))
         except KeyboardInterrupt:
             # The driver has already handed the run back (queued); hold it instead, as promised.
             Run.objects.filter(Q(claimed_by=worker_id) | Q(status=RunStatus.QUEUED), pk=run.pk).update(
@@ -115,8 +144,8 @@ class Command(BaseCommand):
         run.refresh_from_db()
         self._summary(run, status)
 
-    def _progress(self) -> Any:
-        reported = {"iterations": 0}
+    def _progress(self, done: int = 0) -> Any:
+        reported = {"iterations": done}
 
         live = self.stdout.isatty()  # a one-line status that rewrites itself, on terminals only
 
