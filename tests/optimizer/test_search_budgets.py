@@ -117,12 +117,15 @@ async def test_an_agent_reply_with_no_value_still_counts_against_the_budget(prob
     assert state.status == "stopped" and state.totals.calls >= 2
 
 
-@pytest.mark.parametrize("cap", [1, 5, 12, 20])
-async def test_a_stopped_run_continued_without_a_cap_ends_as_if_it_had_never_stopped(problem, cap):
+@pytest.mark.parametrize("budget", [Budget(max_evaluations=1), Budget(max_evaluations=5), Budget(max_evaluations=12),
+                                    Budget(max_evaluations=20), Budget(max_cost_usd=0.003), Budget(max_cost_usd=0.011)])
+async def test_a_stopped_run_continued_without_a_cap_ends_as_if_it_had_never_stopped(problem, budget):
     # The reference: the same search with no budget at all.
     _, whole, _, whole_memory, whole_evaluator, _ = await run_with(problem, None)
-    search, stopped, events, memory, evaluator, store = await run_with(problem, Budget(max_evaluations=cap))
-    assert stopped.status == "stopped" and len(evaluator.evaluated) == cap
+    search, stopped, events, memory, evaluator, store = await run_with(problem, budget)
+    assert stopped.status == "stopped"
+    if budget.max_evaluations:
+        assert len(evaluator.evaluated) == budget.max_evaluations
     store.state = reopen_stopped(store.state)
     again = await BeamSearch.open(problem=problem, start_source=fake_kernel(10.0), config=CONFIG,
                                   agents=FakeAgents(), evaluator=evaluator, memory=memory, events=events,
@@ -134,6 +137,7 @@ async def test_a_stopped_run_continued_without_a_cap_ends_as_if_it_had_never_sto
     assert sorted(evaluator.evaluated) == sorted(whole_evaluator.evaluated)
     assert state.best.latency_ms == whole.best.latency_ms and state.history == whole.history
     assert state.totals.evaluations == whole.totals.evaluations
+    assert state.totals.calls == whole.totals.calls and state.totals.cost_usd == pytest.approx(whole.totals.cost_usd)
     assert sorted(item.key for item in memory.items) == sorted(item.key for item in whole_memory.items)
 
 
