@@ -129,6 +129,15 @@ class NeuronCoreSpec:
     # spills.py takes the live set with that many iterations of each innermost affine loop side by side, at most
     # this many (5: the four compute engines and the DMA queues of [ARCH-V2]; 1 turns the effect off).
     affine_interleave: int = 5
+    # --- performance model: DMA bandwidth in time order, trigger queues (helper QUEUES, issue 19) ---------------
+    # Book DMA bandwidth earliest start first (schedule_timed.py) instead of in program order, so a DMA held back
+    # does not land behind later-starting ones already booked. False: program order (perf-4).
+    dma_time_order: bool = False
+    # With dma_time_order, the in-order trigger queues ([DMA-OV]: "DMA transfers within a queue on the same DMA
+    # engine are executed in order"; "the queue ID is typically tied to the trigger engine"): "none", "kind"
+    # (loads, stores, on-chip copies), "one", or "trigger" (the engine that produces a store's data or first
+    # reads a load's tile). A DMA starts no earlier than its queue's previous one plus dma_queue_issue_s.
+    dma_queue_assignment: str = "none"
 
 
 TRN1 = NeuronCoreSpec(
