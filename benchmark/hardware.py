@@ -137,6 +137,8 @@ class NeuronCoreSpec:
     # engine are executed in order"; "the queue ID is typically tied to the trigger engine"): "none", "kind"
     # (loads, stores, on-chip copies), "one", or "trigger" (the engine that produces a store's data or first
     # reads a load's tile). A DMA starts no earlier than its queue's previous one plus dma_queue_issue_s.
+    # Both off on trn1: "trigger" improves LOO and the pairs' error but not their count (docs/benchmarks.md,
+    # perf-5 candidates: DMA queues in time order).
     dma_queue_assignment: str = "none"
 
 
@@ -194,7 +196,8 @@ TRN1 = NeuronCoreSpec(
     hfu_peak_flops_per_s=4 * 23.75e12,  # [DESIGN] x [ISA]: bf16 rate (4x fp32) is what hfu divides by
     # Off: DMA_QUEUE_ISSUE_S is the documented value, but on the schedule's program-order bandwidth calendar it
     # delays loads behind stores already booked and predicts a dropped PSUM copy slower (tests/optimizer), while
-    # it moves no issue-19 count (docs/benchmarks.md, perf-4 candidates: DMA queues).
+    # it moves no issue-19 count (docs/benchmarks.md, perf-4 candidates: DMA queues). The time-ordered booking
+    # below fixes the first part; with it and trigger queues the counts still do not move (perf-5 candidates).
     dma_queue_issue_s=0.0,
     scalar_clock_hz=1.4e9,  # [ARCH-V2]
     gpsimd_clock_hz=1.4e9,  # [ARCH-V2]

@@ -15,7 +15,7 @@ DMA starts no earlier than the previous DMA of its queue in program order, plus 
 - "one": every DMA on one queue (a store waiting for its data holds back the loads behind it);
 - "trigger": the queue of the engine that triggers it, taken as the engine that produced a store's data (its
   latest non-DMA producer) or that first reads a load's tile (its earliest non-DMA consumer); DMAs with
-  neither share one more queue.
+  neither (a DMA-only kernel) go on queues of their own by kind, as with "kind".
 
 Spill traffic is booked when the instruction that causes it is placed, as in schedule.replay (not time ordered).
 Same results as schedule.replay when no DMA waits behind a later-starting one.
@@ -88,14 +88,15 @@ def dma_queues(trace: Trace, platform: NeuronCoreSpec, costs: InstructionCosts, 
                 producer[i] = j
             if is_dma[j] and not is_dma[i] and consumer[j] < 0:
                 consumer[j] = i
-    stores = (costs.dma_queue == 1).tolist() if len(costs.dma_queue) == n else [False] * n
+    kind = costs.dma_queue.tolist() if len(costs.dma_queue) == n else [0] * n
     queue = [-1] * n
     for i in range(n):
         if not is_dma[i]:
             continue
-        first, second = (producer[i], consumer[i]) if stores[i] else (consumer[i], producer[i])
+        first, second = (producer[i], consumer[i]) if kind[i] == 1 else (consumer[i], producer[i])
         by = first if first >= 0 else second
-        queue[i] = engine[by] if by >= 0 else dma  # no engine found: the DMA queue of its own (Sync Engine)
+        # No compute engine reads or writes its tile (a DMA-only kernel): queues of their own by kind, as "kind".
+        queue[i] = engine[by] if by >= 0 else dma + 1 + kind[i]
     return queue
 
 
