@@ -140,6 +140,9 @@ class NeuronCoreSpec:
     # Both off on trn1: "trigger" improves LOO and the pairs' error but not their count (docs/benchmarks.md,
     # perf-5 candidates: DMA queues in time order).
     dma_queue_assignment: str = "none"
+    # A queue's order: the compiler's ([NKI-AFFINE]: affine_range iterations software-pipelined, affine_interleave
+    # of them in lockstep, as spills.py) instead of the trace's program order. False: program order.
+    dma_queue_compiler_order: bool = False
 
 
 TRN1 = NeuronCoreSpec(

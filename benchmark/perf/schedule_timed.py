@@ -32,7 +32,7 @@ from benchmark.nki.trace import Engine, Trace
 from benchmark.perf.costs import InstructionCosts, dma_engine_seconds
 from benchmark.perf.deps import Dependencies
 from benchmark.perf.schedule import Schedule, _Bandwidth, _earliest_slot, _move
-from benchmark.perf.spills import SpillPlan
+from benchmark.perf.spills import SpillPlan, interleaved_positions
 
 QUEUE_ASSIGNMENTS = ("none", "kind", "one", "trigger")
 
@@ -138,6 +138,15 @@ def replay_time_ordered(
     # its queue. A sequential-loop barrier waits for every earlier instruction (handled by `released` below).
     waits: list[list[int]] = [[] for _ in range(n)]
     last_on: dict[int, int] = {}
+    # With dma_queue_compiler_order a queue runs its DMAs in the compiler's order ([NKI-AFFINE]: iterations of an
+    # affine loop software-pipelined, as spills.py takes the SBUF working set), not the trace's program order.
+    pos = (interleaved_positions(deps.sbuf, n, platform.affine_interleave)
+           if platform.dma_queue_compiler_order else None)
+    for i in (np.argsort(pos, kind="stable").tolist() if pos is not None else ()):
+        if engine[i] == dma and queue[i] >= 0 and not elided[i]:
+            if ("q", queue[i]) in last_on:
+                waits[i].append(last_on[("q", queue[i])])
+            last_on[("q", queue[i])] = i
     last_barrier = [0] * n
     b = 0
     barrier_at = barriers.tolist()
@@ -145,14 +154,14 @@ def replay_time_ordered(
         if barrier_at[i]:
             b = i
         last_barrier[i] = b
-        w = preds[indptr[i]:indptr[i + 1]]
+        w = waits[i] + preds[indptr[i]:indptr[i + 1]]
         if window and i >= window:
             w.append(i - window)
         if spill_any and 0 <= reload_after[i] < i:
             w.append(reload_after[i])
         lane = ("q", queue[i]) if engine[i] == dma else ("e", engine[i])
-        if engine[i] == dma and (queue[i] < 0 or elided[i]):
-            lane = None
+        if engine[i] == dma and (queue[i] < 0 or elided[i] or pos is not None):
+            lane = None  # (in the compiler's order: linked above)
         if lane is not None:
             if lane in last_on:
                 w.append(last_on[lane])
