@@ -129,6 +129,20 @@ class NeuronCoreSpec:
     # spills.py takes the live set with that many iterations of each innermost affine loop side by side, at most
     # this many (5: the four compute engines and the DMA queues of [ARCH-V2]; 1 turns the effect off).
     affine_interleave: int = 5
+    # --- performance model: DMA bandwidth in time order, trigger queues (helper QUEUES, issue 19) ---------------
+    # Book DMA bandwidth earliest start first (schedule_timed.py) instead of in program order, so a DMA held back
+    # does not land behind later-starting ones already booked. False: program order (perf-4).
+    dma_time_order: bool = False
+    # With dma_time_order, the in-order trigger queues ([DMA-OV]: "DMA transfers within a queue on the same DMA
+    # engine are executed in order"; "the queue ID is typically tied to the trigger engine"): "none", "kind"
+    # (loads, stores, on-chip copies), "one", or "trigger" (the engine that produces a store's data or first
+    # reads a load's tile). A DMA starts no earlier than its queue's previous one plus dma_queue_issue_s.
+    # Both off on trn1: "trigger" improves LOO and the pairs' error but not their count (docs/benchmarks.md,
+    # perf-5 candidates: DMA queues in time order).
+    dma_queue_assignment: str = "none"
+    # A queue's order: the compiler's ([NKI-AFFINE]: affine_range iterations software-pipelined, affine_interleave
+    # of them in lockstep, as spills.py) instead of the trace's program order. False: program order.
+    dma_queue_compiler_order: bool = False
 
 
 TRN1 = NeuronCoreSpec(
@@ -185,7 +199,8 @@ TRN1 = NeuronCoreSpec(
     hfu_peak_flops_per_s=4 * 23.75e12,  # [DESIGN] x [ISA]: bf16 rate (4x fp32) is what hfu divides by
     # Off: DMA_QUEUE_ISSUE_S is the documented value, but on the schedule's program-order bandwidth calendar it
     # delays loads behind stores already booked and predicts a dropped PSUM copy slower (tests/optimizer), while
-    # it moves no issue-19 count (docs/benchmarks.md, perf-4 candidates: DMA queues).
+    # it moves no issue-19 count (docs/benchmarks.md, perf-4 candidates: DMA queues). The time-ordered booking
+    # below fixes the first part; with it and trigger queues the counts still do not move (perf-5 candidates).
     dma_queue_issue_s=0.0,
     scalar_clock_hz=1.4e9,  # [ARCH-V2]
     gpsimd_clock_hz=1.4e9,  # [ARCH-V2]

@@ -19,6 +19,7 @@ from benchmark.perf.deps import Dependencies, build_dependencies, sequential_bar
 from benchmark.perf.explain import Breakdown, explain_schedule
 from benchmark.perf.profile import COUNTER_NAMES, counters, timeline
 from benchmark.perf.schedule import replay
+from benchmark.perf.schedule_timed import replay_time_ordered
 from benchmark.perf.spills import plan_spills
 
 # perf-2: calibrated on the 14 trn1 NKIBench baselines. perf-3 (issue 19): DMA engine time by access pattern
@@ -72,7 +73,9 @@ def estimate(trace: Trace | PreparedTrace, platform: str | NeuronCoreSpec = "trn
     costs = instruction_costs(trace, p)
     spills = plan_spills(deps.sbuf, len(trace), p.sbuf_bytes_per_partition * p.sbuf_usable_fraction, p.partitions,
                          p.affine_interleave)
-    sched = replay(trace, p, costs, deps, prepared.barriers, spills)
+    # DMA bandwidth booked in time order (schedule_timed) or in program order (schedule, perf-4).
+    replay_fn = replay_time_ordered if p.dma_time_order and len(trace) else replay
+    sched = replay_fn(trace, p, costs, deps, prepared.barriers, spills)
     ran = sched.end_s - sched.start_s  # a flexible op's duration on the engine it ran on
     busy = {int(e): float(ran[sched.engine == e].sum()) for e in (Engine.VECTOR, Engine.SCALAR, Engine.GPSIMD)}
     profile = counters(trace, p, spills, sched.latency_s, busy)

@@ -25,6 +25,9 @@ its last byte moves. Spill traffic (spills.py) is charged to the same calendars:
 was evicted waits for its reload (a clean re-fetch is prefetched as soon as the previous use of that data is
 done; a spill reload is issued when the engine reaches the use), and a spill save takes bandwidth after the
 instruction that produced the data, without stalling anyone.
+
+This replay books DMA bandwidth in program order; with `dma_time_order` estimate() uses schedule_timed.py
+instead, which books it earliest start first and adds in-order DMA trigger queues.
 """
 
 from __future__ import annotations
