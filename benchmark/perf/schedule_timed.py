@@ -100,6 +100,42 @@ def dma_queues(trace: Trace, platform: NeuronCoreSpec, costs: InstructionCosts, 
     return queue
 
 
+def pipelined_order(waits: list[list[int]], last_barrier: list[int], pos: np.ndarray) -> list[int]:
+    """The compiler's order `pos` (spills.interleaved_positions) made one the replay can run: the instructions
+    one by one, each time the one earliest in `pos` among those whose `waits` are all taken and whose sequential
+    barrier has drained (every instruction before it taken). Linking a queue's DMAs in this order cannot make an
+    instruction wait on one that waits on it; in `pos` itself it can (a store inside a sequential_range, whose
+    barrier waits for the earlier DMA that the queue puts behind it)."""
+    n = len(waits)
+    pending = [len(w) for w in waits]
+    succ: list[list[int]] = [[] for _ in range(n)]
+    for i, w in enumerate(waits):
+        for j in w:
+            succ[j].append(i)
+    rank = pos.tolist()
+    taken = [False] * n
+    order: list[int] = []
+    heap: list[tuple[int, int]] = []
+    done_prefix = released = 0
+    while True:
+        while released < n and last_barrier[released] <= done_prefix:
+            if pending[released] == 0:
+                heapq.heappush(heap, (rank[released], released))
+            released += 1
+        if not heap:
+            break
+        _, i = heapq.heappop(heap)
+        taken[i] = True
+        order.append(i)
+        for k in succ[i]:
+            pending[k] -= 1
+            if pending[k] == 0 and k < released:
+                heapq.heappush(heap, (rank[k], k))
+        while done_prefix < n and taken[done_prefix]:
+            done_prefix += 1
+    return order
+
+
 def replay_time_ordered(
     trace: Trace,
     platform: NeuronCoreSpec,
@@ -137,36 +173,37 @@ def replay_time_ordered(
     # window, a spill reload's earlier use, the previous instruction on its compute engine, the previous DMA on
     # its queue. A sequential-loop barrier waits for every earlier instruction (handled by `released` below).
     waits: list[list[int]] = [[] for _ in range(n)]
-    last_on: dict[int, int] = {}
-    # With dma_queue_compiler_order a queue runs its DMAs in the compiler's order ([NKI-AFFINE]: iterations of an
-    # affine loop software-pipelined, as spills.py takes the SBUF working set), not the trace's program order.
-    pos = (interleaved_positions(deps.sbuf, n, platform.affine_interleave)
-           if platform.dma_queue_compiler_order else None)
-    for i in (np.argsort(pos, kind="stable").tolist() if pos is not None else ()):
-        if engine[i] == dma and queue[i] >= 0 and not elided[i]:
-            if ("q", queue[i]) in last_on:
-                waits[i].append(last_on[("q", queue[i])])
-            last_on[("q", queue[i])] = i
+    last_on: dict[tuple[str, int], int] = {}
     last_barrier = [0] * n
     b = 0
     barrier_at = barriers.tolist()
+    # With dma_queue_compiler_order a queue runs its DMAs in the compiler's order ([NKI-AFFINE]: iterations of an
+    # affine loop software-pipelined, as spills.py takes the SBUF working set), linked below; else program order.
+    pos = (interleaved_positions(deps.sbuf, n, platform.affine_interleave)
+           if platform.dma_queue_compiler_order else None)
     for i in range(n):
         if barrier_at[i]:
             b = i
         last_barrier[i] = b
-        w = waits[i] + preds[indptr[i]:indptr[i + 1]]
+        w = preds[indptr[i]:indptr[i + 1]]
         if window and i >= window:
             w.append(i - window)
         if spill_any and 0 <= reload_after[i] < i:
             w.append(reload_after[i])
         lane = ("q", queue[i]) if engine[i] == dma else ("e", engine[i])
         if engine[i] == dma and (queue[i] < 0 or elided[i] or pos is not None):
-            lane = None  # (in the compiler's order: linked above)
+            lane = None
         if lane is not None:
             if lane in last_on:
                 w.append(last_on[lane])
             last_on[lane] = i
         waits[i] = w
+    if pos is not None:
+        for i in pipelined_order(waits, last_barrier, pos):
+            if engine[i] == dma and queue[i] >= 0 and not elided[i]:
+                if ("q", queue[i]) in last_on:
+                    waits[i].append(last_on[("q", queue[i])])
+                last_on[("q", queue[i])] = i
     pending = [len(w) for w in waits]
     succ: list[list[int]] = [[] for _ in range(n)]
     for i, w in enumerate(waits):

@@ -20,7 +20,7 @@ RESIDENT_COLS = 65536  # 32 tiles of 8 KiB per partition: 256 KiB, over trn1's 1
 
 
 def _exp_kernel(tile: int, *, sequential: bool = False, round_trip: bool = False, extra_ops: int = 0,
-                cols: int = COLS):
+                cols: int = COLS, store_repeats: int = 0):
     loop = nl.sequential_range if sequential else nl.affine_range
 
     @jit
@@ -35,10 +35,19 @@ def _exp_kernel(tile: int, *, sequential: bool = False, round_trip: bool = False
             y = nisa.activation(op=nl.exp, data=t)
             for _ in range(extra_ops):  # multiply by one: redundant engine work
                 y = nisa.tensor_scalar(data=y, op0=nl.multiply, operand0=1.0, engine=nisa.vector_engine)
-            nl.store(out[0:ROWS, j * tile:(j + 1) * tile], value=y)
+            if store_repeats:  # the same store again and again, one after another
+                for _ in nl.sequential_range(store_repeats):
+                    nl.store(out[0:ROWS, j * tile:(j + 1) * tile], value=y)
+            else:
+                nl.store(out[0:ROWS, j * tile:(j + 1) * tile], value=y)
         return out
 
     return kernel
+
+
+def exp_stores_repeated(repeats: int, tile: int = 2048):
+    """exp_streaming with each tile's store inside a sequential_range of `repeats` (tests/scale's slow kernel)."""
+    return _exp_kernel(tile, store_repeats=repeats)
 
 
 def exp_streaming(tile: int = 2048, cols: int = COLS):
