@@ -131,18 +131,18 @@ class NeuronCoreSpec:
     affine_interleave: int = 5
     # --- performance model: DMA bandwidth in time order, trigger queues (helper QUEUES, issue 19) ---------------
     # Book DMA bandwidth earliest start first (schedule_timed.py) instead of in program order, so a DMA held back
-    # does not land behind later-starting ones already booked. False: program order (perf-4).
-    dma_time_order: bool = False
+    # does not land behind later-starting ones already booked. False: program order (perf-4). On since perf-5.
+    dma_time_order: bool = True
     # With dma_time_order, the in-order trigger queues ([DMA-OV]: "DMA transfers within a queue on the same DMA
     # engine are executed in order"; "the queue ID is typically tied to the trigger engine"): "none", "kind"
     # (loads, stores, on-chip copies), "one", or "trigger" (the engine that produces a store's data or first
     # reads a load's tile). A DMA starts no earlier than its queue's previous one plus dma_queue_issue_s.
-    # Both off on trn1: "trigger" improves LOO and the pairs' error but not their count (docs/benchmarks.md,
-    # perf-5 candidates: DMA queues in time order).
-    dma_queue_assignment: str = "none"
+    # perf-5 ships "trigger" with no interval (dma_queue_issue_s stays 0): it meets the leave-one-out goal and
+    # lowers the pairs' error, not their count (docs/benchmarks.md, perf-5 candidates: DMA queues in time order).
+    dma_queue_assignment: str = "trigger"
     # A queue's order: the compiler's ([NKI-AFFINE]: affine_range iterations software-pipelined, affine_interleave
-    # of them in lockstep, as spills.py) instead of the trace's program order. False: program order.
-    dma_queue_compiler_order: bool = False
+    # of them in lockstep, as spills.py) instead of the trace's program order. False: program order (perf-4).
+    dma_queue_compiler_order: bool = True
 
 
 TRN1 = NeuronCoreSpec(

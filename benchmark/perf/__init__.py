@@ -28,7 +28,9 @@ from benchmark.perf.spills import plan_spills
 # perf-4 (issue 19): the SBUF working set in the compiler's pipelined order (affine_range iterations side by
 # side), a kept copy of a repeated load counted once, Scalar and GpSimd at their own 1.4 GHz clock, PSUM reads
 # on the Scalar Engine; refit (engine_dispatch_cycles 64 -> 32, dma_efficiency 1.0 -> 1.15).
-PERF_MODEL_VERSION = "perf-4"
+# perf-5 (issue 19): DMA bandwidth booked in time order (schedule_timed.py), each DMA on the in-order queue of
+# the engine that triggers it, queues in the compiler's software-pipelined order; constants unchanged.
+PERF_MODEL_VERSION = "perf-5"
 
 __all__ = ["PERF_MODEL_VERSION", "COUNTER_NAMES", "Breakdown", "PerfReport", "PreparedTrace", "estimate", "prepare"]
 

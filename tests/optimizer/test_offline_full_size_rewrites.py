@@ -183,8 +183,9 @@ def test_column_blocks_of_an_output_row_are_stored_with_one_dma_and_predicted_fa
     (after,), fast = run(batched, inputs)
     np.testing.assert_array_equal(after, before)
     assert rel_error(after, want) < 1e-6
-    # 8 stores of [128, 512] become one of [128, 4096]: the DMA-bound kernel is predicted >5% faster.
-    assert fast < 0.95 * slow, (slow, fast)
+    # 8 stores of [128, 512] become one of [128, 4096]: fewer, larger DMAs, predicted faster. Only just (0.5%
+    # under perf-5, >5% under perf-4): booked in time order, the stores overlap the next rows' matmuls.
+    assert fast < slow, (slow, fast)
 
 
 def test_both_stores_of_a_grouped_loop_are_batched_and_the_grouped_loop_is_not_grouped_again():

@@ -17,7 +17,8 @@ def test_a_streaming_copy_is_bound_by_dma():
     b = estimate(streaming_kernel(32, 1024)).breakdown
     assert b.bound == "dma"
     assert b.verdict.startswith("bound by: DMA (")
-    assert b.path_share["dma"] > 0.9
+    # > 0.85: on its trigger queue each store waits for the Scalar op that makes its data (perf-5)
+    assert b.path_share["dma"] > 0.85
     assert b.busy_share["dma"] > 0.95
     # The Scalar Engine sat idle waiting for loads (another engine): that idle time is a dependency stall.
     assert b.stall_s["scalar"] > 0.5 * b.latency_s
@@ -27,7 +28,7 @@ def test_sixteen_ops_per_tile_are_bound_by_the_engine_that_runs_them():
     b = estimate(streaming_kernel(32, 1024, ops_per_tile=16)).breakdown
     assert b.bound == "scalar"
     assert "bound by: Scalar Engine" in b.verdict
-    assert b.path_share["scalar"] > 0.9
+    assert b.path_share["scalar"] > 0.8  # the first load and the last store are on the path too
 
 
 @pytest.mark.parametrize("trace", [streaming_kernel(32, 1024), streaming_kernel(32, 1024, ops_per_tile=16),
