@@ -209,8 +209,10 @@ async def drive_run(
         return "lost"
     except asyncio.CancelledError:
         # The worker is shutting down: hand the run back at once rather than after the stale limit.
-        with contextlib.suppress(Exception):
+        try:
             await _record_then_publish(run_id, _release, worker_id)
+        except Exception:  # RunWorker.run_forever tries again; failing that, the run is taken over when stale
+            logger.exception("run %s: handing it back to the queue failed", run_id)
         raise
     except Exception as error:  # our bug or a broken dependency: fail the run with the reason, keep serving
         logger.exception("run %s failed in the worker", run_id)

@@ -48,6 +48,11 @@ async def wait_for_status(run_id: int, status: str, timeout: float = 20.0) -> st
 def fast_worker(settings, monkeypatch, fake_agents_factory):
     settings.ACCELOPT_WORKER_POLL_MS = 20
     settings.ACCELOPT_EMBEDDED_WORKER = True
+    # The suite's background baseline pass (a thread the server start also launches) is a second writer on
+    # the test database, whose shared in-memory SQLite fails a concurrent write at once ("database table is
+    # locked") instead of waiting: under load it overlapped these tests' writes. It has its own tests
+    # (tests/benchmark/test_background_baselines.py); here only that the server start launches it.
+    settings.ACCELOPT_BACKGROUND_BASELINES = "none"
     monkeypatch.setattr(optimizer.worker, "default_agents", fake_agents_factory)
 
 
@@ -61,6 +66,16 @@ async def test_the_server_starting_starts_a_worker_that_runs_queued_runs(fake_pi
     await asyncio.wait_for(task, 5)
     assert sent == ["lifespan.startup.complete", "lifespan.shutdown.complete"]
     assert "task" not in optimizer.worker._embedded
+
+
+async def test_the_server_starting_also_starts_the_background_baseline_pass(fast_worker, monkeypatch):
+    started: list[bool] = []
+    monkeypatch.setattr(optimizer.worker, "start_background_baselines", lambda: started.append(True))
+    app = EmbeddedWorkerMiddleware(never_called)
+    task, inbox, sent = await lifespan(app, "startup")
+    inbox.put_nowait({"type": "lifespan.shutdown"})
+    await asyncio.wait_for(task, 5)
+    assert started == [True]
 
 
 async def test_the_setting_turns_the_embedded_worker_off(fake_pipeline, problem, owner, fast_worker, settings):
