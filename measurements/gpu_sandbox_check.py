@@ -13,6 +13,13 @@ lacks them); the sandbox finds bwrap on PATH:
     sh measurements/bwrap_unpack.sh .bwrap /tmp/bw && export PATH=/tmp/bw/bin:$PATH
     PYTHONUNBUFFERED=1 python3 measurements/gpu_sandbox_check.py --out sandbox.json [--allow-root-fallback]
     python3 measurements/gpu_sandbox_check.py --interpret          # CPU, the same path, correctness only
+    python3 measurements/gpu_sandbox_check.py --compile-only [--libcuda-stub]   # CPU: the cuda child, no GPU
+
+`--compile-only` needs no GPU: the same three kernels go through the cuda backend's kernel child (same guard
+allowances, limits, environment and placement less the device nodes; `compile_triton`), each kernel they
+launch compiled for sm_90 by Triton and its bundled ptxas and not run, then Triton's launcher helper built
+with gcc; `--libcuda-stub` first writes a stand-in libcuda.so.1 (every call: no device) so that the helper
+also links, loads and calls the driver. It checks what the sandbox lets Triton do, not the GPU.
 
 As root it first prepares the host the way `make sandbox` does (the uid-lease directory; o+x on the
 directories on the way to the interpreter and the project).
@@ -24,7 +31,8 @@ starts one bare `import torch; cuda` probe in the sandbox with the backend's pla
 driver folders), and on failure once more with /sys bound, so a failure says what the GPU path lacks (when
 only the second works, this run's evaluations bind /sys too, and say so; when neither does, they run in the
 sandbox anyway, or with `--allow-root-fallback` under the opt-out, saying so).
-Exit status: 0 when all three outcomes are the expected ones, 1 otherwise, 2 no GPU, 3 no sandbox.
+Exit status: 0 when all three outcomes are the expected ones (--compile-only: all three compiled), 1
+otherwise, 2 no GPU, 3 no sandbox.
 """
 
 from __future__ import annotations
@@ -82,6 +90,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", type=Path, help="write the results as JSON here")
     parser.add_argument("--interpret", action="store_true", help="no GPU: the interpreter backend, small workload")
+    parser.add_argument("--compile-only", action="store_true",
+                        help="no GPU: the cuda child compiles each kernel for sm_90 and runs none")
+    parser.add_argument("--libcuda-stub", action="store_true",
+                        help="with --compile-only: a stand-in libcuda.so.1 so that Triton's launcher helper loads")
     parser.add_argument("--allow-root-fallback", action="store_true",
                         help="when no isolated child can start, run WITHOUT OS isolation (ACCELOPT_SANDBOX_ALLOW_ROOT=1)")
     parser.add_argument("--budget-s", type=float, default=105.0, help="skip the remaining kernels past this (105)")
@@ -89,6 +101,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     args = parser.parse_args(argv)
     if args.budget_s <= 0:
         parser.error("--budget-s must be > 0")
+    if args.compile_only and args.interpret:
+        parser.error("--compile-only and --interpret are two different CPU checks: pick one")
+    if args.libcuda_stub and not args.compile_only:
+        parser.error("--libcuda-stub goes with --compile-only")
     return args
 
 
@@ -216,8 +232,8 @@ def use_sys_too() -> None:
 
     original = triton_pipeline.cuda_placement
 
-    def with_sys(limits: Any) -> tuple[Any, Any]:
-        roomy, extras = original(limits)
+    def with_sys(limits: Any, **options: Any) -> tuple[Any, Any]:
+        roomy, extras = original(limits, **options)
         return roomy, replace(extras, read_only=(*extras.read_only, ("/sys", "/sys")))
 
     triton_pipeline.cuda_placement = with_sys
@@ -251,6 +267,49 @@ def evaluate(source: str, workload: str, backend: str, platform: str) -> Any:
                            seeds=SEEDS, limits=Limits(wall_seconds=100, cpu_seconds=120, infrastructure_retries=0))
 
 
+def compile_only(args: argparse.Namespace, report: dict) -> int:
+    """The three kernels through the cuda backend's kernel child with no GPU: compiled for sm_90, none run."""
+    import shutil
+    import tempfile
+
+    from benchmark.evaluation.triton_compile_only import write_libcuda_stub
+    from benchmark.evaluation.triton_pipeline import compile_triton
+    from benchmark.triton import catalog
+    from benchmark.triton.flashinfer import (
+        definition_to_dict,
+        solution_from_kernel,
+        solution_to_dict,
+        workload_to_dict,
+    )
+
+    stub = None
+    if args.libcuda_stub:
+        stub = Path(tempfile.mkdtemp(prefix="accelopt-libcuda-stub-"))
+        stub.chmod(0o755)  # the sandbox's own uid reads it
+        write_libcuda_stub(stub)
+        os.environ["TRITON_LIBCUDA_PATH"] = str(stub)  # the cuda placement binds it and tells the child
+    definition = catalog.definition("rmsnorm_h128")
+    all_compiled = True
+    try:
+        for label, source, _, _ in cases(interpret=True):
+            solution = solution_from_kernel(source, name="gpu_sandbox_check", definition=definition.name, author="check")
+            result = compile_triton(solution_to_dict(solution), definition_to_dict(definition),
+                                    workload_to_dict(catalog.workload("rmsnorm_h128_b7")), platform=args.platform)
+            all_compiled &= result.ok
+            kernels = ", ".join(f"{k['name']} ({k.get('cubin_bytes', 0)} B cubin, {k['num_warps']} warps)"
+                                for k in result.profile.get("kernels", []))
+            print(f"{label:32} {'compiled' if result.ok else 'FAILED'} {result.profile.get('target', '')} {kernels} "
+                  f"{result.wall_time_s:.1f} s", flush=True)
+            print(f"    {result.error_message[:600] if not result.ok else 'launcher: ' + result.profile['launcher']}",
+                  flush=True)
+            report["results"].append({"kernel": label, **result.to_dict()})
+    finally:
+        if stub is not None:
+            shutil.rmtree(stub, ignore_errors=True)
+    report["all_expected"] = all_compiled
+    return 0 if all_compiled else 1
+
+
 def _fmt(value: float | None, spec: str) -> str:
     width = int(spec.split(".")[0] or 0)
     return "-".rjust(width) if value is None else format(value, spec)
@@ -259,7 +318,7 @@ def _fmt(value: float | None, spec: str) -> str:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     started = time.monotonic()
-    backend = "triton-interpreter" if args.interpret else "cuda"
+    backend = "triton-interpreter" if args.interpret else "cuda (compile only)" if args.compile_only else "cuda"
     report: dict = {"backend": backend, "results": [], "skipped": []}
 
     def save() -> None:
@@ -268,7 +327,7 @@ def main(argv: list[str] | None = None) -> int:
             args.out.parent.mkdir(parents=True, exist_ok=True)
             args.out.write_text(json.dumps(report, indent=2, default=str) + "\n")
 
-    if not args.interpret:
+    if not args.interpret and not args.compile_only:
         import torch
 
         if not torch.cuda.is_available():
@@ -287,6 +346,12 @@ def main(argv: list[str] | None = None) -> int:
         save()
         raise
     print(f"isolation: {report['isolation']}", flush=True)
+    if args.compile_only:
+        status = compile_only(args, report)
+        save()
+        print(f"gpu_sandbox_check: {backend}, {len(report['results'])} compiled for sm_90 in the sandbox: "
+              f"{report['all_expected']}, {report['elapsed_s']} s", flush=True)
+        return status
     if not args.interpret and report["sandbox_error"] is None and "NONE" not in report["isolation"]:
         report["gpu_probe"] = gpu_probe()
         if not any(v.get("ok") for v in report["gpu_probe"].values() if isinstance(v, dict) and "ok" in v):

@@ -78,14 +78,39 @@ class GuardAllowances:
 
     read_roots: tuple[str, ...] = ()  # further directories the process may read (the SDK's packages, tools)
     write_roots: tuple[str, ...] = ()  # directories it may write, create, rename and remove in
-    executables: tuple[str, ...] = ()  # programs it may start, by file name (neuronx-cc, neuron-bench, ...)
+    # Programs it may start: by file name (neuronx-cc, neuron-bench, ...), or by path (only that file).
+    executables: tuple[str, ...] = ()
     native_code: bool = False  # ctypes, mmap and environment changes (the SDK's runtime bindings)
 
 
-# os.chmod: Triton marks the helper library it compiles into its cache executable (seen on an H200).
+# os.chmod: tempfile chmods a directory its cleanup could not remove, and retries (seen on an H200).
 _WRITE_EVENTS = frozenset({"os.mkdir", "os.remove", "os.rename", "os.rmdir", "os.chdir", "os.truncate", "os.chmod",
                            "shutil.copyfile", "shutil.rmtree", "glob.glob"})
 _NATIVE_EVENTS = frozenset({"mmap.__new__", "os.putenv", "os.unsetenv"})
+# Where an event carries a dir_fd: shutil.rmtree (tempfile.TemporaryDirectory's cleanup, around every build
+# Triton runs) removes names relative to a directory it opened, so a name is judged by that directory's path.
+_DIR_FD_ARGUMENT = {"os.remove": 1, "os.rmdir": 1, "os.mkdir": 2, "os.chmod": 2, "shutil.rmtree": 1}
+
+
+def _fd_path(fd: int) -> str | None:
+    """The path of an open file descriptor (a directory shutil.rmtree opened), or None."""
+    try:
+        return os.readlink(f"/proc/self/fd/{fd}")
+    except (OSError, ValueError):
+        return None
+
+
+def _event_path(path: Any, dir_fd: Any = None) -> str | None:
+    """The path an event names: an open descriptor's own path, or a name relative to `dir_fd`'s directory."""
+    if isinstance(path, int):
+        return _fd_path(path)
+    if not isinstance(path, (str, bytes, os.PathLike)):
+        return None
+    text = os.fsdecode(path)
+    if isinstance(dir_fd, int) and not os.path.isabs(text):
+        base = _fd_path(dir_fd)
+        return None if base is None else os.path.join(base, text)
+    return text
 
 
 def install_audit_guard(read_roots: Iterable[str], allowances: GuardAllowances | None = None) -> None:
@@ -94,26 +119,36 @@ def install_audit_guard(read_roots: Iterable[str], allowances: GuardAllowances |
     allowed = allowances or GuardAllowances()
     roots = tuple(os.path.realpath(r).rstrip(os.sep) + os.sep for r in (*read_roots, *allowed.read_roots) if r)
     write_roots = tuple(os.path.realpath(r).rstrip(os.sep) + os.sep for r in allowed.write_roots if r)
+    # An executable named by its path is admitted only at that path (Triton's bundled ptxas); a bare name
+    # wherever it is found (neuronx-cc on PATH).
+    programs = {os.path.realpath(p) for p in allowed.executables if os.sep in p}
+    names = {p for p in allowed.executables if os.sep not in p}
 
     def readable(path: str) -> bool:
-        real = os.path.realpath(path)
+        real = os.path.realpath(path) + os.sep  # a root itself too (tempfile opens its directory first)
         return any(real.startswith(root) for root in roots + write_roots)
 
-    def writable(path: Any) -> bool:
-        if not write_roots or not isinstance(path, (str, bytes, os.PathLike)):
+    def writable(path: Any, dir_fd: Any = None) -> bool:
+        target = _event_path(path, dir_fd) if write_roots else None
+        if target is None:
             return False
-        real = os.path.realpath(os.fsdecode(path))
+        real = os.path.realpath(target)
         return any((real + os.sep).startswith(root) for root in write_roots)
 
     def may_start(program: Any) -> bool:
-        if not allowed.executables or not isinstance(program, (str, bytes, os.PathLike)):
+        if not isinstance(program, (str, bytes, os.PathLike)):
             return False
-        return os.path.basename(os.fsdecode(program)) in allowed.executables
+        name = os.fsdecode(program)
+        return os.path.basename(name) in names or os.path.realpath(name) in programs
 
     def allowance(event: str, args: tuple[Any, ...]) -> bool:
         """True when the backend's allowances admit this event (checked before the refusals)."""
+        if event == "os.rename":  # (src, dst, src_dir_fd, dst_dir_fd)
+            padded = (*args, None, None, None, None)
+            return writable(padded[0], padded[2]) and writable(padded[1], padded[3])
         if event in _WRITE_EVENTS:
-            return bool(args) and writable(args[0]) and (event != "os.rename" or writable(args[1]))
+            index = _DIR_FD_ARGUMENT.get(event)
+            return bool(args) and writable(args[0], args[index] if index is not None and len(args) > index else None)
         if event == "subprocess.Popen":  # (executable, args, cwd, env): without an executable, argv[0]
             program = args[0] if args and args[0] else None
             if program is None and len(args) > 1 and args[1]:
@@ -140,12 +175,16 @@ def install_audit_guard(read_roots: Iterable[str], allowances: GuardAllowances |
             path_text = os.fsdecode(path) if isinstance(path, (str, bytes, os.PathLike)) else str(path)
             if writing and writable(path_text):
                 return
+            if path_text == os.devnull and allowed.executables:  # subprocess.DEVNULL (Triton's gcc build)
+                return
             if writing or not readable(path_text):
                 raise GuardViolation(f"opening {path_text!r} is not allowed in the evaluation sandbox")
         elif event in ("os.listdir", "os.scandir"):
             # The import system lists the directories on sys.path; nothing else may.
+            # A descriptor (shutil.rmtree's os.scandir(fd)) by the directory it is open on.
             path = args[0] if args and args[0] is not None else "."
-            if isinstance(path, int) or not readable(os.fsdecode(path)):
+            target = _event_path(path)
+            if target is None or not readable(target):
                 raise GuardViolation(f"listing {path!r} is not allowed in the evaluation sandbox")
         elif event in _DENIED_EVENTS or event.startswith(_DENIED_PREFIXES):
             raise GuardViolation(f"{event} is not allowed in the evaluation sandbox")

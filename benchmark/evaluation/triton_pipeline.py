@@ -144,13 +144,14 @@ CUDA_PROCESSES = 512
 CUDA_SCRATCH_BYTES = 2 * 1024**3
 
 
-def cuda_placement(limits: Limits) -> tuple[Limits, Any]:
+def cuda_placement(limits: Limits, *, require_devices: bool = True) -> tuple[Limits, Any]:
+    """The cuda children's limits and extras; `require_devices=False` (compile_triton) for a host without a GPU."""
     import glob
 
     from benchmark.evaluation.isolation import SandboxExtras
 
     nodes = sorted(glob.glob("/dev/nvidia*"))
-    if not nodes:
+    if not nodes and require_devices:
         raise _fail(ErrorKind.INFRASTRUCTURE_ERROR, "the cuda backend needs an NVIDIA GPU; this host has no "
                     "/dev/nvidia* device", {"backend": Backend.CUDA.value})
     roomy = replace(limits, memory_bytes=max(limits.memory_bytes, CUDA_ADDRESS_SPACE),
@@ -182,6 +183,47 @@ def driver_library_dirs() -> list[str]:
                   *_LIBCUDA_DIRS]
     found = [os.path.abspath(d) for d in candidates if d and os.path.isfile(os.path.join(d, "libcuda.so.1"))]
     return list(dict.fromkeys(found))
+
+
+COMPILED_ONLY = "compiled only: no GPU"
+
+
+def compile_triton(
+    solution: Mapping[str, Any], definition: Mapping[str, Any], workload: Mapping[str, Any], *,
+    platform: str = "h200", arch: int = 90, seed: int = 0,
+    limits: Limits = Limits(),  # noqa: B008 - frozen dataclass
+    _guards: Mapping[str, bool] | None = None,
+) -> EvaluationResult:
+    """The cuda backend's kernel child on a host without a GPU (benchmark.evaluation.triton_compile_only): the
+    solution loaded under the same sandbox, guard, allowances, limits and environment as a cuda evaluation,
+    every kernel its entry point launches on the seed's inputs compiled for sm_<arch> (Triton's pipeline, its
+    ptxas, its cache), and Triton's launcher helper built as far as the host allows. Nothing runs on a GPU,
+    nothing is compared or timed. A failure has its kind in the shared taxonomy; ok means compiled, and the
+    profile lists the kernels and what became of the launcher helper."""
+    started = time.monotonic()
+    if get_definition(platform).language != TRITON:
+        raise ValueError(f"platform {platform!r} does not run Triton kernels")
+    cuda = Backend.CUDA.value
+    context: dict[str, Any] = {
+        "backend": cuda, "backend_version": TRITON_BACKEND_VERSIONS[cuda], "platform": platform,
+        "project_version": project_version(), "kernel_name": str(solution.get("name", "")), "seeds": (int(seed),),
+    }
+    config = {"backend": cuda, "platform": platform, "compile_only": {"arch": int(arch)},
+              "guards": {"audit": True, "imports": True, **(_guards or {})}}
+    blind = {"definition": dict(definition, reference=_NO_REFERENCE), "workload": dict(workload)}
+    try:
+        kernel_limits, extras = cuda_placement(limits, require_devices=False)
+        with ChildProcess("triton_kernel", config, kernel_limits, extras) as kernel:
+            _ask(kernel, {"op": "load", "solution": dict(solution), **blind}, context, "kernel")
+            reply, _ = _ask(kernel, {"op": "compile", "seed": int(seed)}, context, "kernel")
+        profile = {"note": COMPILED_ONLY, **{k: reply[k] for k in ("target", "kernels", "launches", "launcher")}}
+        result = EvaluationResult(status=STATUS_OK, compiled=True, profile=profile, **context)
+    except _Stop as stop:
+        result = stop.result
+    except OSError as exc:  # could not start the child: ours
+        result = EvaluationResult.failure(ErrorKind.INFRASTRUCTURE_ERROR, f"could not run the evaluation sandbox: "
+                                          f"{exc}", **context)
+    return replace(result, wall_time_s=round(time.monotonic() - started, 4), attempts=1)
 
 
 def _measure(kernel: ChildProcess, context: dict[str, Any], correct: dict[str, Any], counts: dict[str, float],

@@ -165,10 +165,14 @@ def cuda_allowances() -> Any:
     from benchmark.evaluation.guards import GuardAllowances
 
     home = os.environ.get("HOME", "/tmp")
+    # Triton's bundled tools only at their own paths (for sm_90 and newer it runs `ptxas-blackwell`); the C
+    # compiler that builds its launcher helper, and ldconfig that finds libcuda, wherever the host has them.
+    spec = importlib.util.find_spec("triton")
+    tools = os.path.join(os.path.dirname(spec.origin or ""), "backends", "nvidia", "bin") if spec else ""
+    bundled = tuple(os.path.join(tools, t) for t in ("ptxas", "ptxas-blackwell", "cuobjdump", "nvdisasm")) if tools else ()
     return GuardAllowances(read_roots=("/usr", "/lib", "/lib64", "/etc", "/proc", "/sys", "/dev", home),
                            write_roots=(home, os.environ.get("TMPDIR", home)),
-                           executables=("ptxas", "cuobjdump", "nvdisasm", "ldconfig", "ldconfig.real", "gcc", "cc"),
-                           native_code=True)
+                           executables=(*bundled, "ldconfig", "ldconfig.real", "gcc", "cc"), native_code=True)
 
 
 def _parse(header: dict[str, Any]) -> tuple[Any, Any]:
@@ -244,7 +248,10 @@ class TritonKernelRole:
     def __init__(self, config: dict[str, Any]) -> None:
         self.guards = config.get("guards", {})
         self.backend = config["backend"]
-        self.device = _device(self.backend)
+        # cuda without a GPU (triton_compile_only): kernels compiled for {"arch": 90}, not run; tensors on the CPU.
+        self.compile_only = config.get("compile_only") if self.backend == "cuda" else None
+        self.driver: Any = None
+        self.device = "cpu" if self.compile_only else _device(self.backend)
         if self.backend != "cuda":
             os.environ["TRITON_INTERPRET"] = "1"  # before Triton is imported: every kernel is interpreted
         self.definition: Any = None
@@ -266,13 +273,18 @@ class TritonKernelRole:
         import triton.language  # noqa: F401
 
         allowances = None
-        if self.device == "cuda":
-            torch.cuda.init()
+        if self.backend == "cuda":
+            if self.compile_only:
+                from benchmark.evaluation.triton_compile_only import install
+
+                self.driver = install(int(self.compile_only["arch"]))
+            else:
+                torch.cuda.init()
             allowances = cuda_allowances()
-        else:
+        if self.device != "cuda":
             from benchmark.triton.runner import autotune_without_timing
 
-            autotune_without_timing()  # the interpreter has no GPU to time autotune configurations on
+            autotune_without_timing()  # no GPU to time autotune configurations on: each runs (compiles) once
         if self.guards.get("audit", True):
             install_audit_guard(_read_roots(), allowances)
         filename = f"<kernel {solution.entry_file}>"
@@ -317,6 +329,38 @@ class TritonKernelRole:
         wire = [to_wire(o) for o in outputs]
         return ({"ok": True, "dtypes": [name for _, name in wire]},
                 {f"out{i}": array for i, (array, _) in enumerate(wire)})
+
+    def compile(self, header: dict[str, Any], arrays: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+        """cuda without a GPU: call the entry point on the seed's inputs (CPU tensors) so that every kernel it
+        launches compiles for the target, none runs; then build Triton's launcher helper as a GPU host would."""
+        from benchmark.evaluation.triton_compile_only import build_launcher
+        from benchmark.triton.inputs import empty_outputs, make_inputs
+        from benchmark.triton.local import classify_exception
+        from benchmark.triton.runner import is_destination_passing
+
+        if self.driver is None:
+            return {"ok": False, "kind": "infrastructure_error", "retry": False,
+                    "message": "only a compile-only cuda child compiles without running"}, {}
+        inputs = make_inputs(self.definition, self.workload, header["seed"], device="cpu")
+        args = [inputs[n] for n in self.definition.inputs]
+        try:
+            if is_destination_passing(self.function, self.definition):
+                args += list(empty_outputs(self.definition, self.workload, device="cpu").values())
+            self.function(*args)
+        except BaseException as exc:  # noqa: BLE001 - the kernel's failure, in the shared taxonomy
+            if isinstance(exc, MemoryError):
+                return {"ok": False, "kind": "resource_limit", "message": f"MemoryError: {exc}"}, {}
+            return _failure(classify_exception(exc), exc, self.filename), {}
+        try:
+            launcher = build_launcher(self.driver.utils.first_cubin)
+        except BaseException as exc:  # noqa: BLE001 - no compiler, no headers, or the sandbox refused the build
+            import traceback
+
+            return {"ok": False, "kind": "infrastructure_error", "retry": False,
+                    "message": f"Triton's launcher helper did not build: {type(exc).__name__}: {exc}",
+                    "detail": traceback.format_exc()[-4000:]}, {}
+        return {"ok": True, "target": f"sm_{self.driver.target.arch}", "kernels": self.driver.compiled,
+                "launches": self.driver.launches, "launcher": launcher}, {}
 
     def measure(self, header: dict[str, Any], arrays: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
         """cuda only: time the kernel on the last seed's inputs (benchmark.triton.timing)."""

@@ -6,6 +6,7 @@ from __future__ import annotations
 import glob
 import importlib.util
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -37,6 +38,21 @@ def test_in_the_sandbox_our_rmsnorm_passes_and_both_attacks_get_their_failure_ki
     assert "NOT OS-ISOLATED" not in capsys.readouterr().out
 
 
+def test_compile_only_puts_the_three_kernels_through_the_cuda_child_for_sm_90_without_a_gpu(tmp_path, monkeypatch):
+    import triton
+
+    if not os.access(Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "ptxas-blackwell", os.X_OK):
+        pytest.skip("Triton's NVIDIA backend has no runnable ptxas here: nothing compiles for sm_90")
+    monkeypatch.setenv(ALLOW_ROOT_VARIABLE, "0")
+    monkeypatch.delenv("TRITON_LIBCUDA_PATH", raising=False)
+    out = tmp_path / "sandbox.json"
+    assert _script().main(["--compile-only", "--out", str(out)]) == 0
+    report = json.loads(out.read_text())
+    assert report["isolation"].startswith("OS-isolated") and report["backend"] == "cuda (compile only)"
+    assert [(r["status"], r["compiled"], r["runnable"], r["profile"]["target"]) for r in report["results"]] == \
+        [("ok", True, False, "sm_90")] * 3
+
+
 def test_without_a_sandbox_it_stops_unless_the_unisolated_fallback_is_asked_for(tmp_path, capsys, monkeypatch):
     monkeypatch.setenv(ALLOW_ROOT_VARIABLE, "0")
     monkeypatch.setattr(isolation, "tools", lambda: {"bwrap": None, "unshare": "/usr/bin/unshare"})
@@ -48,7 +64,6 @@ def test_without_a_sandbox_it_stops_unless_the_unisolated_fallback_is_asked_for(
     assert json.loads(out.read_text())["isolation"].startswith("UNAVAILABLE")
     label, why = _script().start_isolation(allow_fallback=True)
     assert label.startswith("NONE") and "`bwrap`" in why
-    import os
 
     assert os.environ[ALLOW_ROOT_VARIABLE] == "1"  # restored by monkeypatch
 
