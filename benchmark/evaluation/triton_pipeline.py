@@ -231,7 +231,7 @@ def _measure(kernel: ChildProcess, context: dict[str, Any], correct: dict[str, A
     """Time in the kernel child; the parent's own clock around the request bounds what the events may claim."""
     from benchmark.hardware import get_gpu_spec
     from benchmark.triton.flashinfer import parse_definition
-    from benchmark.triton.timing import GpuTiming, implausible_events
+    from benchmark.triton.timing import GpuTiming, implausible_events, nvidia_smi
 
     spec = get_gpu_spec(context["platform"])
     kernel.restart_clock()
@@ -246,7 +246,10 @@ def _measure(kernel: ChildProcess, context: dict[str, Any], correct: dict[str, A
     floor_ms = max(counts["flops"] / spec.peak_flops(dtype) if counts["flops"] else 0.0,
                    counts["bytes"] / spec.hbm_bytes_per_s) * 1e3
     # "spread" also at the top: only top-level numbers reach the search and the agents' profile table.
-    profile = {"timing": t, "environment": reply.get("environment", {}), "flops": counts["flops"],
+    # Clocks and power from here: the kernel's process may not start nvidia-smi (its guard), nor be believed.
+    environment = {**reply.get("environment", {}),
+                   "nvidia_smi": nvidia_smi(os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",")[0] or "0")}
+    profile = {"timing": t, "environment": environment, "flops": counts["flops"],
                "bytes": counts["bytes"], "spread": t["spread"], "roofline_source": spec.source,
                "parent_wall_s": outside_s}
     result = EvaluationResult(status=STATUS_OK, latency_ms=latency, theoretical_peak_ms=floor_ms,

@@ -125,8 +125,6 @@ def implausible_events(timing: GpuTiming, outside_wall_s: float | None = None) -
 
 def gpu_environment() -> dict[str, Any]:
     """The GPU's model, SM count, memory and clocks (torch, and nvidia-smi where installed)."""
-    import subprocess
-
     import torch
 
     props = torch.cuda.get_device_properties(0)
@@ -141,11 +139,21 @@ def gpu_environment() -> dict[str, Any]:
         env["triton"] = triton.__version__
     except ImportError:
         pass
-    query = "clocks.sm,clocks.mem,clocks.max.sm,clocks.max.mem,power.draw,temperature.gpu,driver_version"
-    try:
-        line = subprocess.run(["nvidia-smi", f"--query-gpu={query}", "--format=csv,noheader,nounits", "-i", "0"],
-                              capture_output=True, text=True, timeout=10).stdout.strip().splitlines()[0]
-        env["nvidia_smi"] = dict(zip(query.split(","), (v.strip() for v in line.split(",")), strict=False))
-    except (OSError, IndexError, subprocess.SubprocessError):
-        env["nvidia_smi"] = None
+    env["nvidia_smi"] = nvidia_smi()
     return env
+
+
+NVIDIA_SMI_QUERY = "clocks.sm,clocks.mem,clocks.max.sm,clocks.max.mem,power.draw,temperature.gpu,driver_version"
+
+
+def nvidia_smi(device: str = "0") -> dict[str, str] | None:
+    """Clocks, power, temperature and driver of GPU `device` (an index or UUID) from nvidia-smi; None where it
+    cannot run: not installed, or in an evaluation child, whose audit guard refuses it (the parent asks)."""
+    import subprocess
+
+    try:
+        line = subprocess.run(["nvidia-smi", f"--query-gpu={NVIDIA_SMI_QUERY}", "--format=csv,noheader,nounits",
+                               "-i", device], capture_output=True, text=True, timeout=10).stdout.strip().splitlines()[0]
+    except (OSError, IndexError, subprocess.SubprocessError):
+        return None
+    return dict(zip(NVIDIA_SMI_QUERY.split(","), (v.strip() for v in line.split(",")), strict=False))

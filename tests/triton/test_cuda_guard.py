@@ -1,7 +1,8 @@
 """The audit guard with the cuda backend's allowances (triton_roles.cuda_allowances): what Triton's compile and
 launcher build do in the kernel's process passes (each step below failed on an H200 or in the sandbox on the
 CPU before it was admitted), and nothing around it: no chmod, listing or removal outside the write roots, no
-program but Triton's own tools at their own paths, the C compiler and ldconfig."""
+program but Triton's own tools at their own paths, the C compiler and ldconfig (not nvidia-smi: the parent
+reads the clocks)."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ _PROBE = textwrap.dedent("""
     import json, os, subprocess, sys, tempfile
     from benchmark.evaluation.guards import install_audit_guard
     from benchmark.evaluation.triton_roles import cuda_allowances
+    from benchmark.triton.timing import nvidia_smi
     scratch, outside, ptxas = sys.argv[1], sys.argv[2], sys.argv[3]
     outside_fd = os.open(outside, os.O_RDONLY)  # opened before the guard, as shutil.rmtree opens its directory
     install_audit_guard([sys.prefix, sys.base_prefix], cuda_allowances() if sys.argv[4] == "1" else None)
@@ -42,6 +44,7 @@ _PROBE = textwrap.dedent("""
     attempt("remove a file elsewhere by descriptor", lambda: os.unlink("victim", dir_fd=outside_fd))
     attempt("start a ptxas the kernel wrote", lambda: subprocess.run([os.path.join(scratch, "ptxas-blackwell")]))
     attempt("start a shell", lambda: subprocess.run(["sh", "-c", "true"], capture_output=True))
+    outcome["nvidia-smi"] = "refused" if nvidia_smi() is None else "allowed"  # the parent asks it instead
     print(json.dumps(outcome))
 """)
 
@@ -52,6 +55,25 @@ def _bundled_ptxas() -> Path:
     if not os.access(ptxas, os.X_OK):
         pytest.skip(f"Triton's NVIDIA backend has no runnable ptxas here ({ptxas})")
     return ptxas
+
+
+def _fake_nvidia_smi(directory: Path) -> Path:
+    """A directory holding an `nvidia-smi` that answers the query as the real one does on an H200."""
+    tools = directory / "tools"
+    tools.mkdir()
+    tool = tools / "nvidia-smi"
+    tool.write_text("#!/bin/sh\necho '1980, 3201, 1980, 3201, 120.50, 41, 570.86.15'\n")
+    tool.chmod(0o755)
+    return tools
+
+
+def test_the_parent_reads_clocks_from_nvidia_smi_which_the_kernels_process_may_not_start(tmp_path, monkeypatch):
+    from benchmark.triton.timing import nvidia_smi
+
+    monkeypatch.setenv("PATH", f"{_fake_nvidia_smi(tmp_path)}:/usr/bin:/bin")
+    assert nvidia_smi() == {"clocks.sm": "1980", "clocks.mem": "3201", "clocks.max.sm": "1980",
+                            "clocks.max.mem": "3201", "power.draw": "120.50", "temperature.gpu": "41",
+                            "driver_version": "570.86.15"}
 
 
 @pytest.mark.parametrize("with_allowances", [True, False])
@@ -66,7 +88,7 @@ def test_the_cuda_allowances_admit_tritons_compile_and_build_steps_and_nothing_o
     fake = scratch / "ptxas-blackwell"
     fake.write_text("#!/bin/sh\nexit 0\n")
     fake.chmod(0o755)
-    env = {"PATH": "/usr/bin:/bin", "HOME": str(scratch), "TMPDIR": str(scratch),
+    env = {"PATH": f"{_fake_nvidia_smi(tmp_path)}:/usr/bin:/bin", "HOME": str(scratch), "TMPDIR": str(scratch),
            "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
     done = subprocess.run([sys.executable, "-c", _PROBE, str(scratch), str(outside), str(ptxas),
                            "1" if with_allowances else "0"], capture_output=True, text=True, env=env, cwd=scratch,
@@ -78,6 +100,6 @@ def test_the_cuda_allowances_admit_tritons_compile_and_build_steps_and_nothing_o
         "chmod in the cache": admitted, "open /dev/null for writing": admitted, "start Triton's ptxas": admitted,
         "chmod elsewhere": "refused", "list a directory elsewhere by descriptor": "refused",
         "remove a file elsewhere by descriptor": "refused", "start a ptxas the kernel wrote": "refused",
-        "start a shell": "refused"}
+        "start a shell": "refused", "nvidia-smi": "refused"}
     assert (outside / "victim").read_text() == "keep me"
     assert oct(outside.stat().st_mode & 0o777) != oct(0o777)
