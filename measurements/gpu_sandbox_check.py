@@ -298,8 +298,10 @@ def compile_only(args: argparse.Namespace, report: dict) -> int:
             all_compiled &= result.ok
             kernels = ", ".join(f"{k['name']} ({k.get('cubin_bytes', 0)} B cubin, {k['num_warps']} warps)"
                                 for k in result.profile.get("kernels", []))
+            seconds = (f"compile {result.profile['compile_s']:.1f} s, launcher {result.profile['launcher_s']:.1f} s, "
+                       if result.ok else "")
             print(f"{label:32} {'compiled' if result.ok else 'FAILED'} {result.profile.get('target', '')} {kernels} "
-                  f"{result.wall_time_s:.1f} s", flush=True)
+                  f"({seconds}{result.wall_time_s:.1f} s in all)", flush=True)
             print(f"    {result.error_message[:600] if not result.ok else 'launcher: ' + result.profile['launcher']}",
                   flush=True)
             report["results"].append({"kernel": label, **result.to_dict()})

@@ -216,7 +216,8 @@ def compile_triton(
         with ChildProcess("triton_kernel", config, kernel_limits, extras) as kernel:
             _ask(kernel, {"op": "load", "solution": dict(solution), **blind}, context, "kernel")
             reply, _ = _ask(kernel, {"op": "compile", "seed": int(seed)}, context, "kernel")
-        profile = {"note": COMPILED_ONLY, **{k: reply[k] for k in ("target", "kernels", "launches", "launcher")}}
+        profile = {"note": COMPILED_ONLY, **{k: reply[k] for k in ("target", "kernels", "launches", "launcher",
+                                                                     "compile_s", "launcher_s")}}
         result = EvaluationResult(status=STATUS_OK, compiled=True, profile=profile, **context)
     except _Stop as stop:
         result = stop.result

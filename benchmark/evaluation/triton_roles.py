@@ -343,6 +343,7 @@ class TritonKernelRole:
                     "message": "only a compile-only cuda child compiles without running"}, {}
         inputs = make_inputs(self.definition, self.workload, header["seed"], device="cpu")
         args = [inputs[n] for n in self.definition.inputs]
+        started = time.perf_counter()
         try:
             if is_destination_passing(self.function, self.definition):
                 args += list(empty_outputs(self.definition, self.workload, device="cpu").values())
@@ -351,6 +352,7 @@ class TritonKernelRole:
             if isinstance(exc, MemoryError):
                 return {"ok": False, "kind": "resource_limit", "message": f"MemoryError: {exc}"}, {}
             return _failure(classify_exception(exc), exc, self.filename), {}
+        compiled = time.perf_counter()
         try:
             launcher = build_launcher(self.driver.utils.first_cubin)
         except BaseException as exc:  # noqa: BLE001 - no compiler, no headers, or the sandbox refused the build
@@ -360,7 +362,8 @@ class TritonKernelRole:
                     "message": f"Triton's launcher helper did not build: {type(exc).__name__}: {exc}",
                     "detail": traceback.format_exc()[-4000:]}, {}
         return {"ok": True, "target": f"sm_{self.driver.target.arch}", "kernels": self.driver.compiled,
-                "launches": self.driver.launches, "launcher": launcher}, {}
+                "launches": self.driver.launches, "launcher": launcher, "compile_s": round(compiled - started, 3),
+                "launcher_s": round(time.perf_counter() - compiled, 3)}, {}
 
     def measure(self, header: dict[str, Any], arrays: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
         """cuda only: time the kernel on the last seed's inputs (benchmark.triton.timing)."""
