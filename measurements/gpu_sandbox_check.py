@@ -27,8 +27,10 @@ directories on the way to the interpreter and the project).
 When an isolated child cannot start (no bwrap, no user namespaces), it says so and exits with status 3;
 only with `--allow-root-fallback` does it then run with the sandbox's documented opt-out
 (ACCELOPT_SANDBOX_ALLOW_ROOT=1: children without OS isolation), saying loudly that it did. On cuda it also
-starts one bare `import torch; cuda` probe in the sandbox with the backend's placement (device nodes,
-driver folders), and on failure once more with /sys bound, so a failure says what the GPU path lacks (when
+runs the `--compile-only` check once on our sample (a preflight: Triton's compile and launcher build in the
+sandbox, with the host's own libcuda), and starts one bare `import torch; cuda` probe in the sandbox with the
+backend's placement (device nodes, driver folders), and on failure once more with /sys bound, so a failure
+says what the GPU path lacks (when
 only the second works, this run's evaluations bind /sys too, and say so; when neither does, they run in the
 sandbox anyway, or with `--allow-root-fallback` under the opt-out, saying so).
 Exit status: 0 when all three outcomes are the expected ones (--compile-only: all three compiled), 1
@@ -312,6 +314,28 @@ def compile_only(args: argparse.Namespace, report: dict) -> int:
     return 0 if all_compiled else 1
 
 
+def compile_preflight(platform: str) -> dict:
+    """On the GPU host, before the evaluations: our sample through the compile-only cuda child (Triton's compile
+    and launcher build in the sandbox, here with the real libcuda), so a failure below says whether they passed."""
+    from benchmark.evaluation.triton_pipeline import compile_triton
+    from benchmark.triton import catalog
+    from benchmark.triton.flashinfer import (
+        definition_to_dict,
+        solution_from_kernel,
+        solution_to_dict,
+        workload_to_dict,
+    )
+
+    definition = catalog.definition("rmsnorm_h128")
+    solution = solution_from_kernel(catalog.kernel_source("rmsnorm_h128"), name="gpu_sandbox_check",
+                                    definition=definition.name, author="check")
+    result = compile_triton(solution_to_dict(solution), definition_to_dict(definition),
+                            workload_to_dict(catalog.workload("rmsnorm_h128_b7")), platform=platform)
+    print(f"compile preflight (sm_90, nothing run): {'compiled' if result.ok else 'FAILED'}; "
+          f"{result.profile.get('launcher', '') if result.ok else result.error_message[:600]}", flush=True)
+    return result.to_dict()
+
+
 def _fmt(value: float | None, spec: str) -> str:
     width = int(spec.split(".")[0] or 0)
     return "-".rjust(width) if value is None else format(value, spec)
@@ -356,6 +380,7 @@ def main(argv: list[str] | None = None) -> int:
         return status
     if not args.interpret and report["sandbox_error"] is None and "NONE" not in report["isolation"]:
         report["gpu_probe"] = gpu_probe()
+        report["compile_preflight"] = compile_preflight(args.platform)
         if not any(v.get("ok") for v in report["gpu_probe"].values() if isinstance(v, dict) and "ok" in v):
             print(f"\n{BANNER}\nCUDA DOES NOT START INSIDE THE SANDBOX HERE (see the gpu probe above)\n{BANNER}", flush=True)
             if args.allow_root_fallback:  # still measure the cuda backend itself, labelled as unisolated
