@@ -9,7 +9,8 @@
   result died with that process, whether or not the pipeline had finished computing it.
 * Between two steps the worker honours cancel and pause requests (optimizer.services sets the flags). A
   cancel that arrives while a step waits on evaluations stops it at once: the evaluator withdraws the
-  run's evaluations from the executor (on Ray, their tasks are killed) and the step is dropped.
+  run's evaluations from the executor (on Ray their tasks are killed, in the local pool their sandbox
+  children), stores them as cancelled, and the step is dropped.
 * Embedded mode (default): `EmbeddedWorkerMiddleware` wraps the ASGI application and starts one worker
   as an asyncio task in the web process when the server starts. ACCELOPT_EMBEDDED_WORKER=0 turns it
   off; then run `python manage.py run_worker` as its own process (scale-out).

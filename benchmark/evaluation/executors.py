@@ -1,7 +1,8 @@
 """Executors: where evaluations run. One interface, two implementations:
 
 * `LocalExecutor` (the embedded default): every evaluation already runs in its own sandboxed children, so
-  it is a thread pool whose threads only drive children (they wait on pipes, not on the GIL).
+  it is a thread pool whose threads only drive children (they wait on pipes, not on the GIL). Cancelling
+  a running evaluation's future kills its children (`LocalFuture`), so its thread is free within moments.
 * `RayExecutor` (`benchmark.evaluation.ray_executor`, the `scale` extra): each evaluation is a Ray task
   with declared resources; the task calls the same `EvaluationRequest.run()`, so the sandbox, the checks
   and the typed result are exactly the local ones.
@@ -15,13 +16,13 @@ from __future__ import annotations
 import glob
 import hashlib
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future, InvalidStateError, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
 from benchmark.evaluation.pipeline import evaluate
 from benchmark.evaluation.result import EvaluationResult
-from benchmark.evaluation.sandbox import Limits
+from benchmark.evaluation.sandbox import Cancellation, Limits
 
 
 def source_digest(source: str) -> str:
@@ -67,8 +68,8 @@ class EvaluationRequest:
 class Executor:
     """submit() returns a Future of an EvaluationResult; the future never fails for a kernel's sake.
 
-    `future.cancel()` withdraws an evaluation: one still queued always, one already running only where
-    the executor can stop it (Ray kills the task's worker; a local thread runs to its end).
+    `future.cancel()` withdraws an evaluation until its result is in: one still queued never starts, one
+    already running is stopped (Ray kills the task's worker; locally its sandbox children are killed).
     """
 
     kind = "abstract"
@@ -118,7 +119,23 @@ class LocalExecutor(Executor):
         self._pool = ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="accelopt-eval")
 
     def submit(self, request: EvaluationRequest) -> Future[EvaluationResult]:
-        return self._pool.submit(request.run)
+        future = LocalFuture()
+
+        def work() -> None:
+            if future.done():  # withdrawn while it waited for a thread
+                return
+            try:
+                with future.cancellation.active():
+                    result = request.run()
+            except BaseException as error:  # as ThreadPoolExecutor's own work items do
+                _settle(future, error=error)
+            else:
+                _settle(future, result)
+
+        slot = self._pool.submit(work)
+        # A pool shut down with cancel_futures drops work that never started: its future reads cancelled.
+        slot.add_done_callback(lambda slot: future.cancel() if slot.cancelled() else None)
+        return future
 
     def shutdown(self, wait: bool = True) -> None:
         self._pool.shutdown(wait=wait, cancel_futures=not wait)
@@ -126,3 +143,28 @@ class LocalExecutor(Executor):
     def describe(self) -> dict[str, Any]:
         return {"kind": self.kind, "workers": self.max_workers}
 
+
+class LocalFuture(Future):
+    """A local evaluation's future, never marked running, so cancel() works until the result is in (like
+    `RayFuture`): its callbacks see a cancelled future at once, and the sandbox children the evaluation
+    started are killed, so the pool's thread finishes within moments instead of running the kernel to its end."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.cancellation = Cancellation()
+
+    def cancel(self) -> bool:
+        if not Future.cancel(self):
+            return False
+        self.cancellation.cancel()
+        return True
+
+
+def _settle(future: Future, result: EvaluationResult | None = None, *, error: BaseException | None = None) -> None:
+    try:
+        if error is None:
+            future.set_result(result)
+        else:
+            future.set_exception(error)
+    except InvalidStateError:  # cancelled meanwhile: the result is no longer wanted
+        pass

@@ -5,6 +5,8 @@ and pipes (never files) to talk through.
 `ChildProcess.request()` sends one message and waits for the reply until the child's wall deadline; at the
 deadline, or when the child is closed, the whole process group is killed with SIGKILL. The group is led
 by bubblewrap; its death takes the child's PID namespace, and so everything the child started, with it.
+An evaluation stopped from another thread (a cancelled run's, `Cancellation`) has its children's groups
+killed the same way; the evaluating thread then finds them dead and starts no new one.
 Under the opt-out (`ACCELOPT_SANDBOX_ALLOW_ROOT=1`) the child is started directly, in a private host
 directory, and the process group is what contains it.
 """
@@ -12,6 +14,7 @@ directory, and the process group is what contains it.
 from __future__ import annotations
 
 import collections
+import contextlib
 import json
 import os
 import selectors
@@ -22,6 +25,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -63,6 +67,54 @@ class ChildError(Exception):
         self.kind = kind
         self.message = message
         self.diagnostics = diagnostics
+
+
+class EvaluationCancelled(ChildError):
+    """A child was to start for an evaluation already cancelled (`Cancellation`)."""
+
+    def __init__(self, role: str) -> None:
+        super().__init__("infrastructure_error", f"the evaluation was cancelled before its {role} started")
+
+
+_current = threading.local()  # the Cancellation of the evaluation this thread runs, if any
+
+
+class Cancellation:
+    """Stops one evaluation from another thread: `cancel()` kills the sandbox children it has started and
+    refuses new ones. The evaluating thread makes it current with `active()`; every ChildProcess started
+    in that thread while it is current registers with it (LocalExecutor: a cancelled future's evaluation)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._children: set[ChildProcess] = set()
+        self.cancelled = False
+
+    @contextlib.contextmanager
+    def active(self) -> Iterator[Cancellation]:
+        previous = getattr(_current, "cancellation", None)
+        _current.cancellation = self
+        try:
+            yield self
+        finally:
+            _current.cancellation = previous
+
+    def cancel(self) -> None:
+        with self._lock:
+            self.cancelled = True
+            children = list(self._children)
+        for child in children:
+            child.interrupt()
+
+    def _register(self, child: ChildProcess) -> bool:
+        """False (nothing registered) once cancelled: the caller closes the child it just started."""
+        with self._lock:
+            if not self.cancelled:
+                self._children.add(child)
+            return not self.cancelled
+
+    def _forget(self, child: ChildProcess) -> None:
+        with self._lock:
+            self._children.discard(child)
 
 
 def child_environment(private_dir: str, extras: isolation.SandboxExtras | None = None) -> dict[str, str]:
@@ -117,6 +169,10 @@ class ChildProcess:
         self.private_dir: str | None = None  # a host directory, only under the opt-out
         self.killed_by_us = False
         self._cpu_seconds_used = 0.0
+        self._reap_lock = threading.Lock()  # interrupt() never signals a group whose leader was reaped
+        self._cancellation: Cancellation | None = getattr(_current, "cancellation", None)
+        if self._cancellation is not None and self._cancellation.cancelled:
+            raise EvaluationCancelled(role)
         self._answered = False
         full_config = dict(config, limits=limits.child_config())
         # -s: no user site; -B: no .pyc writes; -P: the cwd is not on sys.path.
@@ -149,6 +205,9 @@ class ChildProcess:
         self.stderr.start()
         os.set_blocking(self.proc.stdin.fileno(), False)
         os.set_blocking(self.proc.stdout.fileno(), False)
+        if self._cancellation is not None and not self._cancellation._register(self):
+            self.close()  # cancelled while it started
+            raise EvaluationCancelled(role)
 
     def _release(self) -> None:
         """Give back what the child held on the host: its uid, or (opt-out) its directory."""
@@ -298,13 +357,23 @@ class ChildProcess:
             pass
         self._reap()
 
+    def interrupt(self) -> None:
+        """SIGKILL the whole group from another thread (a cancelled evaluation); the thread that owns the
+        child then finds it dead and reaps it. Never once the leader is reaped: its pid may be reused."""
+        with self._reap_lock:
+            if self.proc.returncode is None:
+                self.killed_by_us = True
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.killpg(self.pgid, signal.SIGKILL)
+
     def _reap(self) -> None:
-        try:
-            _, status, usage = os.wait4(self.proc.pid, 0)
-            self._cpu_seconds_used = usage.ru_utime + usage.ru_stime
-            self.proc.returncode = os.waitstatus_to_exitcode(status)
-        except ChildProcessError:
-            self.proc.wait()
+        with self._reap_lock:
+            try:
+                _, status, usage = os.wait4(self.proc.pid, 0)
+                self._cpu_seconds_used = usage.ru_utime + usage.ru_stime
+                self.proc.returncode = os.waitstatus_to_exitcode(status)
+            except ChildProcessError:
+                self.proc.wait()
 
     def close(self) -> None:
         """Kill the child's whole group (forked leftovers die too) and remove its directory.
@@ -326,6 +395,8 @@ class ChildProcess:
         self.stderr.join(1.0)
         self.proc.stderr.close()
         self._release()
+        if self._cancellation is not None:
+            self._cancellation._forget(self)
 
     def diagnostics(self) -> str:
         return self.stderr.text()

@@ -429,9 +429,9 @@ def save_result(evaluation_id: int, result: EvaluationResult | dict[str, Any]) -
 
 
 def cancel_evaluations(evaluations: Iterable[Evaluation]) -> int:
-    """Withdraw these evaluations from this process's executor (a cancelled run's): queued ones never start,
-    running ones stop where the executor can stop them (Ray kills the task). Returns how many were
-    withdrawn; each is saved as an infrastructure error by its callback, so a later request runs it again."""
+    """Withdraw these evaluations from this process's executor: queued ones never start, running ones stop
+    (Ray kills the task; the local pool kills its sandbox children). Returns how many were withdrawn; each
+    is saved as an infrastructure error by its callback, so a later request runs it again."""
     with _in_flight.lock:
         futures = [_in_flight.futures[e.pk] for e in evaluations if e.pk in _in_flight.futures]
     return sum(1 for future in futures if future.cancel())
@@ -443,11 +443,11 @@ CANCELLED_PREFIX = "cancelled: "
 
 
 def cancel_pending_evaluations(evaluations: Iterable[Evaluation], reason: str) -> list[int]:
-    """Stop these evaluations now (a cancelled campaign's): each still pending is withdrawn from this process's
-    executor where it has it (Ray kills the task) and stored at once as cancelled, an infrastructure error
-    "cancelled: <reason>", so the queue page shows it cancelled instead of running until the stale rule
-    (ACCELOPT_EVALUATION_STALE_AFTER_S). A result that still arrives (a local thread runs to its end, or a
-    worker elsewhere finishes it) replaces the cancellation. Returns the ids stored as cancelled."""
+    """Stop these evaluations now (a cancelled campaign's or run's): each still pending is withdrawn from this
+    process's executor where it has it (`cancel_evaluations`) and stored at once as cancelled, an
+    infrastructure error "cancelled: <reason>", so the queue page shows it cancelled instead of running until
+    the stale rule (ACCELOPT_EVALUATION_STALE_AFTER_S). A result that still arrives (another process runs
+    it, or it finished just then) replaces the cancellation. Returns the ids stored as cancelled."""
     pending = [e for e in evaluations if e.status in (EvaluationStatus.QUEUED, EvaluationStatus.RUNNING)]
     if not pending:
         return []

@@ -172,7 +172,9 @@ class DjangoEvaluator:
         return done
 
     def _stop_if_cancelled(self, pending: dict[int, Evaluation]) -> None:
-        """A cancelled run's evaluations stop now (Ray kills the tasks), not when they would have finished."""
+        """A cancelled run's evaluations stop now, not when they would have finished: withdrawn from the
+        executor (a running one's sandbox is killed, or its Ray task) and stored as cancelled, an
+        infrastructure error (never the kernel's fault; run again by whoever asks next)."""
         if Run.objects.filter(pk=self.run_id, cancel_requested=True).exists():
-            benchmark_services.cancel_evaluations(pending.values())
+            benchmark_services.cancel_pending_evaluations(pending.values(), f"run {self.run_id} was cancelled")
             raise RunCancelled(f"run {self.run_id} was cancelled while {len(pending)} evaluations were pending")
