@@ -136,6 +136,8 @@ def _estimate(form: RunForm) -> dict[str, Any] | None:
 
 def _state_context(request: HttpRequest, run: Run) -> dict[str, Any]:
     iteration, beam = services.current_beam(run)
+    # A budget-stopped run that cannot go on (a campaign's) says why, where the continue form would be.
+    refusal = services.continue_refusal(run) if run.status == "stopped" else None
     return {
         "run": run,
         "search": run.config.get("search", {}),
@@ -143,7 +145,8 @@ def _state_context(request: HttpRequest, run: Run) -> dict[str, Any]:
         "iteration": iteration,
         "can_write": services.can_write_run(request.user, run),
         "budget_rows": budget_progress(run.budget, run.usage),
-        "continue_rows": _continue_rows(run) if run.status == "stopped" and not services.continue_refusal(run) else [],
+        "continue_rows": _continue_rows(run) if run.status == "stopped" and not refusal else [],
+        "continue_refusal": refusal if run.stopped_by_budget else None,
     }
 
 

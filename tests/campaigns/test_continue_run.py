@@ -1,10 +1,12 @@
 """A campaign's run that its share of the campaign budget stopped cannot be continued on its own: the campaign
-it belongs to keeps its totals and its finished state."""
+it belongs to keeps its totals and its finished state. The API, the run page and `manage.py optimize
+--continue` all say why (optimizer.services.continue_refusal)."""
 
 from __future__ import annotations
 
 import pytest
 from django.core.exceptions import ValidationError
+from django.core.management import CommandError, call_command
 
 from campaigns.models import CampaignStatus
 from campaigns.services import create_campaign
@@ -31,4 +33,10 @@ def test_a_campaign_run_stopped_by_its_budget_share_is_not_continued(fake_pipeli
     run.refresh_from_db()
     campaign.refresh_from_db()
     assert run.status == RunStatus.STOPPED and campaign.status == CampaignStatus.STOPPED_BUDGET
-    assert "Continue with more budget" not in client.get(run.get_absolute_url()).content.decode()
+    page = client.get(run.get_absolute_url()).content.decode()
+    assert "Continue with more budget" not in page
+    assert f"Not continued with more budget: run {run.pk} belongs to a campaign" in page
+    with pytest.raises(CommandError, match=f"run {run.pk} belongs to a campaign"):
+        call_command("optimize", "--continue", str(run.pk), "--max-evaluations", "10")
+    run.refresh_from_db()
+    assert run.status == RunStatus.STOPPED
