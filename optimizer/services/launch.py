@@ -1,0 +1,175 @@
+"""Launching a run: `create_run` (the run form, POST /api/runs and `manage.py optimize`), its budget checks,
+and what the run form offers (problems, the user's kernels, whether the LLM agent can run)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.core.exceptions import PermissionDenied, ValidationError
+from django.db import transaction
+from django.db.models import QuerySet
+
+from benchmark import services as benchmark_services
+from benchmark.models import Backend, Kernel, Platform, Problem
+from benchmark.platforms import get_definition
+from benchmark.services.evaluations import backend_unavailable
+from optimizer import conf
+from optimizer.events import record_events
+from optimizer.models import (
+    AgentKind,
+    Run,
+)
+from optimizer.search.budget import Budget, launch_notes
+from optimizer.services.access import can_launch_runs
+from optimizer.services.defaults import search_config
+from optimizer.services.estimates import estimate_llm_cost, max_agent_calls
+
+
+def llm_unavailable(models: dict[str, str] | None = None) -> str | None:
+    """Why the LLM agent cannot run with these models (None: it can): a role without an endpoint and model.
+    The run form shows the agent disabled with this reason, and create_run refuses with it."""
+    roles = conf.llm_roles(models)
+    missing = [role for role in conf.ROLES if role not in roles]
+    if not missing:
+        return None
+    return (f"the LLM agent needs a model for every role; none configured for {', '.join(missing)} "
+            "(set ACCELOPT_LLM_BASE_URL and ACCELOPT_LLM_MODEL, or use the offline agent)")
+
+
+
+def create_run(
+    user: Any,
+    problem: Problem,
+    *,
+    start_kernel: Kernel | None = None,
+    agent: str = AgentKind.OFFLINE,
+    platform: str | None = None,
+    backend: str | None = None,
+    search: dict[str, Any] | None = None,
+    models: dict[str, str] | None = None,
+    is_public: bool = False,
+    start_source: str | None = None,
+    start_name: str = "",
+    budget: dict[str, Any] | None = None,
+) -> Run:
+    """Queue a run: the one way a run is launched, from the run form, the API and `manage.py optimize`.
+
+    The run starts from `start_kernel`, or from a new kernel with the source `start_source` (named
+    `start_name`), or else from the problem's baseline. `search` holds SearchConfig fields (unset ones take
+    AccelOpt-like defaults), `models` a model name per role overriding the configured one (LLM agent only),
+    `budget` caps by BUDGET_FIELDS name (checked against the estimate: the notes go into the run's config).
+    `user` None is a management command: the run has no owner.
+    """
+    if user is not None and user.is_authenticated and not can_launch_runs(user):
+        raise PermissionDenied("only engineers can launch optimization runs")
+    if agent not in AgentKind.values:
+        raise ValidationError(f"unknown agent {agent!r}; expected one of {', '.join(AgentKind.values)}")
+    # By default the problem's own platform (trn1 for NKI, a GPU for Triton) and that platform's backend.
+    platform = platform or problem.default_platform
+    if platform not in Platform.values:
+        raise ValidationError(f"unknown platform {platform!r}; expected one of {', '.join(Platform.values)}")
+    benchmark_services.check_platform_for(problem, platform)
+    backend = backend or get_definition(platform).default_backend
+    if backend not in Backend.values:
+        raise ValidationError(f"unknown backend {backend!r}; expected one of {', '.join(Backend.values)}")
+    if backend not in get_definition(platform).backends:
+        supported = ", ".join(b.value for b in get_definition(platform).backends)
+        raise ValidationError(f"backend {backend!r} does not evaluate {platform} kernels; expected one of {supported}")
+    unavailable = backend_unavailable(backend, platform)  # e.g. the neuron backend with no Neuron device here
+    if unavailable:
+        raise ValidationError(unavailable)
+    if start_source is not None:
+        if start_kernel is not None:
+            raise ValidationError("give the starting kernel or its source, not both")
+        # Stored before the search and model checks below, as the run form always did: a run refused there
+        # still leaves the new kernel with its author.
+        start_kernel = _store_start_kernel(user, problem, start_source, platform, start_name)
+    start_kernel = start_kernel or getattr(problem, "baseline_kernel", None)
+    if start_kernel is None:
+        raise ValidationError(f"problem {problem.address} has no baseline kernel; choose a starting kernel")
+    if start_kernel.problem_id != problem.pk:
+        raise ValidationError(
+            f"kernel {start_kernel.pk} belongs to problem {start_kernel.problem.address}, not {problem.address}"
+        )
+    search = dict(search or {})
+    if agent == AgentKind.OFFLINE:
+        # The offline agent repairs nothing; a Fixer round would only record "unusable" replies.
+        search.setdefault("fix_attempts", 0)
+    if backend == Backend.TRITON_INTERPRETER:
+        # The interpreter measures no latency: the search ranks by correctness (optimizer.search.unmeasured).
+        search.setdefault("correctness_only", True)
+    config = search_config(search)
+    caps = parse_budget(budget)
+    role_models: dict[str, Any] = {}
+    if agent == AgentKind.LLM:
+        unavailable = llm_unavailable(models)
+        if unavailable:
+            raise ValidationError(unavailable)
+        role_models = conf.public_role_settings(conf.llm_roles(models))
+    with transaction.atomic():
+        run = Run.objects.create(
+            problem=problem,
+            start_kernel=start_kernel,
+            owner=user if user is not None and user.is_authenticated else None,
+            is_public=is_public,
+            agent=agent,
+            platform=platform,
+            backend=backend,
+            config={"search": config.to_dict(), "models": role_models,
+                    "budget_notes": check_budget(agent, search, models, caps)},
+            **caps.to_dict(),
+        )
+        record_events(run.pk, [("run.queued", {"agent": agent, "platform": platform, "search": config.to_dict()})])
+    return run
+
+
+def parse_budget(budget: dict[str, Any] | None) -> Budget:
+    """Budget caps from a form, the API or a command (None and "" are no cap), or a ValidationError."""
+    try:
+        return Budget.from_dict(budget)
+    except ValueError as error:
+        raise ValidationError(f"invalid budget: {error}") from None
+
+
+def check_budget(agent: str, search: dict[str, Any] | None, models: dict[str, str] | None, budget: Budget) -> list[str]:
+    """The budget against the run's upper-bound estimate: notes for the run form and the run (launch_notes)."""
+    if budget.empty:
+        return []
+    search = dict(search or {})
+    if agent == AgentKind.OFFLINE:
+        search.setdefault("fix_attempts", 0)  # as create_run sets it: the offline agent repairs nothing
+    config = search_config(search)
+    calls = max_agent_calls(search)
+    kwargs: dict[str, Any] = {}
+    if agent == AgentKind.LLM:
+        estimate = estimate_llm_cost(search, models)
+        prices = conf.price_table()
+        unpriced = sorted({r["model"] for r in estimate["roles"].values() if r["model"] and r["model"] not in prices})
+        kwargs = {"estimate_tokens": estimate["total_tokens"], "estimate_cost_usd": estimate["total_cost_usd"],
+                  "unpriced_models": tuple(unpriced)}
+    return launch_notes(budget, llm=agent == AgentKind.LLM,
+                        max_evaluations=1 + calls["executor"] * (1 + config.fix_attempts), **kwargs)
+
+
+def _store_start_kernel(user: Any, problem: Problem, source: str, platform: str, name: str) -> Kernel:
+    """A new kernel to start from. A person's is an upload like any other (theirs, evaluated at once);
+    a command's (no user) is only stored, and the run evaluates it."""
+    if user is not None and user.is_authenticated:
+        kernel, _, _ = benchmark_services.upload_kernel(
+            user, kernel_source=source, platform=platform, problem=problem, kernel_name=name
+        )
+        return kernel
+    kernel, _ = benchmark_services.create_kernel(problem, source, name=name)
+    return kernel
+
+
+def launchable_problems(user: Any) -> QuerySet[Problem]:
+    """The problems the run form offers: those the user may see, in address order."""
+    return benchmark_services.visible_problems(user).select_related("baseline_kernel").order_by("suite", "slug", "case")
+
+
+def own_kernels(user: Any) -> QuerySet[Kernel]:
+    """The kernels a user may choose to start a run from, besides a problem's baseline: their own."""
+    if user is None or not user.is_authenticated:
+        return Kernel.objects.none()
+    return Kernel.objects.filter(author=user)
