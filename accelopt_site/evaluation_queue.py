@@ -1,6 +1,6 @@
 """The evaluation queue at /ops/evaluations/: every evaluation queued or running, for which run, and, on a
 Ray cluster, where (node, worker process, attempt); below them, those cancelled in the last ten minutes (with
-their campaign). ?format=json gives the same rows as JSON.
+their run or campaign). ?format=json gives the same rows as JSON.
 
 The database says what is pending (Evaluation rows not done, and the run that wrote each kernel); the Ray
 queue board (benchmark.evaluation.ray_cluster.cluster_queue) says where, from every process connected to
@@ -27,7 +27,7 @@ from optimizer.models import Run, RunStatus
 from optimizer.services import visible_runs
 
 MAX_ROWS = 500
-RECENTLY_CANCELLED_S = 600  # how long the page lists evaluations cancelled with their campaign
+RECENTLY_CANCELLED_S = 600  # how long the page lists evaluations cancelled with their run or campaign
 
 
 def cluster_entries() -> tuple[list[dict[str, Any]], str]:
@@ -101,7 +101,7 @@ def queue_rows(user: Any) -> dict[str, Any]:
 
 
 def cancelled_rows(user: Any) -> list[dict[str, Any]]:
-    """Evaluations stopped for good in the last RECENTLY_CANCELLED_S (a cancelled campaign's:
+    """Evaluations stopped for good in the last RECENTLY_CANCELLED_S (a cancelled run's or campaign's:
     benchmark.services.cancel_pending_evaluations), newest first, with why."""
     since = timezone.now() - timedelta(seconds=RECENTLY_CANCELLED_S)
     cancelled = list(
