@@ -24,19 +24,12 @@ from benchmark.triton.flashinfer import (
     workload_to_dict,
 )
 from tests.triton import kernels
-
-
-def _ptxas() -> Path:
-    triton = pytest.importorskip("triton")
-    ptxas = Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "ptxas-blackwell"
-    if not os.access(ptxas, os.X_OK):
-        pytest.skip(f"Triton's NVIDIA backend has no runnable ptxas here ({ptxas}): nothing compiles for sm_90")
-    return ptxas
+from tests.triton.toolchain import bundled_ptxas
 
 
 @pytest.fixture(autouse=True)
 def _needs_ptxas():
-    _ptxas()
+    bundled_ptxas()
 
 
 def _compile(source: str, **options):

@@ -7,13 +7,14 @@ reads the clocks)."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import textwrap
 from pathlib import Path
 
 import pytest
+
+from tests.triton.toolchain import bundled_ptxas
 
 _PROBE = textwrap.dedent("""
     import json, os, subprocess, sys, tempfile
@@ -49,14 +50,6 @@ _PROBE = textwrap.dedent("""
 """)
 
 
-def _bundled_ptxas() -> Path:
-    triton = pytest.importorskip("triton")
-    ptxas = Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "ptxas-blackwell"
-    if not os.access(ptxas, os.X_OK):
-        pytest.skip(f"Triton's NVIDIA backend has no runnable ptxas here ({ptxas})")
-    return ptxas
-
-
 def _fake_nvidia_smi(directory: Path) -> Path:
     """A directory holding an `nvidia-smi` that answers the query as the real one does on an H200."""
     tools = directory / "tools"
@@ -78,7 +71,7 @@ def test_the_parent_reads_clocks_from_nvidia_smi_which_the_kernels_process_may_n
 
 @pytest.mark.parametrize("with_allowances", [True, False])
 def test_the_cuda_allowances_admit_tritons_compile_and_build_steps_and_nothing_outside(tmp_path, with_allowances):
-    ptxas = _bundled_ptxas()
+    ptxas = bundled_ptxas()
     scratch, outside = tmp_path / "home", tmp_path / "outside"
     for directory in (scratch, outside):
         directory.mkdir()
