@@ -19,7 +19,7 @@ from __future__ import annotations
 import builtins
 import os
 import sys
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -135,11 +135,24 @@ def install_audit_guard(read_roots: Iterable[str], allowances: GuardAllowances |
         real = os.path.realpath(target)
         return any((real + os.sep).startswith(root) for root in write_roots)
 
-    def may_start(program: Any) -> bool:
+    def may_start(program: Any, env: Any = None, cwd: Any = None, *, bare_in_cwd: bool = False) -> bool:
+        """An admitted program, and never one the process could have written: a write root admits chmod, so
+        a `gcc` planted there (or a PATH leading there) would otherwise pass as the host's."""
         if not isinstance(program, (str, bytes, os.PathLike)):
             return False
         name = os.fsdecode(program)
-        return os.path.basename(name) in names or os.path.realpath(name) in programs
+        if os.path.basename(name) not in names and os.path.realpath(name) not in programs:
+            return False
+        # Relative names from the directory the program starts in (Popen's cwd, else ours).
+        base = os.fsdecode(cwd) if isinstance(cwd, (str, bytes, os.PathLike)) else os.getcwd()
+        if os.sep in name:
+            return not writable(os.path.join(base, name))
+        if bare_in_cwd and writable(os.path.join(base, name)):  # os.execv("gcc") starts ./gcc
+            return False
+        # A bare name is searched on the PATH it starts with (Popen's env, else ours): no directory there
+        # may be one the process writes in, so that none can come first.
+        return not any(writable(os.path.join(base, d)) for d in os.get_exec_path(env if isinstance(env, Mapping)
+                                                                                  else None))
 
     def allowance(event: str, args: tuple[Any, ...]) -> bool:
         """True when the backend's allowances admit this event (checked before the refusals)."""
@@ -154,9 +167,11 @@ def install_audit_guard(read_roots: Iterable[str], allowances: GuardAllowances |
             if program is None and len(args) > 1 and args[1]:
                 argv = args[1]
                 program = argv.split()[0] if isinstance(argv, (str, bytes)) else next(iter(argv), None)
-            return may_start(program)
+            padded = (*args, None, None, None, None)
+            return may_start(program, env=padded[3], cwd=padded[2])
         if event in ("os.posix_spawn", "os.exec"):
-            return bool(args) and may_start(args[0])
+            # os.execv and os.posix_spawn take a bare name from the working directory, posix_spawnp from PATH
+            return bool(args) and may_start(args[0], bare_in_cwd=True)
         if allowed.native_code and (event in _NATIVE_EVENTS or event.startswith(("ctypes.", "_ctypes."))):
             return True
         return False
