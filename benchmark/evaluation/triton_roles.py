@@ -235,12 +235,26 @@ class TritonReferenceRole:
                 "bytes": workload_bytes(self.definition, axes, inputs)}, {}
 
     def compare(self, header: dict[str, Any], arrays: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
-        from benchmark.triton.compare import compare_outputs
+        from benchmark.triton.compare import OutputComparison, compare_output
+        from benchmark.triton.flashinfer import DTYPE_BYTES
 
-        outputs = [from_wire(arrays[f"out{i}"], name) for i, name in enumerate(header["dtypes"])]
-        specs = self.definition.outputs
-        comparisons = compare_outputs(list(specs), [s.dtype for s in specs.values()], outputs,
-                                      [e.cpu() for e in self.expected])
+        # The reply was the kernel's process's to write (its code reaches the kernel role): every output of the
+        # definition is judged here, and one the reply lacks or that cannot be read fails, never goes unjudged.
+        dtypes = header.get("dtypes")
+        dtypes = list(dtypes) if isinstance(dtypes, list) else []
+        comparisons = []
+        for i, (name, spec) in enumerate(self.definition.outputs.items()):
+            expected = self.expected[i].cpu()
+            sent = dtypes[i] if i < len(dtypes) else None
+            try:
+                if not (isinstance(sent, str) and sent in DTYPE_BYTES and f"out{i}" in arrays):
+                    raise ValueError(f"the kernel's process sent no readable output (dtype {sent!r})")
+                comparisons.append(compare_output(name, from_wire(arrays[f"out{i}"], sent), expected, spec.dtype))
+            except Exception as exc:  # noqa: BLE001 - whatever the kernel sent, the output fails
+                comparisons.append(OutputComparison(name, False, None, None, expected.numel(), f"{name}: {exc}"))
+        if len(dtypes) != len(comparisons):
+            comparisons.append(OutputComparison("outputs", False, None, None, 0, f"the kernel's process sent "
+                                                f"{len(dtypes)} outputs; the definition has {len(comparisons)}"))
         return {"ok": True, "comparisons": [c.__dict__ for c in comparisons]}, {}
 
 

@@ -1,0 +1,53 @@
+"""Red-team checks of what the kernel child's replies may claim, through the real sandboxed interpreter path
+(evaluate_triton, every guard on). A Triton kernel's module reaches the kernel role through torch's own
+attributes (torch.sys.modules), so the role's reply is the kernel's to write: the trusted reference child
+must judge every output the definition has, whatever the reply lists."""
+
+from __future__ import annotations
+
+from benchmark.evaluation.result import ErrorKind
+from benchmark.evaluation.triton_pipeline import evaluate_triton
+from benchmark.triton import catalog
+from benchmark.triton.flashinfer import (
+    definition_to_dict,
+    solution_from_kernel,
+    solution_to_dict,
+    workload_to_dict,
+)
+from tests.triton import kernels
+
+_FORGED_REPLY = kernels.HEADER + '''
+roles = torch.sys.modules["benchmark.evaluation.triton_roles"]
+real_run = roles.TritonKernelRole.run
+
+
+def forged(self, header, arrays):
+    reply, data = real_run(self, header, arrays)
+    return {{"ok": True, "dtypes": {dtypes}}}, {{k: v for k, v in data.items() if k in {keep}}}
+
+
+roles.TritonKernelRole.run = forged
+
+
+def run(hidden_states, weight):
+    return torch.zeros_like(hidden_states)
+'''
+
+
+def _evaluate(source: str):
+    definition = catalog.definition("rmsnorm_h128")
+    solution = solution_from_kernel(source, name="t", definition=definition.name, author="test")
+    return evaluate_triton(solution_to_dict(solution), definition_to_dict(definition),
+                           workload_to_dict(catalog.workload("rmsnorm_h128_b7")))
+
+
+def test_a_kernel_whose_reply_lists_no_outputs_is_incorrect_not_correct():
+    result = _evaluate(_FORGED_REPLY.format(dtypes="[]", keep="()"))
+    assert not result.correct and result.error_kind is ErrorKind.INCORRECT, (result.status, result.error_message)
+    assert "output" in result.error_message and result.attempts == 1
+
+
+def test_a_kernel_whose_reply_names_no_dtype_is_incorrect_not_a_broken_reference():
+    result = _evaluate(_FORGED_REPLY.format(dtypes='["no_such_dtype"]', keep='("out0",)'))
+    assert result.error_kind is ErrorKind.INCORRECT, (result.error_kind, result.error_message)
+    assert "no_such_dtype" in result.error_message and result.attempts == 1
