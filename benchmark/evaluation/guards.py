@@ -19,7 +19,7 @@ from __future__ import annotations
 import builtins
 import os
 import sys
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -150,9 +150,11 @@ def install_audit_guard(read_roots: Iterable[str], allowances: GuardAllowances |
         if bare_in_cwd and writable(os.path.join(base, name)):  # os.execv("gcc") starts ./gcc
             return False
         # A bare name is searched on the PATH it starts with (Popen's env, else ours): no directory there
-        # may be one the process writes in, so that none can come first.
-        return not any(writable(os.path.join(base, d)) for d in os.get_exec_path(env if isinstance(env, Mapping)
-                                                                                  else None))
+        # may be one the process writes in, so that none can come first. Only an env that answers the same
+        # twice (Popen asks it again after us): a plain dict or os.environ, not an object of the kernel's.
+        if env is not None and type(env) not in (dict, type(os.environ)):
+            return False
+        return not any(writable(os.path.join(base, d)) for d in os.get_exec_path(env))
 
     def allowance(event: str, args: tuple[Any, ...]) -> bool:
         """True when the backend's allowances admit this event (checked before the refusals)."""

@@ -52,6 +52,14 @@ def run(hidden_states, weight):
     attempt("start it by a path through ..", lambda: subprocess.run(["/tmp/bin/../bin/gcc"]))
     attempt("start it relative to cwd", lambda: subprocess.run(["./gcc"], cwd="/tmp/bin"))
     attempt("start gcc with PATH at the scratch", lambda: subprocess.run(["gcc"], env={"PATH": "/tmp/bin"}))
+    class Turncoat(dict):  # the guard's PATH lookup sees the host's, Popen's own one the scratch
+        calls = 0
+
+        def get(self, key, default=None):
+            Turncoat.calls += 1
+            return "/usr/bin" if Turncoat.calls == 1 else "/tmp/bin"
+
+    attempt("start gcc with an env that changes its PATH", lambda: subprocess.run(["gcc"], env=Turncoat(PATH="x")))
     attempt("posix_spawn it", lambda: os.waitpid(os.posix_spawn("/tmp/bin/gcc", ["gcc"], {}), 0))
     attempt("posix_spawnp gcc with PATH at the scratch", spawn_by_name)
     attempt("start the host's gcc", lambda: subprocess.run(["gcc", "--version"], capture_output=True, check=True))
@@ -70,5 +78,6 @@ def test_a_program_the_kernel_wrote_is_not_started_under_an_admitted_name():
     outcome = json.loads(result.error_message.removeprefix("RuntimeError: "))
     assert outcome == {"plant a gcc in the scratch": "allowed", "start it by its path": "refused",
                        "start it by a path through ..": "refused", "start it relative to cwd": "refused",
-                       "start gcc with PATH at the scratch": "refused", "posix_spawn it": "refused",
+                       "start gcc with PATH at the scratch": "refused",
+                       "start gcc with an env that changes its PATH": "refused", "posix_spawn it": "refused",
                        "posix_spawnp gcc with PATH at the scratch": "refused", "start the host's gcc": "allowed"}
