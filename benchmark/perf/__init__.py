@@ -8,6 +8,7 @@ change alters what the model predicts: every stored result carries it.
 
 from __future__ import annotations
 
+import weakref
 from dataclasses import asdict, dataclass, field
 
 import numpy as np
@@ -17,6 +18,7 @@ from benchmark.nki.trace import Engine, Trace
 from benchmark.perf.costs import instruction_costs
 from benchmark.perf.deps import Dependencies, build_dependencies, sequential_barriers
 from benchmark.perf.explain import Breakdown, explain_schedule
+from benchmark.perf.lowering import lower_partition_broadcasts
 from benchmark.perf.profile import COUNTER_NAMES, counters, timeline
 from benchmark.perf.schedule import replay
 from benchmark.perf.schedule_timed import replay_time_ordered
@@ -32,7 +34,8 @@ from benchmark.perf.spills import plan_spills
 # the engine that triggers it, queues in the compiler's software-pipelined order; constants unchanged.
 PERF_MODEL_VERSION = "perf-5"
 
-__all__ = ["PERF_MODEL_VERSION", "COUNTER_NAMES", "Breakdown", "PerfReport", "PreparedTrace", "estimate", "prepare"]
+__all__ = ["PERF_MODEL_VERSION", "COUNTER_NAMES", "Breakdown", "PerfReport", "PreparedTrace", "estimate", "lowered",
+           "prepare"]
 
 
 @dataclass(frozen=True)
@@ -65,12 +68,31 @@ def prepare(trace: Trace) -> PreparedTrace:
     return PreparedTrace(trace, build_dependencies(trace), sequential_barriers(trace))
 
 
+_LOWERED: dict[tuple[int, int], PreparedTrace] = {}
+
+
+def lowered(prepared: PreparedTrace, psum_bank_bytes: int) -> PreparedTrace:
+    """The prepared trace with the compiler's partition-broadcast matmuls made explicit (lowering.py), kept for
+    as long as `prepared` lives (a fit replays one trace under many constant sets)."""
+    key = (id(prepared), psum_bank_bytes)
+    hit = _LOWERED.get(key)
+    if hit is None:
+        trace = lower_partition_broadcasts(prepared.trace, psum_bank_bytes)
+        hit = prepared if trace is prepared.trace else PreparedTrace(trace, build_dependencies(trace),
+                                                                     sequential_barriers(trace))
+        _LOWERED[key] = hit
+        weakref.finalize(prepared, _LOWERED.pop, key, None)
+    return hit
+
+
 def estimate(trace: Trace | PreparedTrace, platform: str | NeuronCoreSpec = "trn1", *,
              breakdown: bool = True) -> PerfReport:
     """Predicted latency and profile of one kernel run, from the simulator's instruction trace.
     `breakdown=False` skips explaining where the time goes (a fit that needs the latency only)."""
     p = platform if isinstance(platform, NeuronCoreSpec) else get_core_spec(platform)
     prepared = trace if isinstance(trace, PreparedTrace) else prepare(trace)
+    if p.partition_broadcast_matmul:
+        prepared = lowered(prepared, p.psum_bank_bytes_per_partition)
     trace, deps = prepared.trace, prepared.deps
     costs = instruction_costs(trace, p)
     spills = plan_spills(deps.sbuf, len(trace), p.sbuf_bytes_per_partition * p.sbuf_usable_fraction, p.partitions,
