@@ -32,7 +32,9 @@ from benchmark.perf.spills import plan_spills
 # on the Scalar Engine; refit (engine_dispatch_cycles 64 -> 32, dma_efficiency 1.0 -> 1.15).
 # perf-5 (issue 19): DMA bandwidth booked in time order (schedule_timed.py), each DMA on the in-order queue of
 # the engine that triggers it, queues in the compiler's software-pipelined order; constants unchanged.
-PERF_MODEL_VERSION = "perf-5"
+# perf-6 (issue 19): a repeated load is one load statement run again (two statements loading one region are two
+# DMAs, deps._repeated_loads); the partition-broadcast lowering (lowering.py) is built but off.
+PERF_MODEL_VERSION = "perf-6"
 
 __all__ = ["PERF_MODEL_VERSION", "COUNTER_NAMES", "Breakdown", "PerfReport", "PreparedTrace", "estimate", "lowered",
            "prepare"]
