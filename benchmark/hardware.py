@@ -44,6 +44,11 @@ constant here and nowhere else. Sources, abbreviated in the comments:
              general/nki/api/nki/language/__init__.py: "different iterations could be parallelized/pipelined on
              different compute engines within a NeuronCore depending on the invoked instructions (engines) and
              data dependency in the loop body"; `static_range`: "No loop-level optimizations will be performed".
+- [TILING]   Neuron docs, "What is Tiling?" (nki/get-started/about/tiling-overview.rst, aws-neuron-sdk 81ce03a):
+             "[Tile-Size Constraint#2] For tiles in PSUM, the F dimension size must not exceed
+             nki.language.tile_size.psum_bank_fmax == 512" (fp32). With [ARCH-V2]'s "Alternative Use Case" (NKI
+             runs `broadcast_to((M, F))` of a one-partition tile as a Tensor Engine matmul, whose output is PSUM):
+             a broadcast wider than 512 cannot stay in PSUM (benchmark/perf/lowering.py).
 - [FIT]      fitted to ../shared/calibration/trn1_nkibench_baselines.csv by measurements/fit_perf_model.py; the
              fitted values are written below by hand, with the fit's date in docs/benchmarks.md.
 """
@@ -143,6 +148,14 @@ class NeuronCoreSpec:
     # A queue's order: the compiler's ([NKI-AFFINE]: affine_range iterations software-pipelined, affine_interleave
     # of them in lockstep, as spills.py) instead of the trace's program order. False: program order (perf-4).
     dma_queue_compiler_order: bool = True
+    # --- performance model: partition broadcasts as the compiler lowers them (helper PAIRS, issue 19) -------------
+    # [ARCH-V2] "Alternative Use Case": `broadcast_to` of a one-partition tile is a Tensor Engine matmul into PSUM;
+    # [TILING]: a PSUM tile is at most psum_bank_bytes_per_partition (512 fp32) wide. lowering.py adds the matmuls;
+    # up to 512 wide the consumer reads PSUM (1 cycle per element), wider ones are copied to SBUF on the Scalar
+    # Engine (ceil(F / 512) copies) and read at the SBUF rate. Ships off: with it the pairs' signs are all right but
+    # the Mamba baseline's leave-one-out fold falls off a spill cliff (docs/benchmarks.md, perf-6 candidates: pairs
+    # and engine shares). False: the broadcast is free and read from SBUF (perf-5).
+    partition_broadcast_matmul: bool = False
 
 
 TRN1 = NeuronCoreSpec(
@@ -152,6 +165,8 @@ TRN1 = NeuronCoreSpec(
     # Trainium architecture page: 24 MiB SBUF, 2 MiB PSUM per NeuronCore-v2, 128 partitions.
     sbuf_bytes_per_partition=24 * MIB // 128,
     psum_bytes_per_partition=2 * MIB // 128,
+    # [ARCH-V2] 8 banks of 2 KiB; [TILING] psum_bank_fmax 512 fp32: the widest PSUM tile, so the widest partition
+    # broadcast a consumer reads from PSUM (lowering.py; wider ones are evacuated to SBUF).
     psum_bank_bytes_per_partition=2 * KIB,
     hbm_bytes_per_s=410 * GIB,  # [DESIGN]; [ARCH-V2]: 820 GB/s per device, 2 cores
     vector_flops_per_s=2 * 128 * 1.12e9,  # [DESIGN]

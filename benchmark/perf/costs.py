@@ -30,6 +30,8 @@ _NO_MIN_II_OPS = {"tensor_reduce", "max8", "nc_find_index8"}
 # Ops the compiler places on Vector or Scalar Engine as load allows (their `engine=` defaults to unknown and
 # both engines cost max(MIN_II, N)); the schedule picks whichever of the two is free first.
 _FLEXIBLE_OPS = {"tensor_scalar", "tensor_copy", "copy", "memset"}
+# Tensor Engine matmuls whose stationary operand is ones and zeros (the compiler's partition broadcasts).
+_ONEZERO_OPS = {"broadcast_matmul"}
 
 _DTYPE_BYTES = {
     "float32": 4, "fp32": 4, "int32": 4, "uint32": 4, "tfloat32": 4,
@@ -155,6 +157,9 @@ def instruction_costs(trace: Trace, platform: NeuronCoreSpec) -> InstructionCost
     is_fp32 = np.array([d.endswith("float32") and "tfloat" not in d for d in dtype_names] or [True])
     passes = np.where(is_fp32[np.asarray(c["dtype"], dtype=np.int64)] if dtype_names else True,
                       platform.tensor_fp32_passes, 1.0)
+    # [ISA] nc_matmul: is_stationary_onezero (a ones/zeros stationary, as a partition broadcast's, lowering.py)
+    # "could lead to 2x better performance if stationary tile is in float32".
+    passes = np.where(_per_op(trace, _ONEZERO_OPS) > 0, np.maximum(passes / 2.0, 1.0), passes)
     pe_cycles = passes * np.maximum(np.minimum(platform.tensor_min_stationary, n_stationary), n_elem)
     pe_cycles = pe_cycles / platform.tensor_efficiency + platform.tensor_fixed_cycles
     tensor_seconds = pe_cycles / platform.tensor_clock_hz

@@ -252,6 +252,12 @@ def _repeated_loads(trace: Trace, sbuf: SbufUse, space: np.ndarray, hbm_written:
     weights for every row block, yet neuron-profile counts them read about once). We model that as one SBUF
     copy live from the first load to the last repeat; the spill model then decides which repeats must
     really fetch again. Regions of HBM tensors the kernel writes are never treated this way.
+
+    A repeat is the same load statement run again (same kernel source line): a loop-invariant load the compiler
+    hoists out of its loop. Two different statements that load one region are two DMAs: rmsnorm_matmul's
+    baseline loads each row block twice in one iteration (statistics, then the normalized copy) and
+    neuron-profile counts those rows read 1.84 times, not once (trn1_nkibench_baselines.csv). Hand-built traces
+    without source lines (line 0) keep every repeat of a region in one group.
     """
     acc = trace.access
     tensor = np.asarray(acc["tensor"], dtype=np.int64)
@@ -272,7 +278,8 @@ def _repeated_loads(trace: Trace, sbuf: SbufUse, space: np.ndarray, hbm_written:
     dst_of[owner[dst]] = dst
     dst = dst_of[owner[src]]
     lo, hi = np.asarray(acc["byte_lo"], dtype=np.int64), np.asarray(acc["byte_hi"], dtype=np.int64)
-    keys = np.stack([tensor[src], lo[src], hi[src]], axis=1)
+    line = np.asarray(trace.columns["line"], dtype=np.int64)  # one statement's repeats only (docstring)
+    keys = np.stack([tensor[src], lo[src], hi[src], line[owner[src]]], axis=1)
     _, group = np.unique(keys, axis=0, return_inverse=True)
     group = group.reshape(-1)
     order = np.lexsort((owner[src], group))
