@@ -88,9 +88,10 @@ def _fail(kind: ErrorKind, message: str, context: dict[str, Any], **flags: Any) 
 
 
 def _ask(child: ChildProcess, request: dict[str, Any], context: dict[str, Any], who: str,
-         arrays: dict[str, Any] | None = None, **flags: Any) -> tuple[dict[str, Any], dict[str, Any]]:
+         arrays: dict[str, Any] | None = None, max_reply_bytes: int | None = None,
+         **flags: Any) -> tuple[dict[str, Any], dict[str, Any]]:
     try:
-        reply, data = child.request(request, arrays)
+        reply, data = child.request(request, arrays, max_reply_bytes=max_reply_bytes)
     except ChildError as exc:
         kind = ErrorKind.INFRASTRUCTURE_ERROR if who == "reference" else _kind(exc.kind)
         raise _fail(kind, f"{who}: {exc.message}", context, error_detail=exc.diagnostics[-4000:], **flags) from None
@@ -120,7 +121,11 @@ def _attempt(solution: Mapping[str, Any], header: dict[str, Any], config: dict[s
         for seed in seeds:
             expected, _ = _ask(reference, {"op": "expect", "seed": seed}, context, "reference", **ran)
             counts = {"flops": expected["flops"], "bytes": expected["bytes"]}
-            produced, arrays = _ask(kernel, {"op": "run", "seed": seed}, context, "kernel", **ran)
+            # The outputs, up to 8 times their size (a wrong dtype, float64 for fp8, is reported as incorrect,
+            # not refused): never the 2 GiB a kernel's process could otherwise make the parent read.
+            budget = 8 * int(expected["output_bytes"]) + 1024**2
+            produced, arrays = _ask(kernel, {"op": "run", "seed": seed}, context, "kernel",
+                                    max_reply_bytes=budget, **ran)
             ran = {"compiled": True, "runnable": True}
             compared, _ = _ask(reference, {"op": "compare", "dtypes": produced["dtypes"]}, context, "reference",
                                arrays, **ran)

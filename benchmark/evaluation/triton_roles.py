@@ -231,6 +231,7 @@ class TritonReferenceRole:
             return _failure("reference_error", exc, "<reference>", "the reference failed: "), {}
         axes = self.definition.axis_values(self.workload)
         return {"ok": True, "output_count": len(self.expected),
+                "output_bytes": sum(e.numel() * e.element_size() for e in self.expected),
                 "flops": workload_flops(self.definition, axes, inputs),
                 "bytes": workload_bytes(self.definition, axes, inputs)}, {}
 

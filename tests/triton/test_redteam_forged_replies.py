@@ -51,3 +51,23 @@ def test_a_kernel_whose_reply_names_no_dtype_is_incorrect_not_a_broken_reference
     result = _evaluate(_FORGED_REPLY.format(dtypes='["no_such_dtype"]', keep='("out0",)'))
     assert result.error_kind is ErrorKind.INCORRECT, (result.error_kind, result.error_message)
     assert "no_such_dtype" in result.error_message and result.attempts == 1
+
+
+_HUGE_REPLY = kernels.HEADER + '''
+import numpy
+
+roles = torch.sys.modules["benchmark.evaluation.triton_roles"]
+roles.TritonKernelRole.run = lambda self, header, arrays: (
+    {"ok": True, "dtypes": ["bfloat16"]}, {"out0": numpy.zeros(16 * 1024 * 1024, dtype=numpy.int16)})
+
+
+def run(hidden_states, weight):
+    return torch.zeros_like(hidden_states)
+'''
+
+
+def test_a_kernel_reply_far_larger_than_the_outputs_is_refused_before_the_parent_reads_it():
+    # The parent would otherwise read up to max_message_bytes (2 GiB) from every kernel child.
+    result = _evaluate(_HUGE_REPLY)
+    assert result.error_kind is ErrorKind.RESOURCE_LIMIT, (result.error_kind, result.error_message)
+    assert "too large" in result.error_message
