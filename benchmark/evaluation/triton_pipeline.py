@@ -87,9 +87,15 @@ def _fail(kind: ErrorKind, message: str, context: dict[str, Any], **flags: Any) 
     return _Stop(EvaluationResult(status=STATUS_FAILED, error_kind=kind, error_message=message, **flags, **context))
 
 
+# A kernel child's reply but its outputs (load, compile, measure: small headers and timing samples), read at most.
+KERNEL_REPLY_BYTES = 64 * 1024**2
+
+
 def _ask(child: ChildProcess, request: dict[str, Any], context: dict[str, Any], who: str,
          arrays: dict[str, Any] | None = None, max_reply_bytes: int | None = None,
          **flags: Any) -> tuple[dict[str, Any], dict[str, Any]]:
+    if who == "kernel" and max_reply_bytes is None:
+        max_reply_bytes = KERNEL_REPLY_BYTES
     try:
         reply, data = child.request(request, arrays, max_reply_bytes=max_reply_bytes)
     except ChildError as exc:
@@ -221,7 +227,7 @@ def compile_triton(
         with ChildProcess("triton_kernel", config, kernel_limits, extras) as kernel:
             _ask(kernel, {"op": "load", "solution": dict(solution), **blind}, context, "kernel")
             reply, _ = _ask(kernel, {"op": "compile", "seed": int(seed)}, context, "kernel")
-        profile = {"note": COMPILED_ONLY, **{k: reply[k] for k in ("target", "kernels", "launches", "launcher",
+        profile = {"note": COMPILED_ONLY, **{k: reply.get(k) for k in ("target", "kernels", "launches", "launcher",
                                                                      "compile_s", "launcher_s")}}
         result = EvaluationResult(status=STATUS_OK, compiled=True, profile=profile, **context)
     except _Stop as stop:

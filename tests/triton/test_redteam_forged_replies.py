@@ -71,3 +71,38 @@ def test_a_kernel_reply_far_larger_than_the_outputs_is_refused_before_the_parent
     result = _evaluate(_HUGE_REPLY)
     assert result.error_kind is ErrorKind.RESOURCE_LIMIT, (result.error_kind, result.error_message)
     assert "too large" in result.error_message
+
+
+_HUGE_COMPILE_REPLY = kernels.HEADER + '''
+import numpy
+
+roles = torch.sys.modules["benchmark.evaluation.triton_roles"]
+roles.TritonKernelRole.compile = lambda self, header, arrays: ({"ok": True}, {"x": numpy.zeros(80 * 1024**2, numpy.uint8)})
+
+
+def run(hidden_states, weight):
+    return torch.zeros_like(hidden_states)
+'''
+
+
+def test_any_other_kernel_reply_is_refused_past_64_mib():
+    from benchmark.evaluation.triton_pipeline import compile_triton
+
+    definition = catalog.definition("rmsnorm_h128")
+    solution = solution_from_kernel(_HUGE_COMPILE_REPLY, name="t", definition=definition.name, author="test")
+    result = compile_triton(solution_to_dict(solution), definition_to_dict(definition),
+                            workload_to_dict(catalog.workload("rmsnorm_h128_b7")))
+    assert result.error_kind is ErrorKind.RESOURCE_LIMIT, (result.error_kind, result.error_message)
+    assert "too large" in result.error_message
+
+
+def test_a_forged_compile_reply_missing_its_fields_is_a_result_not_an_exception_in_the_caller():
+    from benchmark.evaluation.triton_pipeline import compile_triton
+
+    source = _HUGE_COMPILE_REPLY.replace('{"x": numpy.zeros(80 * 1024**2, numpy.uint8)}', "{}")
+    definition = catalog.definition("rmsnorm_h128")
+    solution = solution_from_kernel(source, name="t", definition=definition.name, author="test")
+    result = compile_triton(solution_to_dict(solution), definition_to_dict(definition),
+                            workload_to_dict(catalog.workload("rmsnorm_h128_b7")))
+    # What the kernel's process claims about its compile is its own (compile_triton is a diagnostic, not a gate).
+    assert result.compiled and result.profile["kernels"] is None
