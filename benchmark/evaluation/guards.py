@@ -135,6 +135,22 @@ def install_audit_guard(read_roots: Iterable[str], allowances: GuardAllowances |
         real = os.path.realpath(target)
         return any((real + os.sep).startswith(root) for root in write_roots)
 
+    def plantable(path: str, directory: bool = False) -> bool:
+        """Whether this process could have put a program at `path` (or, for a directory, into it): under a
+        write root, and writable here (a file, its directory, or the nearest existing ancestor of a path not
+        there yet). A read-only bind inside a write root (the project or venv of a clone under /tmp, which
+        the sandbox binds over its private /tmp) is not; the child's own scratch is."""
+        if not writable(path):
+            return False
+        real = os.path.realpath(path)
+        if os.path.lexists(real):
+            probes = [real] if directory else [real, os.path.dirname(real)]
+        else:
+            while not os.path.lexists(real) and real != os.path.dirname(real):
+                real = os.path.dirname(real)
+            probes = [real]
+        return any(os.access(p, os.W_OK) for p in probes)
+
     def may_start(program: Any, env: Any = None, cwd: Any = None, *, bare_in_cwd: bool = False) -> bool:
         """An admitted program, and never one the process could have written: a write root admits chmod, so
         a `gcc` planted there (or a PATH leading there) would otherwise pass as the host's."""
@@ -146,15 +162,15 @@ def install_audit_guard(read_roots: Iterable[str], allowances: GuardAllowances |
         # Relative names from the directory the program starts in (Popen's cwd, else ours).
         base = os.fsdecode(cwd) if isinstance(cwd, (str, bytes, os.PathLike)) else os.getcwd()
         if os.sep in name:
-            return not writable(os.path.join(base, name))
-        if bare_in_cwd and writable(os.path.join(base, name)):  # os.execv("gcc") starts ./gcc
+            return not plantable(os.path.join(base, name))
+        if bare_in_cwd and plantable(os.path.join(base, name)):  # os.execv("gcc") starts ./gcc
             return False
         # A bare name is searched on the PATH it starts with (Popen's env, else ours): no directory there
         # may be one the process writes in, so that none can come first. Only an env that answers the same
         # twice (Popen asks it again after us): a plain dict or os.environ, not an object of the kernel's.
         if env is not None and type(env) not in (dict, type(os.environ)):
             return False
-        return not any(writable(os.path.join(base, d)) for d in os.get_exec_path(env))
+        return not any(plantable(os.path.join(base, d), directory=True) for d in os.get_exec_path(env))
 
     def allowance(event: str, args: tuple[Any, ...]) -> bool:
         """True when the backend's allowances admit this event (checked before the refusals)."""

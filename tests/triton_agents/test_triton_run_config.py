@@ -28,7 +28,7 @@ def test_an_interpreter_run_ranks_by_correctness_and_a_gpu_run_by_latency(engine
     assert interpreted.config["search"]["correctness_only"] is True
     # This host has no GPU, so create_run refuses the cuda backend (tested where that refusal lives); here the
     # question is only what a GPU run's search is told, as on a host that has one.
-    monkeypatch.setattr(run_services, "backend_unavailable", lambda backend, platform: None)
+    monkeypatch.setattr("optimizer.services.launch.backend_unavailable", lambda backend, platform: None)
     measured = run_services.create_run(engineer, problem, agent="offline", backend="cuda")
     assert measured.config["search"]["correctness_only"] is False
 
