@@ -142,9 +142,10 @@ class NeuronCoreSpec:
     # ... but no deeper than the live set fits the usable SBUF: a software pipeline needs one SBUF slot per step in
     # flight ([STREAM]: the number of slots "sets how many steps can be in flight at once", and the compiler makes
     # a step wait before its slot is overwritten), so spills.pipeline_depth takes the deepest of 1..affine_interleave
-    # that fits. Where even program order does not fit, the compiler still double-buffers ([STREAM]: two slots,
-    # `alloc_stream_buffers`' default num_slots=2, "double buffering exposes independent DMA and compute work in the
-    # steady state") and spills: this many. 0: no SBUF bound, always affine_interleave (perf-5).
+    # that fits, for the spills and the DMA queues' order alike. Where even program order does not fit, the compiler
+    # still double-buffers ([STREAM]: two slots, `alloc_stream_buffers`' default num_slots=2, "double buffering
+    # exposes independent DMA and compute work in the steady state") and spills: this many iterations in flight.
+    # 0: no SBUF bound, always affine_interleave (perf-5).
     affine_interleave_unfit: int = 2
     # --- performance model: DMA bandwidth in time order, trigger queues (helper QUEUES, issue 19) ---------------
     # Book DMA bandwidth earliest start first (schedule_timed.py) instead of in program order, so a DMA held back

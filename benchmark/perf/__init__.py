@@ -9,7 +9,7 @@ change alters what the model predicts: every stored result carries it.
 from __future__ import annotations
 
 import weakref
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 
 import numpy as np
 
@@ -22,7 +22,7 @@ from benchmark.perf.lowering import lower_partition_broadcasts, statement_weight
 from benchmark.perf.profile import COUNTER_NAMES, counters, timeline
 from benchmark.perf.schedule import replay
 from benchmark.perf.schedule_timed import replay_time_ordered
-from benchmark.perf.spills import plan_spills
+from benchmark.perf.spills import pipeline_depth, plan_spills
 
 # perf-2: calibrated on the 14 trn1 NKIBench baselines. perf-3 (issue 19): DMA engine time by access pattern
 # (bytes per buffer, strided/transposed runs, narrow DMAs), repeated loads kept only when the whole input fits
@@ -98,8 +98,11 @@ def estimate(trace: Trace | PreparedTrace, platform: str | NeuronCoreSpec = "trn
         weight = statement_weight(prepared.trace, original_tensors)
     trace, deps = prepared.trace, prepared.deps
     costs = instruction_costs(trace, p)
-    spills = plan_spills(deps.sbuf, len(trace), p.sbuf_bytes_per_partition * p.sbuf_usable_fraction, p.partitions,
-                         p.affine_interleave, unfit=p.affine_interleave_unfit, weight=weight)
+    capacity = p.sbuf_bytes_per_partition * p.sbuf_usable_fraction
+    depth = pipeline_depth(deps.sbuf, len(trace), capacity, p.partitions, p.affine_interleave, p.affine_interleave_unfit)
+    spills = plan_spills(deps.sbuf, len(trace), capacity, p.partitions, depth, weight=weight)
+    if depth != p.affine_interleave:
+        p = replace(p, affine_interleave=depth)
     # DMA bandwidth booked in time order (schedule_timed) or in program order (schedule, perf-4).
     replay_fn = replay_time_ordered if p.dma_time_order and len(trace) else replay
     sched = replay_fn(trace, p, costs, deps, prepared.barriers, spills)
