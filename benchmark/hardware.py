@@ -49,6 +49,11 @@ constant here and nowhere else. Sources, abbreviated in the comments:
              nki.language.tile_size.psum_bank_fmax == 512" (fp32). With [ARCH-V2]'s "Alternative Use Case" (NKI
              runs `broadcast_to((M, F))` of a one-partition tile as a Tensor Engine matmul, whose output is PSUM):
              a broadcast wider than 512 cannot stay in PSUM (benchmark/perf/lowering.py).
+- [STREAM]   Neuron docs, "Software pipelining" (nki/guides/tutorials/tiled-grid-streaming.rst, 2026-10) and the
+             `nki.language.alloc_stream_buffers` reference: a stream pool of num_slots SBUF slots (default 2); the
+             slot count sets how many steps can be in flight at once; one slot runs load and compute in sequence,
+             two (double buffering) overlap the next step's load with the current step's compute; the compiler
+             enforces the waits before a slot is overwritten.
 - [FIT]      fitted to ../shared/calibration/trn1_nkibench_baselines.csv by measurements/fit_perf_model.py; the
              fitted values are written below by hand, with the fit's date in docs/benchmarks.md.
 """
@@ -134,6 +139,14 @@ class NeuronCoreSpec:
     # spills.py takes the live set with that many iterations of each innermost affine loop side by side, at most
     # this many (5: the four compute engines and the DMA queues of [ARCH-V2]; 1 turns the effect off).
     affine_interleave: int = 5
+    # ... but no deeper than the live set fits the usable SBUF: a software pipeline needs one SBUF slot per step in
+    # flight ([STREAM]: the number of slots "sets how many steps can be in flight at once", and the compiler makes
+    # a step wait before its slot is overwritten), so spills.pipeline_depth takes the deepest of 1..affine_interleave
+    # that fits, for the spills and the DMA queues' order alike. Where even program order does not fit, the compiler
+    # still double-buffers ([STREAM]: two slots, `alloc_stream_buffers`' default num_slots=2, "double buffering
+    # exposes independent DMA and compute work in the steady state") and spills: this many iterations in flight.
+    # 0: no SBUF bound, always affine_interleave (perf-5).
+    affine_interleave_unfit: int = 2
     # --- performance model: DMA bandwidth in time order, trigger queues (helper QUEUES, issue 19) ---------------
     # Book DMA bandwidth earliest start first (schedule_timed.py) instead of in program order, so a DMA held back
     # does not land behind later-starting ones already booked. False: program order (perf-4). On since perf-5.
@@ -152,10 +165,12 @@ class NeuronCoreSpec:
     # [ARCH-V2] "Alternative Use Case": `broadcast_to` of a one-partition tile is a Tensor Engine matmul into PSUM;
     # [TILING]: a PSUM tile is at most psum_bank_bytes_per_partition (512 fp32) wide. lowering.py adds the matmuls;
     # up to 512 wide the consumer reads PSUM (1 cycle per element), wider ones are copied to SBUF on the Scalar
-    # Engine (ceil(F / 512) copies) and read at the SBUF rate. Ships off: with it the pairs' signs are all right but
-    # the Mamba baseline's leave-one-out fold falls off a spill cliff (docs/benchmarks.md, perf-6 candidates: pairs
-    # and engine shares). False: the broadcast is free and read from SBUF (perf-5).
-    partition_broadcast_matmul: bool = False
+    # Engine (ceil(F / 512) copies) and read at the SBUF rate. Alone, the pairs' signs are all right but the Mamba
+    # baseline's leave-one-out fold falls off a spill cliff (docs/benchmarks.md, perf-6 candidates: pairs
+    # and engine shares). On with affine_interleave_unfit (helper PIPE): the lowering's extra instructions no longer
+    # change which data spills.py evicts, and the pipelined depth is bounded by SBUF. False: the broadcast is free
+    # and read from SBUF (perf-5).
+    partition_broadcast_matmul: bool = True
 
 
 TRN1 = NeuronCoreSpec(

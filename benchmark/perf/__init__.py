@@ -9,7 +9,7 @@ change alters what the model predicts: every stored result carries it.
 from __future__ import annotations
 
 import weakref
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 
 import numpy as np
 
@@ -18,11 +18,11 @@ from benchmark.nki.trace import Engine, Trace
 from benchmark.perf.costs import instruction_costs
 from benchmark.perf.deps import Dependencies, build_dependencies, sequential_barriers
 from benchmark.perf.explain import Breakdown, explain_schedule
-from benchmark.perf.lowering import lower_partition_broadcasts
+from benchmark.perf.lowering import lower_partition_broadcasts, statement_weight
 from benchmark.perf.profile import COUNTER_NAMES, counters, timeline
 from benchmark.perf.schedule import replay
 from benchmark.perf.schedule_timed import replay_time_ordered
-from benchmark.perf.spills import plan_spills
+from benchmark.perf.spills import pipeline_depth, plan_spills
 
 # perf-2: calibrated on the 14 trn1 NKIBench baselines. perf-3 (issue 19): DMA engine time by access pattern
 # (bytes per buffer, strided/transposed runs, narrow DMAs), repeated loads kept only when the whole input fits
@@ -93,12 +93,18 @@ def estimate(trace: Trace | PreparedTrace, platform: str | NeuronCoreSpec = "trn
     `breakdown=False` skips explaining where the time goes (a fit that needs the latency only)."""
     p = platform if isinstance(platform, NeuronCoreSpec) else get_core_spec(platform)
     prepared = trace if isinstance(trace, PreparedTrace) else prepare(trace)
+    weight = None
     if p.partition_broadcast_matmul:
+        original_tensors = len(prepared.trace.tensors)
         prepared = lowered(prepared, p.psum_bank_bytes_per_partition)
+        weight = statement_weight(prepared.trace, original_tensors)
     trace, deps = prepared.trace, prepared.deps
     costs = instruction_costs(trace, p)
-    spills = plan_spills(deps.sbuf, len(trace), p.sbuf_bytes_per_partition * p.sbuf_usable_fraction, p.partitions,
-                         p.affine_interleave)
+    capacity = p.sbuf_bytes_per_partition * p.sbuf_usable_fraction
+    depth = pipeline_depth(deps.sbuf, len(trace), capacity, p.partitions, p.affine_interleave, p.affine_interleave_unfit)
+    spills = plan_spills(deps.sbuf, len(trace), capacity, p.partitions, depth, weight=weight)
+    if depth != p.affine_interleave:
+        p = replace(p, affine_interleave=depth)
     # DMA bandwidth booked in time order (schedule_timed) or in program order (schedule, perf-4).
     replay_fn = replay_time_ordered if p.dma_time_order and len(trace) else replay
     sched = replay_fn(trace, p, costs, deps, prepared.barriers, spills)

@@ -203,3 +203,16 @@ def _rebuild(trace: Trace, c: dict[str, np.ndarray], new_access: tuple[np.ndarra
                 loop_contexts=list(trace.loop_contexts), columns=cols, access=acc)
     out.frozen = True
     return out
+
+
+def statement_weight(lowered: Trace, original_tensors: int) -> np.ndarray | None:
+    """Per instruction of a lowered trace, what it counts for as a statement of the kernel: 0 for the matmuls and
+    copies added above (they write a tensor the lowering created, index >= `original_tensors`), 1 for the rest;
+    None when nothing was added (spills.py then counts every instruction)."""
+    if len(lowered.tensors) <= original_tensors:
+        return None
+    owner = np.repeat(np.arange(len(lowered)), np.asarray(lowered.columns["access_count"], dtype=np.int64))
+    added = (np.asarray(lowered.access["is_write"]) != 0) & (np.asarray(lowered.access["tensor"]) >= original_tensors)
+    weight = np.ones(len(lowered))
+    weight[owner[added]] = 0.0
+    return weight

@@ -16,6 +16,13 @@ evicted read, and counted in spill_save_bytes / spill_reload_bytes.
 Repeated loads of one HBM region (deps._repeated_loads) take part as "virtual" chunks: a repeat whose gap is
 not evicted is elided (the compiler kept the data), an evicted one runs as traced. The kept copy and the tiles
 the loads write are one copy of the data: it is counted once (_live_with_kept_copies).
+
+How many iterations are in flight is bounded by SBUF (pipeline_depth): a software pipeline needs a slot per step
+in flight, so the compiler pipelines as deep as the live set fits, and where even one iteration at a time does not
+fit it still double-buffers (`affine_interleave_unfit`, hardware.py) and spills. A gap's length is counted in
+`weight` per instruction: the kernel's own statements, not the matmuls and copies lowering.py adds for one
+partition broadcast (they hold no data of their own), so lowering changes what instructions cost, not which data
+is evicted.
 """
 
 from __future__ import annotations
@@ -106,32 +113,66 @@ def interleaved_positions(use: SbufUse, n: int, depth: int) -> np.ndarray | None
     return pos
 
 
+def _kept_repeats_only(use: SbufUse, capacity: float) -> SbufUse:
+    """`use` with the repeated loads the compiler cannot keep made ordinary loads.
+
+    A repeated load is kept in SBUF only when the compiler could keep the whole input tensor there: the
+    matmul tutorial's tiled kernel reloads its 64 MiB lhsT tile by tile (measured 1.21x slower than hoisting
+    the loads), while matmul_add_rmsnorm's 16 MiB weights are read once (neuron-profile). The others run."""
+    if len(use.source_bytes):
+        cacheable = ~use.virtual | (use.source_bytes <= capacity)
+        if not cacheable.all():
+            use = replace(use, chunk_bytes=np.where(cacheable, use.chunk_bytes, 0),
+                          virtual=use.virtual & cacheable, is_write=use.is_write | ~cacheable)
+    return use
+
+
+def _moved(use: SbufUse, pos: np.ndarray) -> SbufUse:
+    """`use` with every instruction at its position `pos` in the compiler's order."""
+    return replace(use, inst=pos[use.inst], prev_inst=np.where(use.prev_inst >= 0, pos[np.maximum(use.prev_inst, 0)], -1))
+
+
+def pipeline_depth(use: SbufUse, n: int, capacity_per_partition: float, partitions: int, interleave: int,
+                   unfit: int = 0) -> int:
+    """How many iterations of each unrolled affine loop the compiler keeps in flight: the most, up to `interleave`,
+    whose live set fits `capacity_per_partition`; where none does, `unfit` (0: `interleave`, no SBUF bound)."""
+    if unfit <= 0 or interleave <= 1:
+        return interleave
+    use = _kept_repeats_only(use, capacity_per_partition * partitions)
+    repeats = np.flatnonzero(use.virtual & ~use.is_write)
+    for depth in range(interleave, 0, -1):
+        pos = interleaved_positions(use, n, depth)
+        live, _ = _live_with_kept_copies(use if pos is None else _moved(use, pos), n, repeats)
+        if live.max(initial=0.0) <= capacity_per_partition:
+            return depth
+    return min(unfit, interleave)
+
+
 def plan_spills(use: SbufUse, n: int, capacity_per_partition: float, partitions: int = 128,
-                interleave: int = 1) -> SpillPlan:
-    """The spills of `use`'s live set, taken in the compiler's order (`interleave` iterations of each unrolled
-    affine loop side by side: interleaved_positions) and returned per instruction of the trace."""
-    pos = interleaved_positions(use, n, interleave)
+                interleave: int = 1, *, unfit: int = 0, weight: np.ndarray | None = None) -> SpillPlan:
+    """The spills of `use`'s live set, taken in the compiler's order (pipeline_depth iterations of each unrolled
+    affine loop side by side: interleaved_positions) and returned per instruction of the trace. `weight`: what
+    each instruction counts for in a gap's length (None: 1 each)."""
+    depth = pipeline_depth(use, n, capacity_per_partition, partitions, interleave, unfit)
+    pos = interleaved_positions(use, n, depth)
     if pos is None:
-        return _plan(use, n, capacity_per_partition, partitions)
+        return _plan(use, n, capacity_per_partition, partitions, weight)
     order = np.empty(n, dtype=np.int64)
     order[pos] = np.arange(n)
-    moved = replace(use, inst=pos[use.inst], prev_inst=np.where(use.prev_inst >= 0, pos[np.maximum(use.prev_inst, 0)], -1))
-    plan = _plan(moved, n, capacity_per_partition, partitions)
+    moved_weight = None
+    if weight is not None:
+        moved_weight = np.empty(n)
+        moved_weight[pos] = weight
+    plan = _plan(_moved(use, pos), n, capacity_per_partition, partitions, moved_weight)
     after = plan.reload_after[pos]
     return replace(plan, reload_bytes=plan.reload_bytes[pos], save_bytes=plan.save_bytes[pos],
                    elided=plan.elided[pos], reload_after=np.where(after >= 0, order[np.maximum(after, 0)], after))
 
 
-def _plan(use: SbufUse, n: int, capacity_per_partition: float, partitions: int) -> SpillPlan:
+def _plan(use: SbufUse, n: int, capacity_per_partition: float, partitions: int,
+          weight: np.ndarray | None = None) -> SpillPlan:
     zeros = np.zeros(n)
-    # A repeated load is kept in SBUF only when the compiler could keep the whole input tensor there: the
-    # matmul tutorial's tiled kernel reloads its 64 MiB lhsT tile by tile (measured 1.21x slower than hoisting
-    # the loads), while matmul_add_rmsnorm's 16 MiB weights are read once (neuron-profile). The others run.
-    if len(use.source_bytes):
-        cacheable = ~use.virtual | (use.source_bytes <= capacity_per_partition * partitions)
-        if not cacheable.all():
-            use = replace(use, chunk_bytes=np.where(cacheable, use.chunk_bytes, 0),
-                          virtual=use.virtual & cacheable, is_write=use.is_write | ~cacheable)
+    use = _kept_repeats_only(use, capacity_per_partition * partitions)
     repeats = np.flatnonzero(use.virtual & ~use.is_write)
     all_elided = np.zeros(n, dtype=bool)
     all_elided[use.inst[repeats]] = True
@@ -146,7 +187,11 @@ def _plan(use: SbufUse, n: int, capacity_per_partition: float, partitions: int) 
     gap_rows, lo, hi = gap_rows[crosses], lo[crosses], hi[crosses]
     if len(gap_rows) == 0:
         return SpillPlan(zeros, zeros.copy(), 0.0, 0.0, 0.0, all_elided, np.full(n, -1, dtype=np.int64))
-    length = hi - lo
+    if weight is None:
+        length = (hi - lo).astype(np.float64)
+    else:  # counted in the kernel's statements (module docstring)
+        at = np.concatenate(([0.0], np.cumsum(weight)))
+        length = at[hi] - at[lo]
     size = use.chunk_bytes[gap_rows].astype(np.float64)
 
     # Rank the candidates: longest gap first; equal gaps grouped by the data they hold, so a partly evicted
