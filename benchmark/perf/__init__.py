@@ -34,7 +34,10 @@ from benchmark.perf.spills import pipeline_depth, plan_spills
 # the engine that triggers it, queues in the compiler's software-pipelined order; constants unchanged.
 # perf-6 (issue 19): a repeated load is one load statement run again (two statements loading one region are two
 # DMAs, deps._repeated_loads); the partition-broadcast lowering (lowering.py) is built but off.
-PERF_MODEL_VERSION = "perf-6"
+# perf-7 (issue 19): partition broadcasts lowered as the compiler does (a Tensor Engine matmul into PSUM per 512
+# columns, a Scalar copy above one bank: lowering.py), the spill planner's gaps counted in the kernel's own
+# statements, and the pipeline only as deep as SBUF holds (spills.pipeline_depth); constants unchanged.
+PERF_MODEL_VERSION = "perf-7"
 
 __all__ = ["PERF_MODEL_VERSION", "COUNTER_NAMES", "Breakdown", "PerfReport", "PreparedTrace", "estimate", "lowered",
            "prepare"]
