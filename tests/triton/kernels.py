@@ -6,6 +6,25 @@ import triton
 import triton.language as tl
 '''
 
+# For kernels that try what the sandbox must refuse: `attempt(name, action)` records "allowed" or "refused" per
+# action, and the kernel raises the record as JSON (the test reads it from the failure's message).
+ATTEMPTS = HEADER + '''
+import json, os, subprocess
+
+
+def _attempts():
+    outcome = {}
+
+    def attempt(name, action):
+        try:
+            action()
+            outcome[name] = "allowed"
+        except PermissionError:
+            outcome[name] = "refused"
+
+    return outcome, attempt
+'''
+
 # y = rmsnorm(x) * w, one row per program; SCALE and the store's mask vary per variant.
 _ROW_KERNEL = HEADER + '''
 

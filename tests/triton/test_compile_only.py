@@ -103,19 +103,11 @@ def test_with_a_stand_in_libcuda_the_launcher_helper_builds_loads_and_reaches_th
                                           "device is detected (stub libcuda)")
 
 
-_ESCAPES = kernels.HEADER + '''
-import json, os, subprocess
+_ESCAPES = kernels.ATTEMPTS + '''
 
 
 def run(hidden_states, weight):
-    outcome = {}
-
-    def attempt(name, action):
-        try:
-            action()
-            outcome[name] = "allowed"
-        except PermissionError:
-            outcome[name] = "refused"
+    outcome, attempt = _attempts()
 
     def write_tool():
         with open("/tmp/ptxas-blackwell", "w") as f:
