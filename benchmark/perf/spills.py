@@ -149,12 +149,11 @@ def pipeline_depth(use: SbufUse, n: int, capacity_per_partition: float, partitio
 
 
 def plan_spills(use: SbufUse, n: int, capacity_per_partition: float, partitions: int = 128,
-                interleave: int = 1, *, unfit: int = 0, weight: np.ndarray | None = None) -> SpillPlan:
-    """The spills of `use`'s live set, taken in the compiler's order (pipeline_depth iterations of each unrolled
-    affine loop side by side: interleaved_positions) and returned per instruction of the trace. `weight`: what
-    each instruction counts for in a gap's length (None: 1 each)."""
-    depth = pipeline_depth(use, n, capacity_per_partition, partitions, interleave, unfit)
-    pos = interleaved_positions(use, n, depth)
+                interleave: int = 1, *, weight: np.ndarray | None = None) -> SpillPlan:
+    """The spills of `use`'s live set, taken in the compiler's order (`interleave` iterations of each unrolled
+    affine loop side by side, as pipeline_depth decides: interleaved_positions) and returned per instruction of
+    the trace. `weight`: what each instruction counts for in a gap's length (None: 1 each)."""
+    pos = interleaved_positions(use, n, interleave)
     if pos is None:
         return _plan(use, n, capacity_per_partition, partitions, weight)
     order = np.empty(n, dtype=np.int64)
