@@ -51,19 +51,13 @@ def evaluate_triton(
     """Evaluate one FlashInfer-Bench solution (its JSON as a dict) on a workload of a definition (their JSON).
     Never raises for anything the solution or reference does; ValueError for a caller's mistake."""
     started = time.monotonic()
-    if get_definition(platform).language != TRITON:
-        raise ValueError(f"platform {platform!r} does not run Triton kernels")
     if backend not in TRITON_BACKEND_VERSIONS:
         raise ValueError(f"backend {backend!r} does not evaluate Triton kernels; expected one of "
                          f"{sorted(TRITON_BACKEND_VERSIONS)}")
     if seeds is not None and len(seeds) < MIN_SEEDS:
         raise ValueError(f"at least {MIN_SEEDS} seeds are needed, got {len(seeds)}")
     seed_list = tuple(int(s) % 2**32 for s in seeds) if seeds is not None else draw_seeds(MIN_SEEDS)
-    context: dict[str, Any] = {
-        "backend": backend, "backend_version": TRITON_BACKEND_VERSIONS[backend], "platform": platform,
-        "project_version": project_version(), "kernel_name": str(solution.get("name", "")), "seeds": seed_list,
-    }
-    config = {"backend": backend, "platform": platform, "guards": {"audit": True, "imports": True, **(_guards or {})}}
+    context, config = _context_and_config(solution, platform, backend, seed_list, _guards)
     header = {"definition": dict(definition), "workload": dict(workload)}
     attempts = 0
     while True:
@@ -81,6 +75,18 @@ def evaluate_triton(
                                               error_detail=traceback.format_exc()[-8000:], **context)
         if result.error_kind is not ErrorKind.INFRASTRUCTURE_ERROR or attempts > limits.infrastructure_retries:
             return replace(result, wall_time_s=round(time.monotonic() - started, 4), attempts=attempts)
+
+
+def _context_and_config(solution: Mapping[str, Any], platform: str, backend: str, seeds: tuple[int, ...],
+                        guards: Mapping[str, bool] | None) -> tuple[dict[str, Any], dict[str, Any]]:
+    """What every result of this evaluation carries, and the children's config (all guards on unless a test
+    says otherwise). ValueError for a platform that does not run Triton kernels."""
+    if get_definition(platform).language != TRITON:
+        raise ValueError(f"platform {platform!r} does not run Triton kernels")
+    context = {"backend": backend, "backend_version": TRITON_BACKEND_VERSIONS[backend], "platform": platform,
+               "project_version": project_version(), "kernel_name": str(solution.get("name", "")), "seeds": seeds}
+    config = {"backend": backend, "platform": platform, "guards": {"audit": True, "imports": True, **(guards or {})}}
+    return context, config
 
 
 def _fail(kind: ErrorKind, message: str, context: dict[str, Any], **flags: Any) -> _Stop:
@@ -212,15 +218,8 @@ def compile_triton(
     nothing is compared or timed. A failure has its kind in the shared taxonomy; ok means compiled, and the
     profile lists the kernels and what became of the launcher helper."""
     started = time.monotonic()
-    if get_definition(platform).language != TRITON:
-        raise ValueError(f"platform {platform!r} does not run Triton kernels")
-    cuda = Backend.CUDA.value
-    context: dict[str, Any] = {
-        "backend": cuda, "backend_version": TRITON_BACKEND_VERSIONS[cuda], "platform": platform,
-        "project_version": project_version(), "kernel_name": str(solution.get("name", "")), "seeds": (int(seed),),
-    }
-    config = {"backend": cuda, "platform": platform, "compile_only": {"arch": int(arch)},
-              "guards": {"audit": True, "imports": True, **(_guards or {})}}
+    context, config = _context_and_config(solution, platform, Backend.CUDA.value, (int(seed),), _guards)
+    config["compile_only"] = {"arch": int(arch)}
     blind = {"definition": dict(definition, reference=_NO_REFERENCE), "workload": dict(workload)}
     try:
         kernel_limits, extras = cuda_placement(limits, require_devices=False)
