@@ -5,6 +5,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from tests.browser.run_form import fill_new_run_form
+
 RUN_TIMEOUT_MS = 240_000
 
 
@@ -14,14 +16,8 @@ def _status(page: Any, run_id: str) -> str:
 
 def test_a_run_stopped_by_its_budget_is_continued_from_its_page(pages: Any) -> None:
     page = pages.open("erin")
-    page.goto("/runs/new/")
-    silu_mini = page.eval_on_selector(
-        "select[name=problem]", "s => [...s.options].find(o => o.textContent.includes('silu:mini')).value"
-    )
-    page.select_option("select[name=problem]", silu_mini)
-    for name, value in (("iterations", "2"), ("beam_width", "1"), ("plans_per_candidate", "2"),
-                        ("samples_per_plan", "1"), ("max_evaluations", "2")):
-        page.fill(f"input[name={name}]", value)
+    fill_new_run_form(page, "silu:mini", {"iterations": "2", "beam_width": "1", "plans_per_candidate": "2",
+                                          "samples_per_plan": "1", "max_evaluations": "2"})
     with page.expect_response(lambda response: "/estimate" in response.url):
         page.locator("input[name=max_evaluations]").blur()
     page.click("main form button[type=submit]")

@@ -6,19 +6,16 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from tests.browser.run_form import fill_new_run_form
+
 RUN_TIMEOUT_MS = 240_000
 
 
 def test_a_budgeted_run_stops_and_its_search_tree_opens_a_nodes_diff(pages: Any) -> None:
     page = pages.open("erin")
-    page.goto("/runs/new/")
-    rope = page.eval_on_selector(
-        "select[name=problem]", "s => [...s.options].find(o => o.textContent.includes('rope_single_freq_apply:mini')).value"
-    )
-    page.select_option("select[name=problem]", rope)
-    for name, value in (("iterations", "3"), ("beam_width", "1"), ("plans_per_candidate", "2"),
-                        ("samples_per_plan", "1"), ("max_evaluations", "2")):
-        page.fill(f"input[name={name}]", value)
+    fill_new_run_form(page, "rope_single_freq_apply:mini", {"iterations": "3", "beam_width": "1",
+                                                            "plans_per_candidate": "2", "samples_per_plan": "1",
+                                                            "max_evaluations": "2"})
     # The estimate under the form checks the budget against what the search parameters allow.
     page.locator("input[name=max_evaluations]").blur()
     page.locator("#run-estimate", has_text="Stops after 2 evaluations, of up to 7").wait_for()
