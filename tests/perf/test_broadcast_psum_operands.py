@@ -1,5 +1,6 @@
-"""perf-8 candidate (issue 19), shipped off: a broadcast one PSUM bank wide copied to SBUF, as AccelOpt's trn1
-counters say its compiler does (`NeuronCoreSpec.broadcast_psum_operands`, benchmark/perf/lowering.py).
+"""perf-8 candidate (issue 19): a broadcast one PSUM bank wide copied to SBUF, as AccelOpt's trn1 counters say its
+compiler does (`NeuronCoreSpec.broadcast_psum_operands`, benchmark/perf/lowering.py): off in the shipped spec, on
+for the pairs AccelOpt measured (`pairs.SOURCE_SPECS`).
 
 With True (perf-7, the NKI tutorial's profiles) a consumer reads a <= 512-wide broadcast straight from PSUM; with
 False the compiler copies it to SBUF on the Scalar Engine as it does a wider one, and the consumer reads both
@@ -19,6 +20,7 @@ from benchmark.nki import jit, simulate
 from benchmark.nki import language as nl
 from benchmark.nki.trace import Engine
 from benchmark.perf import estimate, lowered, prepare
+from benchmark.perf.pairs import load_pairs, pair_platform
 
 ROWS, K = 128, 32
 BANK = TRN1.psum_bank_bytes_per_partition // 4  # 512 fp32
@@ -75,3 +77,11 @@ def test_copied_broadcasts_make_the_multiply_read_sbuf_and_the_scalar_engine_cop
 
 def test_the_shipped_spec_reads_psum_directly():
     assert TRN1.broadcast_psum_operands is True
+
+
+def test_accelopt_measured_pairs_are_predicted_with_their_compilers_copies_and_the_tutorials_without():
+    """The pairs' sources decide: AccelOpt's harness copies one-bank broadcasts, the NKI tutorials read PSUM."""
+    by_name = {p.name: p for p in load_pairs()}
+    assert pair_platform(by_name["accelopt_mamba"], TRN1).broadcast_psum_operands is False
+    assert pair_platform(by_name["mamba_tutorial_v2_v3_s1024"], TRN1) == TRN1
+    assert pair_platform(by_name["matmul_tutorial_block_free"], TRN1) == TRN1
