@@ -171,6 +171,16 @@ class NeuronCoreSpec:
     # change which data spills.py evicts, and the pipelined depth is bounded by SBUF. False: the broadcast is free
     # and read from SBUF (perf-5).
     partition_broadcast_matmul: bool = True
+    # Whether a consumer reads a broadcast of at most one PSUM bank (512 fp32) straight from PSUM (True: the NKI
+    # tutorial's profiles, SDK 2.20-2.22: Mamba v2 -> v3 gains 1.33x exactly when F passes 512) or the compiler
+    # copies it to SBUF on the Scalar Engine as it does a wider one (False). AccelOpt's trn1 counters (its results
+    # CSV) say False for its optimized Mamba (512-wide, as the tutorial's v3): Scalar Engine active 0.543 ms = its
+    # 448 exps (0.17) + 896 [128, 512] copies (0.35; without them the model says 0.20), and its Vector time per
+    # column then matches the baseline's and the tutorial's on one ratio (docs/benchmarks.md, "perf-8 candidates:
+    # mamba"). One spec cannot hold both
+    # sources: True here (perf-7; no NKIBench baseline has a broadcast this narrow, so the fit does not see it),
+    # False for the pairs AccelOpt measured (benchmark/perf/pairs.py SOURCE_SPECS).
+    broadcast_psum_operands: bool = True
 
 
 TRN1 = NeuronCoreSpec(

@@ -73,16 +73,16 @@ def prepare(trace: Trace) -> PreparedTrace:
     return PreparedTrace(trace, build_dependencies(trace), sequential_barriers(trace))
 
 
-_LOWERED: dict[tuple[int, int], PreparedTrace] = {}
+_LOWERED: dict[tuple[int, int, bool], PreparedTrace] = {}
 
 
-def lowered(prepared: PreparedTrace, psum_bank_bytes: int) -> PreparedTrace:
+def lowered(prepared: PreparedTrace, psum_bank_bytes: int, psum_operands: bool = True) -> PreparedTrace:
     """The prepared trace with the compiler's partition-broadcast matmuls made explicit (lowering.py), kept for
     as long as `prepared` lives (a fit replays one trace under many constant sets)."""
-    key = (id(prepared), psum_bank_bytes)
+    key = (id(prepared), psum_bank_bytes, psum_operands)
     hit = _LOWERED.get(key)
     if hit is None:
-        trace = lower_partition_broadcasts(prepared.trace, psum_bank_bytes)
+        trace = lower_partition_broadcasts(prepared.trace, psum_bank_bytes, psum_operands)
         hit = prepared if trace is prepared.trace else PreparedTrace(trace, build_dependencies(trace),
                                                                      sequential_barriers(trace))
         _LOWERED[key] = hit
@@ -99,7 +99,7 @@ def estimate(trace: Trace | PreparedTrace, platform: str | NeuronCoreSpec = "trn
     weight = None
     if p.partition_broadcast_matmul:
         original_tensors = len(prepared.trace.tensors)
-        prepared = lowered(prepared, p.psum_bank_bytes_per_partition)
+        prepared = lowered(prepared, p.psum_bank_bytes_per_partition, p.broadcast_psum_operands)
         weight = statement_weight(prepared.trace, original_tensors)
     trace, deps = prepared.trace, prepared.deps
     costs = instruction_costs(trace, p)
