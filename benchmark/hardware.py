@@ -177,10 +177,10 @@ class NeuronCoreSpec:
     # CSV) say False for its optimized Mamba (512-wide, as the tutorial's v3): Scalar Engine active 0.543 ms = its
     # 448 exps (0.17) + 896 [128, 512] copies (0.35; without them the model says 0.20), and its Vector time per
     # column then matches the baseline's and the tutorial's on one ratio (docs/benchmarks.md, "perf-8 candidates:
-    # mamba"). One spec cannot hold both
-    # sources: True here (perf-7; no NKIBench baseline has a broadcast this narrow, so the fit does not see it),
-    # False for the pairs AccelOpt measured (benchmark/perf/pairs.py SOURCE_SPECS).
-    broadcast_psum_operands: bool = True
+    # mamba"). One spec cannot hold both compilers: False here, the compiler that measured all 14 NKIBench
+    # baselines the model is fitted to (none has a broadcast this narrow, so the fit does not see it); True for
+    # the pairs the tutorials measured (benchmark/perf/pairs.py SOURCE_SPECS).
+    broadcast_psum_operands: bool = False
 
 
 TRN1 = NeuronCoreSpec(

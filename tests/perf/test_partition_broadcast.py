@@ -21,7 +21,9 @@ from benchmark.nki.trace import Engine
 from benchmark.perf import estimate, lowered, prepare
 
 ROWS, K = 128, 32  # K one-row operands, each broadcast over the 128 partitions and multiplied into x
-LOWERED = replace(TRN1, partition_broadcast_matmul=True)
+# The NKI tutorials' compiler (SDK 2.20-2.22), which reads a one-bank broadcast from PSUM; the shipped spec copies
+# it to SBUF as the baselines' compiler does (tests/perf/test_broadcast_psum_operands.py).
+LOWERED = replace(TRN1, partition_broadcast_matmul=True, broadcast_psum_operands=True)
 BANK = TRN1.psum_bank_bytes_per_partition // 4  # 512 fp32: the widest PSUM tile
 
 
@@ -67,7 +69,7 @@ def _cycles(free: int, rate: float) -> float:
 
 def test_the_simulators_trace_records_the_broadcast_and_the_model_lowers_it():
     _, trace = _run(BANK, BANK)
-    prepared = lowered(prepare(trace), TRN1.psum_bank_bytes_per_partition)
+    prepared = lowered(prepare(trace), TRN1.psum_bank_bytes_per_partition, psum_operands=True)
     engines = np.asarray(prepared.trace.columns["engine"])
     # One matmul per broadcast, none in the simulator's own trace (its digests do not move).
     assert int((np.asarray(trace.columns["engine"]) == Engine.TENSOR).sum()) == 0
