@@ -171,6 +171,17 @@ class NeuronCoreSpec:
     # change which data spills.py evicts, and the pipelined depth is bounded by SBUF. False: the broadcast is free
     # and read from SBUF (perf-5).
     partition_broadcast_matmul: bool = True
+    # --- performance model: loop-invariant computation (helper VN, issue 19) -------------------------------------
+    # The compiler hoists a loop-invariant load and what is computed from it, and keeps the product (spilling it
+    # when it does not fit): neuron-profile's transpose_flops are the trace's divided by the repeat count where a
+    # loaded tile is transposed inside a loop that does not index it (trn1_nkibench_baselines.csv: swiglu 6.00, bmm
+    # and bmm_softmax 4.00, lora 3.50). The SDK names "redundant TensorEngine transposes" and "intermediate-data
+    # spilling" as the profile's known inefficiency patterns (about-neuron/whats-new.rst, Neuron Agentic
+    # Development), and the compiler has a dead code elimination pass (release-notes/components/compiler.rst);
+    # aws-neuron-sdk @81ce03ae. valnum.py value-numbers the trace, elides the repeated transposes and copies and the
+    # loads only they read, and keeps the product as dirty data (spilled when it does not fit). False: every
+    # compute instruction runs as traced (perf-7).
+    value_numbering: bool = True
 
 
 TRN1 = NeuronCoreSpec(

@@ -15,7 +15,9 @@ evicted read, and counted in spill_save_bytes / spill_reload_bytes.
 
 Repeated loads of one HBM region (deps._repeated_loads) take part as "virtual" chunks: a repeat whose gap is
 not evicted is elided (the compiler kept the data), an evicted one runs as traced. The kept copy and the tiles
-the loads write are one copy of the data: it is counted once (_live_with_kept_copies).
+the loads write are one copy of the data: it is counted once (_live_with_kept_copies). A kept product of loop-invariant
+transposes (valnum.py) is a virtual chunk too, but dirty: an evicted repeat stays elided and reloads the product,
+saved once after its first instance.
 
 How many iterations are in flight is bounded by SBUF (pipeline_depth): a software pipeline needs a slot per step
 in flight, so the compiler pipelines as deep as the live set fits, and where even one iteration at a time does not
@@ -129,7 +131,12 @@ def _kept_repeats_only(use: SbufUse, capacity: float) -> SbufUse:
 
 def _moved(use: SbufUse, pos: np.ndarray) -> SbufUse:
     """`use` with every instruction at its position `pos` in the compiler's order."""
-    return replace(use, inst=pos[use.inst], prev_inst=np.where(use.prev_inst >= 0, pos[np.maximum(use.prev_inst, 0)], -1))
+    vn_elided = use.vn_elided
+    if len(vn_elided) == len(pos):
+        vn_elided = np.empty_like(use.vn_elided)
+        vn_elided[pos] = use.vn_elided
+    return replace(use, inst=pos[use.inst], prev_inst=np.where(use.prev_inst >= 0, pos[np.maximum(use.prev_inst, 0)], -1),
+                   vn_elided=vn_elided)
 
 
 def pipeline_depth(use: SbufUse, n: int, capacity_per_partition: float, partitions: int, interleave: int,
@@ -175,6 +182,8 @@ def _plan(use: SbufUse, n: int, capacity_per_partition: float, partitions: int,
     repeats = np.flatnonzero(use.virtual & ~use.is_write)
     all_elided = np.zeros(n, dtype=bool)
     all_elided[use.inst[repeats]] = True
+    if len(use.vn_elided) == n:
+        all_elided |= use.vn_elided  # loop-invariant computation and dead loads (valnum.py)
     live, gap_start = _live_with_kept_copies(use, n, repeats)
     excess = live - capacity_per_partition
     if n == 0 or excess.max(initial=0.0) <= 0:
@@ -213,11 +222,13 @@ def _plan(use: SbufUse, n: int, capacity_per_partition: float, partitions: int,
     chosen = rank[:low]
     evicted = gap_rows[chosen]
     reload_after_rows = use.prev_inst[evicted]
-    # An evicted repeat load simply runs (its own DMA is the re-fetch); the others are elided.
+    # An evicted repeat load simply runs (its own DMA is the re-fetch); the others are elided. An evicted kept
+    # product (valnum.py: its first instance is a dirty write) is reloaded like any spill.
+    runs = use.virtual[evicted] & use.clean[use.producer[evicted]]
     elided = all_elided.copy()
-    elided[use.inst[evicted[use.virtual[evicted]]]] = False
-    reload_after_rows = reload_after_rows[~use.virtual[evicted]]
-    evicted = evicted[~use.virtual[evicted]]
+    elided[use.inst[evicted[runs]]] = False
+    reload_after_rows = reload_after_rows[~runs]
+    evicted = evicted[~runs]
     # A re-fetch of clean data is an ordinary load the compiler prefetches: it may start once the previous
     # use of the chunk is done. A spill reload is placed just before its use (-2: when the engine gets there).
     producer_clean = use.clean[use.producer[evicted]]
