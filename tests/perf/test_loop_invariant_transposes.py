@@ -13,7 +13,8 @@ import pytest
 
 from benchmark.hardware import TRN1
 from benchmark.nki.trace import Engine, LoopInfo, LoopKind, MemorySpace, Trace
-from benchmark.perf import estimate
+from benchmark.perf import PreparedTrace, estimate
+from benchmark.perf.deps import build_dependencies, sequential_barriers
 from tests.perf.builders import hbm, sbuf
 
 REPEATS = 4
@@ -122,3 +123,12 @@ def test_a_product_larger_than_sbuf_is_recomputed():
     on, off = estimate(kernel(width=width, blocks=blocks)), estimate(kernel(width=width, blocks=blocks), OFF)
     assert on.profile["transpose_flops"] == off.profile["transpose_flops"]
     assert on.latency_ms == off.latency_ms
+
+
+def test_value_numbering_off_is_the_model_without_it():
+    """NeuronCoreSpec.value_numbering False replays the trace as perf-7 did (dependencies without value numbers)."""
+    for trace in (kernel(width=16 * 1024), kernel(width=96 * 1024, pressure=96 * 1024)):
+        plain = PreparedTrace(trace, build_dependencies(trace), sequential_barriers(trace))
+        off, before = estimate(trace, OFF), estimate(plain, TRN1)
+        assert off.latency_ms == before.latency_ms
+        assert off.profile == before.profile
