@@ -182,6 +182,12 @@ class NeuronCoreSpec:
     # loads only they read, and keeps the product as dirty data (spilled when it does not fit). False: every
     # compute instruction runs as traced (perf-7).
     value_numbering: bool = True
+    # The compiler's loop fusion (nki/index.rst: the loop-level stage "performs layout, tiling and loop fusion
+    # optimizations"; nki/library/specs/design-rmsnorm-quant.rst: the middle end's "loop-reordering and
+    # loop-fusion"; aws-neuron-sdk @81ce03ae): spills.py takes the SBUF working set with adjacent producer-consumer
+    # affine loops of one trip count run iteration by iteration together, at every nest level, a fused iteration's
+    # load-only loops first (fusion.py). False: program order (perf-7).
+    loop_fusion: bool = True
 
 
 TRN1 = NeuronCoreSpec(

@@ -105,6 +105,8 @@ def estimate(trace: Trace | PreparedTrace, platform: str | NeuronCoreSpec = "trn
     trace, deps = prepared.trace, prepared.deps
     costs = instruction_costs(trace, p)
     use = deps.sbuf if p.value_numbering or deps.sbuf.plain is None else deps.sbuf.plain
+    if not p.loop_fusion and use.fused is not None:
+        use = replace(use, fused=None)
     if len(use.vn_elided) == len(trace) and use.vn_elided.any():
         # Loop-invariant computation runs once (valnum.py): no engine time, nor in the Vector/Scalar balance.
         costs = replace(costs, seconds=np.where(use.vn_elided, 0.0, costs.seconds), scalar_seconds=np.where(

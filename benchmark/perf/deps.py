@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from benchmark.nki.trace import Engine, LoopKind, MemorySpace, Trace
+from benchmark.perf.fusion import fused_order
 
 _MAX_CHUNKS_PER_ACCESS = 64
 
@@ -60,6 +61,8 @@ class SbufUse:
     # use before value numbering (NeuronCoreSpec.value_numbering off).
     vn_elided: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))
     plain: SbufUse | None = None
+    # Per instruction: its position with producer-consumer loops fused (fusion.py); None: program order.
+    fused: np.ndarray | None = None
 
     @staticmethod
     def empty() -> SbufUse:
@@ -188,6 +191,7 @@ def build_dependencies(trace: Trace) -> Dependencies:
         virtual=np.zeros(int(sb.sum()), dtype=bool),
         source_bytes=np.zeros(int(sb.sum()), dtype=np.int64),
         slots=affine_slots(trace),
+        fused=fused_order(trace, indptr, pred.astype(np.int64)),
     )
     read_write = np.unique(kept_access[row_access[raw]] * len(keep) + kept_access[row_access[last_write[raw]]])
     return Dependencies(indptr, pred.astype(np.int64), _repeated_loads(trace, sbuf, space, written),
@@ -321,6 +325,7 @@ def _repeated_loads(trace: Trace, sbuf: SbufUse, space: np.ndarray, hbm_written:
         source_bytes=np.concatenate((sbuf.source_bytes, np.array(
             [trace.tensors[int(t)].total_bytes for t in tensor[src]], dtype=np.int64))),
         slots=sbuf.slots,
+        fused=sbuf.fused,
     )
 
 

@@ -17,7 +17,8 @@ Repeated loads of one HBM region (deps._repeated_loads) take part as "virtual" c
 not evicted is elided (the compiler kept the data), an evicted one runs as traced. The kept copy and the tiles
 the loads write are one copy of the data: it is counted once (_live_with_kept_copies). A kept product of loop-invariant
 transposes (valnum.py) is a virtual chunk too, but dirty: an evicted repeat stays elided and reloads the product,
-saved once after its first instance.
+saved once after its first instance. The loops' order is the compiler's fused one where it fuses producer-consumer
+loops (fusion.py, SbufUse.fused); the kept copies' repeats are then chained in that order.
 
 How many iterations are in flight is bounded by SBUF (pipeline_depth): a software pipeline needs a slot per step
 in flight, so the compiler pipelines as deep as the live set fits, and where even one iteration at a time does not
@@ -96,22 +97,22 @@ def _live_with_kept_copies(use: SbufUse, n: int, repeats: np.ndarray) -> tuple[n
     return (live + np.cumsum(delta))[:n], gap_start
 
 
-def interleaved_positions(use: SbufUse, n: int, depth: int) -> np.ndarray | None:
+def interleaved_positions(use: SbufUse, n: int, depth: int, base: np.ndarray | None = None) -> np.ndarray | None:
     """Each instruction's position in the compiler's order, where the iterations of an unrolled innermost
     affine_range loop run `depth` at a time in lockstep (instruction k of each, then k + 1 of each, ...); None
-    when that is program order."""
+    when that is program order. `base`: the order the loops run in (fusion.fused_order; None: program order)."""
     slots = use.slots
     if depth <= 1 or slots is None or len(slots.segment) != n or not (slots.segment >= 0).any():
-        return None
-    index = np.arange(n)
+        return base
+    index = np.arange(n) if base is None else base
     inside = slots.segment >= 0
-    # Outside any such loop an instruction is its own segment; the segments keep their program order.
-    segment = np.where(inside, slots.segment, index)
+    # Outside any such loop an instruction is its own segment; the segments keep their (fused) program order.
+    segment = np.where(inside, index[np.maximum(slots.segment, 0)], index)
     # A software pipeline over the loop body's engines keeps one iteration per engine in flight.
     group = np.where(inside, slots.iteration // np.maximum(np.minimum(slots.stages, depth), 1), 0)
     order = np.lexsort((index, slots.iteration, slots.offset, group, segment))
     pos = np.empty(n, dtype=np.int64)
-    pos[order] = index
+    pos[order] = np.arange(n)
     return pos
 
 
@@ -129,14 +130,24 @@ def _kept_repeats_only(use: SbufUse, capacity: float) -> SbufUse:
     return use
 
 
-def _moved(use: SbufUse, pos: np.ndarray) -> SbufUse:
-    """`use` with every instruction at its position `pos` in the compiler's order."""
+def _moved(use: SbufUse, pos: np.ndarray, rechain: bool = False) -> SbufUse:
+    """`use` with every instruction at its position `pos` in the compiler's order (`rechain`: kept copies' repeats
+    chained in that order, for an order that moves whole statements: fusion.py)."""
     vn_elided = use.vn_elided
     if len(vn_elided) == len(pos):
         vn_elided = np.empty_like(use.vn_elided)
         vn_elided[pos] = use.vn_elided
-    return replace(use, inst=pos[use.inst], prev_inst=np.where(use.prev_inst >= 0, pos[np.maximum(use.prev_inst, 0)], -1),
-                   vn_elided=vn_elided)
+    inst = pos[use.inst]
+    prev = np.where(use.prev_inst >= 0, pos[np.maximum(use.prev_inst, 0)], -1)
+    if rechain:
+        # A kept copy's repeats in the new order: each one's gap starts at the one before it *there* (fused loops
+        # can put a later statement's repeat before an earlier statement's).
+        rows = np.flatnonzero(use.virtual & ~use.is_write & (use.producer >= 0))
+        if len(rows):
+            rows = rows[np.lexsort((inst[rows], use.producer[rows]))]
+            same = np.r_[False, use.producer[rows][1:] == use.producer[rows][:-1]]
+            prev[rows] = np.where(same, inst[np.roll(rows, 1)], inst[use.producer[rows]])
+    return replace(use, inst=inst, prev_inst=prev, vn_elided=vn_elided)
 
 
 def pipeline_depth(use: SbufUse, n: int, capacity_per_partition: float, partitions: int, interleave: int,
@@ -148,8 +159,8 @@ def pipeline_depth(use: SbufUse, n: int, capacity_per_partition: float, partitio
     use = _kept_repeats_only(use, capacity_per_partition * partitions)
     repeats = np.flatnonzero(use.virtual & ~use.is_write)
     for depth in range(interleave, 0, -1):
-        pos = interleaved_positions(use, n, depth)
-        live, _ = _live_with_kept_copies(use if pos is None else _moved(use, pos), n, repeats)
+        pos = interleaved_positions(use, n, depth, use.fused)
+        live, _ = _live_with_kept_copies(use if pos is None else _moved(use, pos, use.fused is not None), n, repeats)
         if live.max(initial=0.0) <= capacity_per_partition:
             return depth
     return min(unfit, interleave)
@@ -160,7 +171,7 @@ def plan_spills(use: SbufUse, n: int, capacity_per_partition: float, partitions:
     """The spills of `use`'s live set, taken in the compiler's order (`interleave` iterations of each unrolled
     affine loop side by side, as pipeline_depth decides: interleaved_positions) and returned per instruction of
     the trace. `weight`: what each instruction counts for in a gap's length (None: 1 each)."""
-    pos = interleaved_positions(use, n, interleave)
+    pos = interleaved_positions(use, n, interleave, use.fused)
     if pos is None:
         return _plan(use, n, capacity_per_partition, partitions, weight)
     order = np.empty(n, dtype=np.int64)
@@ -169,7 +180,7 @@ def plan_spills(use: SbufUse, n: int, capacity_per_partition: float, partitions:
     if weight is not None:
         moved_weight = np.empty(n)
         moved_weight[pos] = weight
-    plan = _plan(_moved(use, pos), n, capacity_per_partition, partitions, moved_weight)
+    plan = _plan(_moved(use, pos, use.fused is not None), n, capacity_per_partition, partitions, moved_weight)
     after = plan.reload_after[pos]
     return replace(plan, reload_bytes=plan.reload_bytes[pos], save_bytes=plan.save_bytes[pos],
                    elided=plan.elided[pos], reload_after=np.where(after >= 0, order[np.maximum(after, 0)], after))
