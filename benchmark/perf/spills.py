@@ -231,6 +231,15 @@ def _plan(use: SbufUse, n: int, capacity_per_partition: float, partitions: int,
         else:
             low = mid + 1
     chosen = rank[:low]
+    product = use.virtual[gap_rows] & ~use.clean[use.producer[gap_rows]]
+    if product[chosen].any():
+        # A kept product (valnum.py) is one tensor the compiler made and spills whole: every chunk of it leaves
+        # across its gaps of the kind the planner had to evict. A product's gaps are a loop's period or a few
+        # statements (swiglu: 2,272-2,329 instructions, or 11-68 between two statements' uses in one fused
+        # iteration), so "at least half the shortest evicted one" picks the period; trn1 saves swiglu's 16.8 MB
+        # transposed input once and reloads it in two of its three row blocks.
+        shortest = length[chosen][product[chosen]].min()
+        chosen = np.union1d(chosen, np.flatnonzero(product & (length >= 0.5 * shortest)))
     evicted = gap_rows[chosen]
     reload_after_rows = use.prev_inst[evicted]
     # An evicted repeat load simply runs (its own DMA is the re-fetch); the others are elided. An evicted kept

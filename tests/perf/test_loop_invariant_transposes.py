@@ -9,12 +9,14 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import numpy as np
 import pytest
 
 from benchmark.hardware import TRN1
 from benchmark.nki.trace import Engine, LoopInfo, LoopKind, MemorySpace, Trace
 from benchmark.perf import PreparedTrace, estimate
-from benchmark.perf.deps import build_dependencies, sequential_barriers
+from benchmark.perf.deps import SbufUse, build_dependencies, sequential_barriers
+from benchmark.perf.spills import plan_spills
 from tests.perf.builders import hbm, sbuf
 
 REPEATS = 4
@@ -132,3 +134,18 @@ def test_value_numbering_off_is_the_model_without_it():
         off, before = estimate(trace, OFF), estimate(plain, TRN1)
         assert off.latency_ms == before.latency_ms
         assert off.profile == before.profile
+
+
+def test_a_kept_product_spills_whole():
+    """Two chunks of one kept product (written by instruction 0, reused by the repeat at 4) and a scratch tile
+    live over 2..3: evicting one chunk would fit, but the compiler spills the product, a tensor of its own, whole:
+    both chunks are saved once and reloaded at the repeat."""
+    kib = 1024
+    use = SbufUse(
+        inst=np.array([0, 0, 4, 4, 2, 3]), is_write=np.array([True, True, False, False, True, False]),
+        chunk_bytes=np.array([64 * kib] * 6), partitions=np.full(6, 128), prev_inst=np.array([-1, -1, 0, 0, -1, 2]),
+        producer=np.array([-1, -1, 0, 1, -1, 4]), clean=np.zeros(6, dtype=bool),
+        virtual=np.array([True, True, True, True, False, False]), source_bytes=np.zeros(6, dtype=np.int64))
+    plan = plan_spills(use, 6, capacity_per_partition=150 * kib)
+    assert plan.spill_save_total == plan.spill_reload_total == 2 * 128 * 64 * kib
+    assert plan.elided[4] and plan.reload_bytes[4] == 2 * 128 * 64 * kib
