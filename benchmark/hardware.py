@@ -181,6 +181,23 @@ class NeuronCoreSpec:
     # baselines the model is fitted to (none has a broadcast this narrow, so the fit does not see it); True for
     # the pairs the tutorials measured (benchmark/perf/pairs.py SOURCE_SPECS).
     broadcast_psum_operands: bool = False
+    # --- performance model: loop-invariant computation (helper VN, issue 19) -------------------------------------
+    # The compiler hoists a loop-invariant load and what is computed from it, and keeps the product (spilling it
+    # when it does not fit): neuron-profile's transpose_flops are the trace's divided by the repeat count where a
+    # loaded tile is transposed inside a loop that does not index it (trn1_nkibench_baselines.csv: swiglu 6.00, bmm
+    # and bmm_softmax 4.00, lora 3.50). The SDK names "redundant TensorEngine transposes" and "intermediate-data
+    # spilling" as the profile's known inefficiency patterns (about-neuron/whats-new.rst, Neuron Agentic
+    # Development), and the compiler has a dead code elimination pass (release-notes/components/compiler.rst);
+    # aws-neuron-sdk @81ce03ae. valnum.py value-numbers the trace, elides the repeated transposes and copies and the
+    # loads only they read, and keeps the product as dirty data (spilled when it does not fit). False: every
+    # compute instruction runs as traced (perf-7).
+    value_numbering: bool = True
+    # The compiler's loop fusion (nki/index.rst: the loop-level stage "performs layout, tiling and loop fusion
+    # optimizations"; nki/library/specs/design-rmsnorm-quant.rst: the middle end's "loop-reordering and
+    # loop-fusion"; aws-neuron-sdk @81ce03ae): spills.py takes the SBUF working set with adjacent producer-consumer
+    # affine loops of one trip count run iteration by iteration together, at every nest level, a fused iteration's
+    # load-only loops first (fusion.py). False: program order (perf-7).
+    loop_fusion: bool = True
 
 
 TRN1 = NeuronCoreSpec(

@@ -16,13 +16,14 @@ import numpy as np
 from benchmark.hardware import NeuronCoreSpec, get_core_spec
 from benchmark.nki.trace import Engine, Trace
 from benchmark.perf.costs import instruction_costs
-from benchmark.perf.deps import Dependencies, build_dependencies, sequential_barriers
+from benchmark.perf.deps import Dependencies, sequential_barriers
 from benchmark.perf.explain import Breakdown, explain_schedule
 from benchmark.perf.lowering import lower_partition_broadcasts, statement_weight
 from benchmark.perf.profile import COUNTER_NAMES, counters, timeline
 from benchmark.perf.schedule import replay
 from benchmark.perf.schedule_timed import replay_time_ordered
 from benchmark.perf.spills import pipeline_depth, plan_spills
+from benchmark.perf.valnum import numbered_dependencies
 
 # perf-2: calibrated on the 14 trn1 NKIBench baselines. perf-3 (issue 19): DMA engine time by access pattern
 # (bytes per buffer, strided/transposed runs, narrow DMAs), repeated loads kept only when the whole input fits
@@ -70,7 +71,7 @@ class PreparedTrace:
 
 def prepare(trace: Trace) -> PreparedTrace:
     trace.freeze()
-    return PreparedTrace(trace, build_dependencies(trace), sequential_barriers(trace))
+    return PreparedTrace(trace, numbered_dependencies(trace), sequential_barriers(trace))
 
 
 _LOWERED: dict[tuple[int, int, bool], PreparedTrace] = {}
@@ -83,7 +84,7 @@ def lowered(prepared: PreparedTrace, psum_bank_bytes: int, psum_operands: bool =
     hit = _LOWERED.get(key)
     if hit is None:
         trace = lower_partition_broadcasts(prepared.trace, psum_bank_bytes, psum_operands)
-        hit = prepared if trace is prepared.trace else PreparedTrace(trace, build_dependencies(trace),
+        hit = prepared if trace is prepared.trace else PreparedTrace(trace, numbered_dependencies(trace),
                                                                      sequential_barriers(trace))
         _LOWERED[key] = hit
         weakref.finalize(prepared, _LOWERED.pop, key, None)
@@ -103,9 +104,16 @@ def estimate(trace: Trace | PreparedTrace, platform: str | NeuronCoreSpec = "trn
         weight = statement_weight(prepared.trace, original_tensors)
     trace, deps = prepared.trace, prepared.deps
     costs = instruction_costs(trace, p)
+    use = deps.sbuf if p.value_numbering or deps.sbuf.plain is None else deps.sbuf.plain
+    if not p.loop_fusion and use.fused is not None:
+        use = replace(use, fused=None)
+    if len(use.vn_elided) == len(trace) and use.vn_elided.any():
+        # Loop-invariant computation runs once (valnum.py): no engine time, nor in the Vector/Scalar balance.
+        costs = replace(costs, seconds=np.where(use.vn_elided, 0.0, costs.seconds), scalar_seconds=np.where(
+            use.vn_elided, 0.0, costs.scalar_seconds) if len(costs.scalar_seconds) else costs.scalar_seconds)
     capacity = p.sbuf_bytes_per_partition * p.sbuf_usable_fraction
-    depth = pipeline_depth(deps.sbuf, len(trace), capacity, p.partitions, p.affine_interleave, p.affine_interleave_unfit)
-    spills = plan_spills(deps.sbuf, len(trace), capacity, p.partitions, depth, weight=weight)
+    depth = pipeline_depth(use, len(trace), capacity, p.partitions, p.affine_interleave, p.affine_interleave_unfit)
+    spills = plan_spills(use, len(trace), capacity, p.partitions, depth, weight=weight)
     if depth != p.affine_interleave:
         p = replace(p, affine_interleave=depth)
     # DMA bandwidth booked in time order (schedule_timed) or in program order (schedule, perf-4).

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from benchmark.nki.trace import Engine, LoopKind, MemorySpace, Trace
+from benchmark.perf.fusion import fused_order
 
 _MAX_CHUNKS_PER_ACCESS = 64
 
@@ -56,6 +57,12 @@ class SbufUse:
     # Per instruction (not per row): where it sits among the unrolled iterations of its innermost affine_range
     # loop (affine_slots), from which spills.py builds the compiler's interleaved order. Empty: program order.
     slots: AffineSlots | None = None
+    # Per instruction: elided as loop-invariant computation or a dead load (valnum.py); empty: none. `plain`: this
+    # use before value numbering (NeuronCoreSpec.value_numbering off).
+    vn_elided: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))
+    plain: SbufUse | None = None
+    # Per instruction: its position with producer-consumer loops fused (fusion.py); None: program order.
+    fused: np.ndarray | None = None
 
     @staticmethod
     def empty() -> SbufUse:
@@ -68,6 +75,10 @@ class Dependencies:
     indptr: np.ndarray  # CSR over instructions: predecessors of i are indices[indptr[i]:indptr[i+1]]
     indices: np.ndarray
     sbuf: SbufUse
+    # Each on-chip (or written HBM) read access, paired with the write access that last wrote its bytes (valnum.py).
+    read_access: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    write_access: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    hbm_written: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))
 
 
 def _owner(trace: Trace) -> np.ndarray:
@@ -118,6 +129,7 @@ def build_dependencies(trace: Trace) -> Dependencies:
     read = np.zeros(n_tensors, dtype=bool)
     read[tensor[~is_write]] = True
     keep = (space[tensor] != MemorySpace.HBM) | (written[tensor] & read[tensor])
+    kept_access = np.flatnonzero(keep)
     tensor, is_write, lo, hi, owner = tensor[keep], is_write[keep], lo[keep], hi[keep], owner[keep]
     parts = (np.asarray(acc["part_hi"], dtype=np.int64) - np.asarray(acc["part_lo"], dtype=np.int64))[keep]
 
@@ -179,8 +191,11 @@ def build_dependencies(trace: Trace) -> Dependencies:
         virtual=np.zeros(int(sb.sum()), dtype=bool),
         source_bytes=np.zeros(int(sb.sum()), dtype=np.int64),
         slots=affine_slots(trace),
+        fused=fused_order(trace, indptr, pred.astype(np.int64)),
     )
-    return Dependencies(indptr, pred.astype(np.int64), _repeated_loads(trace, sbuf, space, written))
+    read_write = np.unique(kept_access[row_access[raw]] * len(keep) + kept_access[row_access[last_write[raw]]])
+    return Dependencies(indptr, pred.astype(np.int64), _repeated_loads(trace, sbuf, space, written),
+                        read_write // len(keep), read_write % len(keep), written)
 
 
 def affine_slots(trace: Trace) -> AffineSlots:
@@ -310,6 +325,7 @@ def _repeated_loads(trace: Trace, sbuf: SbufUse, space: np.ndarray, hbm_written:
         source_bytes=np.concatenate((sbuf.source_bytes, np.array(
             [trace.tensors[int(t)].total_bytes for t in tensor[src]], dtype=np.int64))),
         slots=sbuf.slots,
+        fused=sbuf.fused,
     )
 
 

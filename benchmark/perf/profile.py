@@ -41,7 +41,7 @@ def counters(trace: Trace, platform: NeuronCoreSpec, spills: SpillPlan, latency_
     total = {k: float(np.asarray(c[k], dtype=np.float64)[dma].sum()) for k in
              ("hbm_read", "hbm_write", "sbuf_read", "sbuf_write", "psum_read", "psum_write")}
     flops = np.asarray(c["flops"], dtype=np.float64)
-    on_pe = engine == Engine.TENSOR
+    on_pe = (engine == Engine.TENSOR) & ~spills.elided  # loop-invariant computation runs once (valnum.py)
     transpose = on_pe & (np.asarray(c["is_transpose"]) != 0)
     hardware_flops = 2.0 * float(flops[on_pe].sum())
     transpose_flops = 2.0 * float(flops[transpose].sum())

@@ -196,8 +196,8 @@ def replay(
             else:
                 issue = ready
             ready = max(ready, _move(hbm, engines, issue, reload_at[i], spill_engine_s(reload_at[i])) + fixed)
-        if e == dma and elided[i]:
-            s = f = ready  # a repeated load whose data stayed in SBUF
+        if elided[i]:
+            s = f = ready  # a repeated load whose data stayed in SBUF, or loop-invariant computation (valnum.py)
         elif e == dma:
             s = max(ready, queues[0])
             if issue_s:

@@ -191,7 +191,7 @@ def replay_time_ordered(
         if spill_any and 0 <= reload_after[i] < i:
             w.append(reload_after[i])
         lane = ("q", queue[i]) if engine[i] == dma else ("e", engine[i])
-        if engine[i] == dma and (queue[i] < 0 or elided[i] or pos is not None):
+        if elided[i] or engine[i] == dma and (queue[i] < 0 or pos is not None):
             lane = None
         if lane is not None:
             if lane in last_on:
@@ -293,10 +293,10 @@ def replay_time_ordered(
         while runnable:
             i = runnable.pop()
             ready = ready_time(i)
-            if engine[i] != dma:
-                place_compute(i, ready)
-            elif elided[i]:
+            if elided[i]:  # a kept repeated load, or loop-invariant computation (valnum.py)
                 finish(i, ready, ready)
+            elif engine[i] != dma:
+                place_compute(i, ready)
             else:
                 ready_of[i] = ready
                 heapq.heappush(dma_heap, (dma_key(i), i))

@@ -15,7 +15,10 @@ evicted read, and counted in spill_save_bytes / spill_reload_bytes.
 
 Repeated loads of one HBM region (deps._repeated_loads) take part as "virtual" chunks: a repeat whose gap is
 not evicted is elided (the compiler kept the data), an evicted one runs as traced. The kept copy and the tiles
-the loads write are one copy of the data: it is counted once (_live_with_kept_copies).
+the loads write are one copy of the data: it is counted once (_live_with_kept_copies). A kept product of loop-invariant
+transposes (valnum.py) is a virtual chunk too, but dirty: an evicted repeat stays elided and reloads the product,
+saved once after its first instance. The loops' order is the compiler's fused one where it fuses producer-consumer
+loops (fusion.py, SbufUse.fused); the kept copies' repeats are then chained in that order.
 
 How many iterations are in flight is bounded by SBUF (pipeline_depth): a software pipeline needs a slot per step
 in flight, so the compiler pipelines as deep as the live set fits, and where even one iteration at a time does not
@@ -94,22 +97,22 @@ def _live_with_kept_copies(use: SbufUse, n: int, repeats: np.ndarray) -> tuple[n
     return (live + np.cumsum(delta))[:n], gap_start
 
 
-def interleaved_positions(use: SbufUse, n: int, depth: int) -> np.ndarray | None:
+def interleaved_positions(use: SbufUse, n: int, depth: int, base: np.ndarray | None = None) -> np.ndarray | None:
     """Each instruction's position in the compiler's order, where the iterations of an unrolled innermost
     affine_range loop run `depth` at a time in lockstep (instruction k of each, then k + 1 of each, ...); None
-    when that is program order."""
+    when that is program order. `base`: the order the loops run in (fusion.fused_order; None: program order)."""
     slots = use.slots
     if depth <= 1 or slots is None or len(slots.segment) != n or not (slots.segment >= 0).any():
-        return None
-    index = np.arange(n)
+        return base
+    index = np.arange(n) if base is None else base
     inside = slots.segment >= 0
-    # Outside any such loop an instruction is its own segment; the segments keep their program order.
-    segment = np.where(inside, slots.segment, index)
+    # Outside any such loop an instruction is its own segment; the segments keep their (fused) program order.
+    segment = np.where(inside, index[np.maximum(slots.segment, 0)], index)
     # A software pipeline over the loop body's engines keeps one iteration per engine in flight.
     group = np.where(inside, slots.iteration // np.maximum(np.minimum(slots.stages, depth), 1), 0)
     order = np.lexsort((index, slots.iteration, slots.offset, group, segment))
     pos = np.empty(n, dtype=np.int64)
-    pos[order] = index
+    pos[order] = np.arange(n)
     return pos
 
 
@@ -127,9 +130,24 @@ def _kept_repeats_only(use: SbufUse, capacity: float) -> SbufUse:
     return use
 
 
-def _moved(use: SbufUse, pos: np.ndarray) -> SbufUse:
-    """`use` with every instruction at its position `pos` in the compiler's order."""
-    return replace(use, inst=pos[use.inst], prev_inst=np.where(use.prev_inst >= 0, pos[np.maximum(use.prev_inst, 0)], -1))
+def _moved(use: SbufUse, pos: np.ndarray, rechain: bool = False) -> SbufUse:
+    """`use` with every instruction at its position `pos` in the compiler's order (`rechain`: kept copies' repeats
+    chained in that order, for an order that moves whole statements: fusion.py)."""
+    vn_elided = use.vn_elided
+    if len(vn_elided) == len(pos):
+        vn_elided = np.empty_like(use.vn_elided)
+        vn_elided[pos] = use.vn_elided
+    inst = pos[use.inst]
+    prev = np.where(use.prev_inst >= 0, pos[np.maximum(use.prev_inst, 0)], -1)
+    if rechain:
+        # A kept copy's repeats in the new order: each one's gap starts at the one before it *there* (fused loops
+        # can put a later statement's repeat before an earlier statement's).
+        rows = np.flatnonzero(use.virtual & ~use.is_write & (use.producer >= 0))
+        if len(rows):
+            rows = rows[np.lexsort((inst[rows], use.producer[rows]))]
+            same = np.r_[False, use.producer[rows][1:] == use.producer[rows][:-1]]
+            prev[rows] = np.where(same, inst[np.roll(rows, 1)], inst[use.producer[rows]])
+    return replace(use, inst=inst, prev_inst=prev, vn_elided=vn_elided)
 
 
 def pipeline_depth(use: SbufUse, n: int, capacity_per_partition: float, partitions: int, interleave: int,
@@ -141,8 +159,8 @@ def pipeline_depth(use: SbufUse, n: int, capacity_per_partition: float, partitio
     use = _kept_repeats_only(use, capacity_per_partition * partitions)
     repeats = np.flatnonzero(use.virtual & ~use.is_write)
     for depth in range(interleave, 0, -1):
-        pos = interleaved_positions(use, n, depth)
-        live, _ = _live_with_kept_copies(use if pos is None else _moved(use, pos), n, repeats)
+        pos = interleaved_positions(use, n, depth, use.fused)
+        live, _ = _live_with_kept_copies(use if pos is None else _moved(use, pos, use.fused is not None), n, repeats)
         if live.max(initial=0.0) <= capacity_per_partition:
             return depth
     return min(unfit, interleave)
@@ -153,7 +171,7 @@ def plan_spills(use: SbufUse, n: int, capacity_per_partition: float, partitions:
     """The spills of `use`'s live set, taken in the compiler's order (`interleave` iterations of each unrolled
     affine loop side by side, as pipeline_depth decides: interleaved_positions) and returned per instruction of
     the trace. `weight`: what each instruction counts for in a gap's length (None: 1 each)."""
-    pos = interleaved_positions(use, n, interleave)
+    pos = interleaved_positions(use, n, interleave, use.fused)
     if pos is None:
         return _plan(use, n, capacity_per_partition, partitions, weight)
     order = np.empty(n, dtype=np.int64)
@@ -162,7 +180,7 @@ def plan_spills(use: SbufUse, n: int, capacity_per_partition: float, partitions:
     if weight is not None:
         moved_weight = np.empty(n)
         moved_weight[pos] = weight
-    plan = _plan(_moved(use, pos), n, capacity_per_partition, partitions, moved_weight)
+    plan = _plan(_moved(use, pos, use.fused is not None), n, capacity_per_partition, partitions, moved_weight)
     after = plan.reload_after[pos]
     return replace(plan, reload_bytes=plan.reload_bytes[pos], save_bytes=plan.save_bytes[pos],
                    elided=plan.elided[pos], reload_after=np.where(after >= 0, order[np.maximum(after, 0)], after))
@@ -175,6 +193,8 @@ def _plan(use: SbufUse, n: int, capacity_per_partition: float, partitions: int,
     repeats = np.flatnonzero(use.virtual & ~use.is_write)
     all_elided = np.zeros(n, dtype=bool)
     all_elided[use.inst[repeats]] = True
+    if len(use.vn_elided) == n:
+        all_elided |= use.vn_elided  # loop-invariant computation and dead loads (valnum.py)
     live, gap_start = _live_with_kept_copies(use, n, repeats)
     excess = live - capacity_per_partition
     if n == 0 or excess.max(initial=0.0) <= 0:
@@ -211,13 +231,24 @@ def _plan(use: SbufUse, n: int, capacity_per_partition: float, partitions: int,
         else:
             low = mid + 1
     chosen = rank[:low]
+    product = use.virtual[gap_rows] & ~use.clean[use.producer[gap_rows]]
+    if product[chosen].any():
+        # A kept product (valnum.py) is one tensor the compiler made and spills whole: every chunk of it leaves
+        # across its gaps of the kind the planner had to evict. A product's gaps are a loop's period or a few
+        # statements (swiglu: 2,272-2,329 instructions, or 11-68 between two statements' uses in one fused
+        # iteration), so "at least half the shortest evicted one" picks the period; trn1 saves swiglu's 16.8 MB
+        # transposed input once and reloads it in two of its three row blocks.
+        shortest = length[chosen][product[chosen]].min()
+        chosen = np.union1d(chosen, np.flatnonzero(product & (length >= 0.5 * shortest)))
     evicted = gap_rows[chosen]
     reload_after_rows = use.prev_inst[evicted]
-    # An evicted repeat load simply runs (its own DMA is the re-fetch); the others are elided.
+    # An evicted repeat load simply runs (its own DMA is the re-fetch); the others are elided. An evicted kept
+    # product (valnum.py: its first instance is a dirty write) is reloaded like any spill.
+    runs = use.virtual[evicted] & use.clean[use.producer[evicted]]
     elided = all_elided.copy()
-    elided[use.inst[evicted[use.virtual[evicted]]]] = False
-    reload_after_rows = reload_after_rows[~use.virtual[evicted]]
-    evicted = evicted[~use.virtual[evicted]]
+    elided[use.inst[evicted[runs]]] = False
+    reload_after_rows = reload_after_rows[~runs]
+    evicted = evicted[~runs]
     # A re-fetch of clean data is an ordinary load the compiler prefetches: it may start once the previous
     # use of the chunk is done. A spill reload is placed just before its use (-2: when the engine gets there).
     producer_clean = use.clean[use.producer[evicted]]
