@@ -104,7 +104,8 @@ def estimate(trace: Trace | PreparedTrace, platform: str | NeuronCoreSpec = "trn
     trace, deps = prepared.trace, prepared.deps
     costs = instruction_costs(trace, p)
     capacity = p.sbuf_bytes_per_partition * p.sbuf_usable_fraction
-    depth = pipeline_depth(deps.sbuf, len(trace), capacity, p.partitions, p.affine_interleave, p.affine_interleave_unfit)
+    depth = pipeline_depth(deps.sbuf, len(trace), capacity, p.partitions, p.affine_interleave, p.affine_interleave_unfit,
+                           unfit_within_sbuf=p.affine_unfit_within_sbuf)
     spills = plan_spills(deps.sbuf, len(trace), capacity, p.partitions, depth, weight=weight)
     if depth != p.affine_interleave:
         p = replace(p, affine_interleave=depth)
