@@ -147,6 +147,14 @@ class NeuronCoreSpec:
     # exposes independent DMA and compute work in the steady state") and spills: this many iterations in flight.
     # 0: no SBUF bound, always affine_interleave (perf-5).
     affine_interleave_unfit: int = 2
+    # ... and only as deep as those iterations' own data fit (helper MAMBA2): a double buffer is a second slot
+    # for every tile an iteration makes, so where two iterations' tiles (kept copies of repeated loads aside: the
+    # compiler re-loads those) exceed SBUF, one iteration is in flight. Evidence: trn1's Mamba baseline spills
+    # 15 tiles of [128, 7168] (one accumulator per state step, neuron-profile), impossible with two iterations in
+    # flight (their 28 KiB temporaries alone: 252 KiB per partition); one in flight gives the model 31 where double
+    # buffering gives 62. Off: without the over-spill the baseline is 0.15 too fast and four Mamba pairs fall out
+    # (docs/benchmarks.md, "perf-8 candidates: mamba HBM bytes"). False: always affine_interleave_unfit (perf-7).
+    affine_unfit_within_sbuf: bool = False
     # --- performance model: DMA bandwidth in time order, trigger queues (helper QUEUES, issue 19) ---------------
     # Book DMA bandwidth earliest start first (schedule_timed.py) instead of in program order, so a DMA held back
     # does not land behind later-starting ones already booked. False: program order (perf-4). On since perf-5.

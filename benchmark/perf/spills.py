@@ -151,9 +151,11 @@ def _moved(use: SbufUse, pos: np.ndarray, rechain: bool = False) -> SbufUse:
 
 
 def pipeline_depth(use: SbufUse, n: int, capacity_per_partition: float, partitions: int, interleave: int,
-                   unfit: int = 0) -> int:
+                   unfit: int = 0, *, unfit_within_sbuf: bool = False) -> int:
     """How many iterations of each unrolled affine loop the compiler keeps in flight: the most, up to `interleave`,
-    whose live set fits `capacity_per_partition`; where none does, `unfit` (0: `interleave`, no SBUF bound)."""
+    whose live set fits `capacity_per_partition`; where none does, `unfit` (0: `interleave`, no SBUF bound).
+    `unfit_within_sbuf`: where none fits, the most up to `unfit` whose live set less the kept copies of repeated
+    loads fits, else 1 (NeuronCoreSpec.affine_unfit_within_sbuf)."""
     if unfit <= 0 or interleave <= 1:
         return interleave
     use = _kept_repeats_only(use, capacity_per_partition * partitions)
@@ -163,7 +165,14 @@ def pipeline_depth(use: SbufUse, n: int, capacity_per_partition: float, partitio
         live, _ = _live_with_kept_copies(use if pos is None else _moved(use, pos, use.fused is not None), n, repeats)
         if live.max(initial=0.0) <= capacity_per_partition:
             return depth
-    return min(unfit, interleave)
+    if not unfit_within_sbuf:
+        return min(unfit, interleave)
+    own = replace(use, chunk_bytes=np.where(use.virtual, 0, use.chunk_bytes))  # without the kept copies
+    for depth in range(min(unfit, interleave), 1, -1):
+        pos = interleaved_positions(own, n, depth)
+        if live_bytes(own if pos is None else _moved(own, pos), n).max(initial=0.0) <= capacity_per_partition:
+            return depth
+    return 1
 
 
 def plan_spills(use: SbufUse, n: int, capacity_per_partition: float, partitions: int = 128,
