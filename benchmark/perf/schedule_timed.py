@@ -100,6 +100,12 @@ def dma_queues(trace: Trace, platform: NeuronCoreSpec, costs: InstructionCosts, 
     return queue
 
 
+def release_order(last_barrier: list[int]) -> list[int]:
+    """The instructions in the order their sequential barriers release them: by barrier, then program order
+    (program order itself unless sequential_prefetch moves a load behind an earlier barrier)."""
+    return sorted(range(len(last_barrier)), key=last_barrier.__getitem__)
+
+
 def pipelined_order(waits: list[list[int]], last_barrier: list[int], pos: np.ndarray) -> list[int]:
     """The compiler's order `pos` (spills.interleaved_positions) made one the replay can run: the instructions
     one by one, each time the one earliest in `pos` among those whose `waits` are all taken and whose sequential
@@ -117,10 +123,14 @@ def pipelined_order(waits: list[list[int]], last_barrier: list[int], pos: np.nda
     order: list[int] = []
     heap: list[tuple[int, int]] = []
     done_prefix = released = 0
+    by_barrier = release_order(last_barrier)
+    is_released = [False] * n
     while True:
-        while released < n and last_barrier[released] <= done_prefix:
-            if pending[released] == 0:
-                heapq.heappush(heap, (rank[released], released))
+        while released < n and last_barrier[by_barrier[released]] <= done_prefix:
+            r = by_barrier[released]
+            is_released[r] = True
+            if pending[r] == 0:
+                heapq.heappush(heap, (rank[r], r))
             released += 1
         if not heap:
             break
@@ -129,7 +139,7 @@ def pipelined_order(waits: list[list[int]], last_barrier: list[int], pos: np.nda
         order.append(i)
         for k in succ[i]:
             pending[k] -= 1
-            if pending[k] == 0 and k < released:
+            if pending[k] == 0 and is_released[k]:
                 heapq.heappush(heap, (rank[k], k))
         while done_prefix < n and taken[done_prefix]:
             done_prefix += 1
@@ -175,16 +185,18 @@ def replay_time_ordered(
     waits: list[list[int]] = [[] for _ in range(n)]
     last_on: dict[tuple[str, int], int] = {}
     last_barrier = [0] * n
-    b = 0
+    b = previous = 0
     barrier_at = barriers.tolist()
+    # With sequential_prefetch an HBM load waits for the barrier before its iteration's: one iteration ahead.
+    prefetch = costs.dma_queue.tolist() if platform.sequential_prefetch and len(costs.dma_queue) == n else None
     # With dma_queue_compiler_order a queue runs its DMAs in the compiler's order ([NKI-AFFINE]: iterations of an
     # affine loop software-pipelined, as spills.py takes the SBUF working set), linked below; else program order.
     pos = (interleaved_positions(deps.sbuf, n, platform.affine_interleave)
            if platform.dma_queue_compiler_order else None)
     for i in range(n):
         if barrier_at[i]:
-            b = i
-        last_barrier[i] = b
+            b, previous = i, b
+        last_barrier[i] = previous if prefetch is not None and engine[i] == dma and prefetch[i] == 0 else b
         w = preds[indptr[i]:indptr[i + 1]]
         if window and i >= window:
             w.append(i - window)
@@ -216,6 +228,8 @@ def replay_time_ordered(
     prefix_max = [0.0] * (n + 1)  # latest end among instructions [0, k): a barrier's floor
     done_prefix = 0
     released = 0
+    by_barrier = release_order(last_barrier)
+    is_released = [False] * n
     runnable: list[int] = []
     dma_heap: list[tuple[float, int]] = []
     ready_of = [0.0] * n
@@ -229,9 +243,11 @@ def replay_time_ordered(
 
     def release() -> None:
         nonlocal released
-        while released < n and last_barrier[released] <= done_prefix:
-            if pending[released] == 0:
-                runnable.append(released)
+        while released < n and last_barrier[by_barrier[released]] <= done_prefix:
+            r = by_barrier[released]
+            is_released[r] = True
+            if pending[r] == 0:
+                runnable.append(r)
             released += 1
 
     def finish(i: int, s: float, f: float) -> None:
@@ -239,7 +255,7 @@ def replay_time_ordered(
         start[i], end[i], placed[i] = s, f, True
         for k in succ[i]:
             pending[k] -= 1
-            if pending[k] == 0 and k < released:
+            if pending[k] == 0 and is_released[k]:
                 runnable.append(k)
         if i == done_prefix:
             while done_prefix < n and placed[done_prefix]:
