@@ -190,6 +190,14 @@ class NeuronCoreSpec:
     # True: an HBM load waits for the barrier before its iteration's (data dependencies still apply);
     # False: every instruction of an iteration waits for the previous one to drain (perf-7). Time-ordered replay only.
     sequential_prefetch: bool = True
+    # --- performance model: a queue per load statement of an affine loop (helper MM, issue 19) -----------------
+    # With "trigger": a load whose innermost loop is an affine_range gets an in-order queue of its own per load
+    # statement; other DMAs keep their trigger engine's queue. [NKI-AFFINE]: an affine loop's iterations are
+    # software-pipelined, and [DMA-OV] ties a queue to "the method of descriptor generation" as well as to the
+    # trigger engine. Measured: the tutorial's tiled kernel (two load statements per affine iteration, 1 KiB and
+    # 256 B rows, each stream 1.2 us per DMA alone) takes 1.58 us per iteration on trn1, not 2.4 ([MM-TUT]);
+    # rope's loads (a Python range loop) wait behind its stores (perf-8 SYNC). False: trigger queues only (perf-7).
+    affine_load_queues: bool = True
     # --- performance model: DMA packet rate (helper MM, issue 19) ------------------------------------------------
     # [DMA-BW]: small payloads make "the DMA packet rate -- not HBM bandwidth -- the limiting factor" (a packet: one
     # partition row's contiguous run, a descriptor here). An engine spends at least this long per packet, whatever

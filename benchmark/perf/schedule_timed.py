@@ -28,7 +28,7 @@ import heapq
 import numpy as np
 
 from benchmark.hardware import NeuronCoreSpec
-from benchmark.nki.trace import Engine, Trace
+from benchmark.nki.trace import Engine, LoopKind, Trace
 from benchmark.perf.costs import InstructionCosts, dma_engine_seconds
 from benchmark.perf.deps import Dependencies
 from benchmark.perf.schedule import Schedule, _Bandwidth, _earliest_slot, _move
@@ -90,14 +90,35 @@ def dma_queues(trace: Trace, platform: NeuronCoreSpec, costs: InstructionCosts, 
                 consumer[j] = i
     kind = costs.dma_queue.tolist() if len(costs.dma_queue) == n else [0] * n
     queue = [-1] * n
+    statement = _affine_load_statements(trace, kind) if platform.affine_load_queues else [-1] * n
     for i in range(n):
         if not is_dma[i]:
+            continue
+        if statement[i] >= 0:  # a load of an affine loop: its statement's own queue (hardware.py)
+            queue[i] = statement[i]
             continue
         first, second = (producer[i], consumer[i]) if kind[i] == 1 else (consumer[i], producer[i])
         by = first if first >= 0 else second
         # No compute engine reads or writes its tile (a DMA-only kernel): queues of their own by kind, as "kind".
         queue[i] = engine[by] if by >= 0 else dma + 1 + kind[i]
     return queue
+
+
+def _affine_load_statements(trace: Trace, kind: list[int]) -> list[int]:
+    """Per instruction: a queue id of its own for each load statement (source line) whose innermost loop is an
+    affine_range, numbered past the engines' queues; -1 for everything else."""
+    n = len(trace)
+    out = [-1] * n
+    if not trace.loop_contexts:
+        return out
+    ctx = np.asarray(trace.columns["loop_ctx"], dtype=np.int64).tolist()
+    line = np.asarray(trace.columns["line"], dtype=np.int64).tolist()
+    affine = [bool(nest) and trace.loops[nest[-1][0]].kind == LoopKind.AFFINE for nest in trace.loop_contexts]
+    ids: dict[int, int] = {}
+    for i in range(n):
+        if kind[i] == 0 and affine[ctx[i]]:
+            out[i] = ids.setdefault(line[i], 1000 + len(ids))
+    return out
 
 
 def release_order(last_barrier: list[int]) -> list[int]:

@@ -13,8 +13,8 @@ from benchmark.perf.validation import Predictor, fit, format_validation, leave_o
 from tests.perf.builders import streaming_kernel
 
 GRID = {"engine_dispatch_cycles": (0.0, 64.0, 256.0)}
-# Without the DMA queue interval and packet rate, whose small DMAs would bound these kernels instead of dispatch.
-BASE = replace(TRN1, dma_queue_issue_s=0.0, dma_packet_s=0.0)
+# Without perf-8's DMA queue interval, packet rate and statement queues: small DMAs would bound these kernels.
+BASE = replace(TRN1, dma_queue_issue_s=0.0, dma_packet_s=0.0, affine_load_queues=False)
 
 
 def _problems():
