@@ -54,6 +54,13 @@ constant here and nowhere else. Sources, abbreviated in the comments:
              slot count sets how many steps can be in flight at once; one slot runs load and compute in sequence,
              two (double buffering) overlap the next step's load with the current step's compute; the compiler
              enforces the waits before a slot is overwritten.
+- [NKI-SEQ]  `nki.language.sequential_range` reference (Neuron docs, awsdocs-neuron "latest", nki/api/generated/
+             nki.language.sequential_range): "Using sequential_range prevents Neuron compiler from unrolling the loops
+             until entering compiler backend"; it "informs Neuron compiler to respect inter-loop dependency".
+- [MM-TUT]   NKI "Matrix multiplication" tutorial, aws-neuron-sdk 2ae3525
+             general/nki/tutorials/matrix_multiplication.rst: [4096,8192]@[8192,8192] BF16 on trn1.32xlarge:
+             51.80 / 42.96 / 22.07 / 6.97 ms, HFU 10.98 / 13.24 / 26.51 / 85.24% (tiled, hoisted loads, blocked
+             free dimensions, fully optimized).
 - [FIT]      fitted to ../shared/calibration/trn1_nkibench_baselines.csv by measurements/fit_perf_model.py; the
              fitted values are written below by hand, with the fit's date in docs/benchmarks.md.
 """
@@ -67,7 +74,7 @@ MIB = 1024 * KIB
 GIB = 1024 * MIB
 
 # [DMA-BW]: ~1300 ns per transfer; [DMA-CURVE]'s linear part reads 128 x 1 KiB / (0.424 x 272 GB/s) = 1.14 us per
-# DMA of a stream. The value of NeuronCoreSpec.dma_queue_issue_s when it is on (it ships off, see TRN1).
+# DMA of a stream. TRN1's NeuronCoreSpec.dma_queue_issue_s (on since perf-8; off on TRN2).
 DMA_QUEUE_ISSUE_S = 1.3e-6
 
 
@@ -163,8 +170,9 @@ class NeuronCoreSpec:
     # engine are executed in order"; "the queue ID is typically tied to the trigger engine"): "none", "kind"
     # (loads, stores, on-chip copies), "one", or "trigger" (the engine that produces a store's data or first
     # reads a load's tile). A DMA starts no earlier than its queue's previous one plus dma_queue_issue_s.
-    # perf-5 ships "trigger" with no interval (dma_queue_issue_s stays 0): it meets the leave-one-out goal and
-    # lowers the pairs' error, not their count (docs/benchmarks.md, perf-5 candidates: DMA queues in time order).
+    # perf-5 ships "trigger" with no interval (perf-8 turns dma_queue_issue_s on for TRN1): it meets the
+    # leave-one-out goal and lowers the pairs' error, not their count (docs/benchmarks.md, perf-5 candidates:
+    # DMA queues in time order).
     dma_queue_assignment: str = "trigger"
     # A queue's order: the compiler's ([NKI-AFFINE]: affine_range iterations software-pipelined, affine_interleave
     # of them in lockstep, as spills.py) instead of the trace's program order. False: program order (perf-4).
@@ -206,6 +214,31 @@ class NeuronCoreSpec:
     # affine loops of one trip count run iteration by iteration together, at every nest level, a fused iteration's
     # load-only loops first (fusion.py). False: program order (perf-7).
     loop_fusion: bool = True
+    # --- performance model: loads across a sequential_range boundary (helper MM, issue 19) -------------------
+    # [NKI-SEQ]: a sequential_range loop is kept rolled "until entering compiler backend" so that the compiler
+    # "respect[s] inter-loop dependency"; the backend's engines then run as [ARCH-V2]'s four instruction streams
+    # synchronised by semaphores on the data they share. The loop-carried dependency holds the next iteration's
+    # compute, not a load that reads nothing the loop writes: the DMA queues fetch it one iteration ahead (double
+    # buffering, [STREAM]). Measured: the matmul tutorial's fully optimized kernel (a sequential K-block loop)
+    # runs at 85.24% HFU on trn1 (6.97 ms, [MM-TUT]), so at the PE's peak at most 1.18 ms of it is stall; a full
+    # drain at each of its 56 iteration boundaries (a 6 MiB refill before the next matmul group) costs 1.23 ms.
+    # True: an HBM load waits for the barrier before its iteration's (data dependencies still apply);
+    # False: every instruction of an iteration waits for the previous one to drain (perf-7). Time-ordered replay only.
+    sequential_prefetch: bool = True
+    # --- performance model: a queue per load statement of an affine loop (helper MM, issue 19) -----------------
+    # With "trigger": a load whose innermost loop is an affine_range gets an in-order queue of its own per load
+    # statement; other DMAs keep their trigger engine's queue. [NKI-AFFINE]: an affine loop's iterations are
+    # software-pipelined, and [DMA-OV] ties a queue to "the method of descriptor generation" as well as to the
+    # trigger engine. Measured: the tutorial's tiled kernel (two load statements per affine iteration, 1 KiB and
+    # 256 B rows, each stream 1.2 us per DMA alone) takes 1.58 us per iteration on trn1, not 2.4 ([MM-TUT]);
+    # rope's loads (a Python range loop) wait behind its stores (perf-8 SYNC). False: trigger queues only (perf-7).
+    affine_load_queues: bool = True
+    # --- performance model: DMA packet rate (helper MM, issue 19) ------------------------------------------------
+    # [DMA-BW]: small payloads make "the DMA packet rate -- not HBM bandwidth -- the limiting factor" (a packet: one
+    # partition row's contiguous run, a descriptor here). An engine spends at least this long per packet, whatever
+    # its bytes; [DMA-CURVE] bounds it: one 128-packet DMA of <= 1 KiB per partition takes 1.14 us on 16 engines,
+    # <= 0.14 us per packet. 0: off, a packet costs only its bytes plus dma_descriptor_bytes (perf-7).
+    dma_packet_s: float = 0.0
 
 
 TRN1 = NeuronCoreSpec(
@@ -262,11 +295,16 @@ TRN1 = NeuronCoreSpec(
     dependent_overhead_cycles=0.0,
     sbuf_usable_fraction=0.9,  # [FIT]: below 0.9 matmul_add_rmsnorm re-fetches its weights, above it matmul does not
     hfu_peak_flops_per_s=4 * 23.75e12,  # [DESIGN] x [ISA]: bf16 rate (4x fp32) is what hfu divides by
-    # Off: DMA_QUEUE_ISSUE_S is the documented value, but on the schedule's program-order bandwidth calendar it
-    # delays loads behind stores already booked and predicts a dropped PSUM copy slower (tests/optimizer), while
-    # it moves no issue-19 count (docs/benchmarks.md, perf-4 candidates: DMA queues). The time-ordered booking
-    # below fixes the first part; with it and trigger queues the counts still do not move (perf-5 candidates).
-    dma_queue_issue_s=0.0,
+    # [DMA-BW]'s small-payload cost, in two parts that ship together (perf-8 candidates: matmul tutorial, helper MM):
+    # each in-order queue starts one DMA per DMA_QUEUE_ISSUE_S ([DMA-CURVE]: one stream of <= 1 KiB DMAs runs at
+    # a fixed time per DMA), and each engine spends at least dma_packet_s per packet. Measured: the tutorial's
+    # hoisted and blocked kernels move their 1 KiB-row loads at 1.2 us per DMA (103 GB/s; perf-7 predicted 245),
+    # their fully optimized one is compute-bound. perf-4 and perf-5 kept the interval off: it moved no count alone
+    # (perf-8: pairs 10 of 15 either way; leave-one-out 0.107 alone, 0.074 with the packet rate).
+    dma_queue_issue_s=DMA_QUEUE_ISSUE_S,
+    # [FIT] within [DMA-CURVE]'s bound (<= 0.14 us): 0.08-0.12 us give the same counts (gqa_full's loads are
+    # packet-bound: -0.076 -> +0.006); at 0.142 matmul's 512 B-run loads slow it by 16%.
+    dma_packet_s=0.1e-6,
     scalar_clock_hz=1.4e9,  # [ARCH-V2]
     gpsimd_clock_hz=1.4e9,  # [ARCH-V2]
     psum_reads_on_scalar=True,  # [ARCH-V2]
@@ -309,7 +347,7 @@ TRN2 = NeuronCoreSpec(
     dependent_overhead_cycles=0.0,
     sbuf_usable_fraction=0.9,  # [FIT] on trn1, carried over
     hfu_peak_flops_per_s=79e12,  # [ARCH-V3]
-    dma_queue_issue_s=0.0,  # off, as trn1
+    dma_queue_issue_s=0.0,  # off: no trn2 measurement to check it on (trn1 ships it on)
 )
 
 CORE_SPECS: dict[str, NeuronCoreSpec] = {spec.name: spec for spec in (TRN1, TRN2)}

@@ -194,7 +194,9 @@ def dma_engine_seconds(nbytes: np.ndarray | float, descriptors: np.ndarray | flo
     (descriptor). The DMA bandwidth guide's saturation curve: below ~256 B per buffer the per-packet overhead
     dominates, 2 KiB approaches the peak, 4 KiB saturates (hardware.py: dma_descriptor_bytes)."""
     rate = platform.dma_engine_bytes_per_s * platform.dma_efficiency
-    return (nbytes + descriptors * platform.dma_descriptor_bytes) / rate
+    moved = (nbytes + descriptors * platform.dma_descriptor_bytes) / rate
+    # [DMA-BW]'s packet rate (hardware.py: dma_packet_s): an engine spends at least that long per packet.
+    return np.maximum(moved, descriptors * platform.dma_packet_s) if platform.dma_packet_s else moved
 
 
 def _hbm_accesses(trace: Trace, n: int) -> tuple[np.ndarray, np.ndarray]:

@@ -28,7 +28,7 @@ import heapq
 import numpy as np
 
 from benchmark.hardware import NeuronCoreSpec
-from benchmark.nki.trace import Engine, Trace
+from benchmark.nki.trace import Engine, LoopKind, Trace
 from benchmark.perf.costs import InstructionCosts, dma_engine_seconds
 from benchmark.perf.deps import Dependencies
 from benchmark.perf.schedule import Schedule, _Bandwidth, _earliest_slot, _move
@@ -90,14 +90,41 @@ def dma_queues(trace: Trace, platform: NeuronCoreSpec, costs: InstructionCosts, 
                 consumer[j] = i
     kind = costs.dma_queue.tolist() if len(costs.dma_queue) == n else [0] * n
     queue = [-1] * n
+    statement = _affine_load_statements(trace, kind) if platform.affine_load_queues else [-1] * n
     for i in range(n):
         if not is_dma[i]:
+            continue
+        if statement[i] >= 0:  # a load of an affine loop: its statement's own queue (hardware.py)
+            queue[i] = statement[i]
             continue
         first, second = (producer[i], consumer[i]) if kind[i] == 1 else (consumer[i], producer[i])
         by = first if first >= 0 else second
         # No compute engine reads or writes its tile (a DMA-only kernel): queues of their own by kind, as "kind".
         queue[i] = engine[by] if by >= 0 else dma + 1 + kind[i]
     return queue
+
+
+def _affine_load_statements(trace: Trace, kind: list[int]) -> list[int]:
+    """Per instruction: a queue id of its own for each load statement (source line) whose innermost loop is an
+    affine_range, numbered past the engines' queues; -1 for everything else."""
+    n = len(trace)
+    out = [-1] * n
+    if not trace.loop_contexts:
+        return out
+    ctx = np.asarray(trace.columns["loop_ctx"], dtype=np.int64).tolist()
+    line = np.asarray(trace.columns["line"], dtype=np.int64).tolist()
+    affine = [bool(nest) and trace.loops[nest[-1][0]].kind == LoopKind.AFFINE for nest in trace.loop_contexts]
+    ids: dict[int, int] = {}
+    for i in range(n):
+        if kind[i] == 0 and affine[ctx[i]]:
+            out[i] = ids.setdefault(line[i], 1000 + len(ids))
+    return out
+
+
+def release_order(last_barrier: list[int]) -> list[int]:
+    """The instructions in the order their sequential barriers release them: by barrier, then program order
+    (program order itself unless sequential_prefetch moves a load behind an earlier barrier)."""
+    return sorted(range(len(last_barrier)), key=last_barrier.__getitem__)
 
 
 def pipelined_order(waits: list[list[int]], last_barrier: list[int], pos: np.ndarray) -> list[int]:
@@ -117,10 +144,14 @@ def pipelined_order(waits: list[list[int]], last_barrier: list[int], pos: np.nda
     order: list[int] = []
     heap: list[tuple[int, int]] = []
     done_prefix = released = 0
+    by_barrier = release_order(last_barrier)
+    is_released = [False] * n
     while True:
-        while released < n and last_barrier[released] <= done_prefix:
-            if pending[released] == 0:
-                heapq.heappush(heap, (rank[released], released))
+        while released < n and last_barrier[by_barrier[released]] <= done_prefix:
+            r = by_barrier[released]
+            is_released[r] = True
+            if pending[r] == 0:
+                heapq.heappush(heap, (rank[r], r))
             released += 1
         if not heap:
             break
@@ -129,7 +160,7 @@ def pipelined_order(waits: list[list[int]], last_barrier: list[int], pos: np.nda
         order.append(i)
         for k in succ[i]:
             pending[k] -= 1
-            if pending[k] == 0 and k < released:
+            if pending[k] == 0 and is_released[k]:
                 heapq.heappush(heap, (rank[k], k))
         while done_prefix < n and taken[done_prefix]:
             done_prefix += 1
@@ -175,16 +206,18 @@ def replay_time_ordered(
     waits: list[list[int]] = [[] for _ in range(n)]
     last_on: dict[tuple[str, int], int] = {}
     last_barrier = [0] * n
-    b = 0
+    b = previous = 0
     barrier_at = barriers.tolist()
+    # With sequential_prefetch an HBM load waits for the barrier before its iteration's: one iteration ahead.
+    prefetch = costs.dma_queue.tolist() if platform.sequential_prefetch and len(costs.dma_queue) == n else None
     # With dma_queue_compiler_order a queue runs its DMAs in the compiler's order ([NKI-AFFINE]: iterations of an
     # affine loop software-pipelined, as spills.py takes the SBUF working set), linked below; else program order.
     pos = (interleaved_positions(deps.sbuf, n, platform.affine_interleave)
            if platform.dma_queue_compiler_order else None)
     for i in range(n):
         if barrier_at[i]:
-            b = i
-        last_barrier[i] = b
+            b, previous = i, b
+        last_barrier[i] = previous if prefetch is not None and engine[i] == dma and prefetch[i] == 0 else b
         w = preds[indptr[i]:indptr[i + 1]]
         if window and i >= window:
             w.append(i - window)
@@ -216,6 +249,8 @@ def replay_time_ordered(
     prefix_max = [0.0] * (n + 1)  # latest end among instructions [0, k): a barrier's floor
     done_prefix = 0
     released = 0
+    by_barrier = release_order(last_barrier)
+    is_released = [False] * n
     runnable: list[int] = []
     dma_heap: list[tuple[float, int]] = []
     ready_of = [0.0] * n
@@ -229,9 +264,11 @@ def replay_time_ordered(
 
     def release() -> None:
         nonlocal released
-        while released < n and last_barrier[released] <= done_prefix:
-            if pending[released] == 0:
-                runnable.append(released)
+        while released < n and last_barrier[by_barrier[released]] <= done_prefix:
+            r = by_barrier[released]
+            is_released[r] = True
+            if pending[r] == 0:
+                runnable.append(r)
             released += 1
 
     def finish(i: int, s: float, f: float) -> None:
@@ -239,7 +276,7 @@ def replay_time_ordered(
         start[i], end[i], placed[i] = s, f, True
         for k in succ[i]:
             pending[k] -= 1
-            if pending[k] == 0 and k < released:
+            if pending[k] == 0 and is_released[k]:
                 runnable.append(k)
         if i == done_prefix:
             while done_prefix < n and placed[done_prefix]:

@@ -24,24 +24,26 @@ def test_small_dmas_on_one_queue_take_the_issue_interval_each():
     """Same bytes: 1024 DMAs of 128 x 256 B rows against 64 DMAs of 128 x 4 KiB rows (loads and stores). The
     small ones take less DMA engine time than the issue interval, so each queue (loads, stores) starts one per
     dma_queue_issue_s: 1024 x 1.3 us, against the large ones' engine time (their bytes over 16 engines). The
-    interval ships off (hardware.py); this is the mechanism at the documented value."""
-    queued = replace(TRN1, dma_queue_issue_s=DMA_QUEUE_ISSUE_S)
+    interval alone (the packet rate off, tests/perf/test_dma_packet_rate.py); TRN1 ships it on since perf-8."""
+    assert TRN1.dma_queue_issue_s == DMA_QUEUE_ISSUE_S
+    queued = replace(TRN1, dma_packet_s=0.0)
     small = estimate(dma_only_kernel(1024, 128, 64), queued)
     large = estimate(dma_only_kernel(64, 128, 1024), queued)
     assert small.profile["hbm_read_bytes"] == large.profile["hbm_read_bytes"]
     queue_bound_s = 1024 * DMA_QUEUE_ISSUE_S
     engine_bound_s = 2 * 64 * dma_engine_seconds(128 * 4096, 128, TRN1) / TRN1.dma_queues
     assert small.latency_ms / large.latency_ms == pytest.approx(queue_bound_s / engine_bound_s, rel=0.1)
-    # Without the issue interval (perf-3, shipped) the small DMAs are only slower by their per-buffer cost.
-    assert estimate(dma_only_kernel(1024, 128, 64)).latency_ms < 0.5 * small.latency_ms
+    # Without the issue interval (perf-3 to perf-7) the small DMAs are only slower by their per-buffer cost.
+    unqueued = replace(queued, dma_queue_issue_s=0.0)
+    assert estimate(dma_only_kernel(1024, 128, 64), unqueued).latency_ms < 0.5 * small.latency_ms
 
 
 def test_four_kib_rows_are_not_slowed_by_the_issue_interval():
     """A 128 x 4 KiB DMA keeps the engines busy longer than the issue interval: silu's and matmul's rows run at
     the engines' rate with or without it."""
     kernel = dma_only_kernel(64, 128, 1024)
-    with_queues = estimate(kernel, replace(TRN1, dma_queue_issue_s=DMA_QUEUE_ISSUE_S)).latency_ms
-    without = estimate(kernel).latency_ms
+    with_queues = estimate(kernel, TRN1).latency_ms
+    without = estimate(kernel, replace(TRN1, dma_queue_issue_s=0.0)).latency_ms
     assert with_queues == pytest.approx(without, rel=0.02)
 
 

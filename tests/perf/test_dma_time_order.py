@@ -17,7 +17,8 @@ from benchmark.perf.costs import dma_engine_seconds
 from tests.perf import nki_kernels
 from tests.perf.builders import dma_only_kernel, hbm, sbuf, streaming_kernel
 
-PERF4 = replace(TRN1, dma_time_order=False, dma_queue_assignment="none", dma_queue_compiler_order=False)
+PERF4 = replace(TRN1, dma_time_order=False, dma_queue_assignment="none", dma_queue_compiler_order=False,
+                dma_queue_issue_s=0.0, dma_packet_s=0.0, affine_load_queues=False)
 TIMED = replace(PERF4, dma_time_order=True)  # time order alone, no queues
 FREE = 4096  # 128 x 16 KiB fp32 tiles: one DMA keeps every DMA engine busy for its whole transfer
 TILE = FREE * 4
