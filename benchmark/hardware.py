@@ -214,6 +214,12 @@ class NeuronCoreSpec:
     # affine loops of one trip count run iteration by iteration together, at every nest level, a fused iteration's
     # load-only loops first (fusion.py). False: program order (perf-7).
     loop_fusion: bool = True
+    # Loop interchange around a loop-invariant product (perf-9 candidate, helper HBMB; benchmark/perf/interchange.py):
+    # a perfect affine nest whose inner loop reuses value-numbered work runs inner-loop-major, so the product is kept
+    # across the whole outer loop (the middle end's "loop-reordering", nki/library/specs/design-rmsnorm-quant.rst,
+    # aws-neuron-sdk @81ce03ae; trn1's bmm spill counters). Off: one kernel's evidence, and bmm's latency moves
+    # the wrong way with the whole-product spill rule (docs/benchmarks.md, "perf-9 candidates: bmm hbm_read").
+    loop_interchange: bool = False
     # --- performance model: loads across a sequential_range boundary (helper MM, issue 19) -------------------
     # [NKI-SEQ]: a sequential_range loop is kept rolled "until entering compiler backend" so that the compiler
     # "respect[s] inter-loop dependency"; the backend's engines then run as [ARCH-V2]'s four instruction streams

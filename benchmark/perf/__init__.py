@@ -18,6 +18,7 @@ from benchmark.nki.trace import Engine, Trace
 from benchmark.perf.costs import instruction_costs
 from benchmark.perf.deps import Dependencies, sequential_barriers
 from benchmark.perf.explain import Breakdown, explain_schedule
+from benchmark.perf.interchange import interchanged_order
 from benchmark.perf.lowering import lower_partition_broadcasts, statement_weight
 from benchmark.perf.profile import COUNTER_NAMES, counters, timeline
 from benchmark.perf.schedule import replay
@@ -107,6 +108,10 @@ def estimate(trace: Trace | PreparedTrace, platform: str | NeuronCoreSpec = "trn
     use = deps.sbuf if p.value_numbering or deps.sbuf.plain is None else deps.sbuf.plain
     if not p.loop_fusion and use.fused is not None:
         use = replace(use, fused=None)
+    if p.loop_interchange and len(use.vn_elided) == len(trace):
+        swapped = interchanged_order(trace, use.vn_elided, use.fused)
+        if swapped is not None:
+            use = replace(use, fused=swapped)
     if len(use.vn_elided) == len(trace) and use.vn_elided.any():
         # Loop-invariant computation runs once (valnum.py): no engine time, nor in the Vector/Scalar balance.
         costs = replace(costs, seconds=np.where(use.vn_elided, 0.0, costs.seconds), scalar_seconds=np.where(
