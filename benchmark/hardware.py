@@ -61,6 +61,11 @@ constant here and nowhere else. Sources, abbreviated in the comments:
              general/nki/tutorials/matrix_multiplication.rst: [4096,8192]@[8192,8192] BF16 on trn1.32xlarge:
              51.80 / 42.96 / 22.07 / 6.97 ms, HFU 10.98 / 13.24 / 26.51 / 85.24% (tiled, hoisted loads, blocked
              free dimensions, fully optimized).
+- [PERF-GUIDE] Neuron docs, NKI performance guide (nki/deep-dives/nki_perf_guide.rst, aws-neuron-sdk 81ce03a),
+             "Opt #4. Overlap data loading with computation": an engine idle behind a wait on `qSyncIO0` (the
+             queue of the kernel's `nl.load`s) is fixed like the engine pipelining of "Opt #3", the DMAs of
+             the next tiles running while the engines compute the current ones; the fused Mamba tutorial
+             (nki/guides/tutorials/fused_mamba.rst) names the same rows and loads delta and u per channel tile.
 - [FIT]      fitted to ../shared/calibration/trn1_nkibench_baselines.csv by measurements/fit_perf_model.py; the
              fitted values are written below by hand, with the fit's date in docs/benchmarks.md.
 """
@@ -162,6 +167,14 @@ class NeuronCoreSpec:
     # buffering gives 62. Off: without the over-spill the baseline is 0.15 too fast and four Mamba pairs fall out
     # (docs/benchmarks.md, "perf-8 candidates: mamba HBM bytes"). False: always affine_interleave_unfit (perf-7).
     affine_unfit_within_sbuf: bool = False
+    # The affine loops around an innermost one software-pipelined too: each iteration's loads (in its body or in
+    # loops of loads only: adamw's four tiles in `for i0, i1`, the Mamba tutorial's delta and u per channel tile)
+    # issued one iteration ahead of the compute and store of the iteration in flight, the depth
+    # spills.pipeline_depth finds with them in the live set; the spills' order and the DMA queues' alike.
+    # [PERF-GUIDE] "Opt #4" (overlap data loading with computation, like the engine pipelining of "Opt #3"),
+    # [NKI-AFFINE] (no loop-carried dependency, so iterations may overlap), [STREAM] (double buffering).
+    # False: only the innermost affine loops are interleaved (perf-7).
+    affine_outer_pipeline: bool = False
     # --- performance model: DMA bandwidth in time order, trigger queues (helper QUEUES, issue 19) ---------------
     # Book DMA bandwidth earliest start first (schedule_timed.py) instead of in program order, so a DMA held back
     # does not land behind later-starting ones already booked. False: program order (perf-4). On since perf-5.

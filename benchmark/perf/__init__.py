@@ -112,9 +112,10 @@ def estimate(trace: Trace | PreparedTrace, platform: str | NeuronCoreSpec = "trn
         costs = replace(costs, seconds=np.where(use.vn_elided, 0.0, costs.seconds), scalar_seconds=np.where(
             use.vn_elided, 0.0, costs.scalar_seconds) if len(costs.scalar_seconds) else costs.scalar_seconds)
     capacity = p.sbuf_bytes_per_partition * p.sbuf_usable_fraction
+    outer = p.affine_outer_pipeline
     depth = pipeline_depth(use, len(trace), capacity, p.partitions, p.affine_interleave, p.affine_interleave_unfit,
-                           unfit_within_sbuf=p.affine_unfit_within_sbuf)
-    spills = plan_spills(use, len(trace), capacity, p.partitions, depth, weight=weight)
+                           unfit_within_sbuf=p.affine_unfit_within_sbuf, outer=outer)
+    spills = plan_spills(use, len(trace), capacity, p.partitions, depth, weight=weight, outer=outer)
     if depth != p.affine_interleave:
         p = replace(p, affine_interleave=depth)
     # DMA bandwidth booked in time order (schedule_timed) or in program order (schedule, perf-4).

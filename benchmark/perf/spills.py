@@ -22,7 +22,8 @@ loops (fusion.py, SbufUse.fused); the kept copies' repeats are then chained in t
 
 How many iterations are in flight is bounded by SBUF (pipeline_depth): a software pipeline needs a slot per step
 in flight, so the compiler pipelines as deep as the live set fits, and where even one iteration at a time does not
-fit it still double-buffers (`affine_interleave_unfit`, hardware.py) and spills. A gap's length is counted in
+fit it still double-buffers (`affine_interleave_unfit`, hardware.py) and spills. With `affine_outer_pipeline` the
+affine loops around those are pipelined to the same depth, their loads issued ahead (interleaved_positions). A gap's length is counted in
 `weight` per instruction: the kernel's own statements, not the matmuls and copies lowering.py adds for one
 partition broadcast (they hold no data of their own), so lowering changes what instructions cost, not which data
 is evicted.
@@ -97,20 +98,37 @@ def _live_with_kept_copies(use: SbufUse, n: int, repeats: np.ndarray) -> tuple[n
     return (live + np.cumsum(delta))[:n], gap_start
 
 
-def interleaved_positions(use: SbufUse, n: int, depth: int, base: np.ndarray | None = None) -> np.ndarray | None:
+def interleaved_positions(use: SbufUse, n: int, depth: int, base: np.ndarray | None = None,
+                          outer: bool = False) -> np.ndarray | None:
     """Each instruction's position in the compiler's order, where the iterations of an unrolled innermost
     affine_range loop run `depth` at a time in lockstep (instruction k of each, then k + 1 of each, ...); None
-    when that is program order. `base`: the order the loops run in (fusion.fused_order; None: program order)."""
+    when that is program order. `base`: the order the loops run in (fusion.fused_order; None: program order).
+    `outer`: the affine loops around such a loop are software-pipelined too, level by level (deps.outer_slots),
+    each iteration's loads (in its body or in loops of loads only) issued one iteration ahead (iteration i + 1's
+    loads before iteration i's compute and store: double buffering, [STREAM], [PERF-GUIDE] "Opt #4"); the outer
+    runs are keyed by their first instruction's place in `base`, so they keep the fused order."""
     slots = use.slots
-    if depth <= 1 or slots is None or len(slots.segment) != n or not (slots.segment >= 0).any():
+    if depth <= 1 or slots is None or len(slots.segment) != n:
         return base
     index = np.arange(n) if base is None else base
+    outer_segment = slots.outer_segment if outer and slots.outer_segment.shape[1:] == (n,) else np.zeros((0, n))
+    if not (outer_segment >= 0).any() and not (slots.segment >= 0).any():
+        return base
     inside = slots.segment >= 0
     # Outside any such loop an instruction is its own segment; the segments keep their (fused) program order.
     segment = np.where(inside, index[np.maximum(slots.segment, 0)], index)
     # A software pipeline over the loop body's engines keeps one iteration per engine in flight.
     group = np.where(inside, slots.iteration // np.maximum(np.minimum(slots.stages, depth), 1), 0)
-    order = np.lexsort((index, slots.iteration, slots.offset, group, segment))
+    keys = [index, slots.iteration, slots.offset, group, segment]
+    # The levels of loops around, innermost first (lexsort's last key is its first): at each, an iteration's
+    # prefetched loads go with the body of the iteration before, ahead of it (double buffering: one ahead, not
+    # depth - 1, which pushes the next iterations' loads ahead of this one's on an in-order queue).
+    for level in range(len(outer_segment) - 1, -1, -1):
+        around = outer_segment[level] >= 0
+        prefetch = slots.outer_prefetch[level] & around
+        step = np.where(around, slots.outer_iteration[level] + np.where(prefetch, 0, 1), 0)
+        keys += [~prefetch, step, np.where(around, index[np.maximum(outer_segment[level], 0)], index)]
+    order = np.lexsort(tuple(keys))
     pos = np.empty(n, dtype=np.int64)
     pos[order] = np.arange(n)
     return pos
@@ -151,7 +169,7 @@ def _moved(use: SbufUse, pos: np.ndarray, rechain: bool = False) -> SbufUse:
 
 
 def pipeline_depth(use: SbufUse, n: int, capacity_per_partition: float, partitions: int, interleave: int,
-                   unfit: int = 0, *, unfit_within_sbuf: bool = False) -> int:
+                   unfit: int = 0, *, unfit_within_sbuf: bool = False, outer: bool = False) -> int:
     """How many iterations of each unrolled affine loop the compiler keeps in flight: the most, up to `interleave`,
     whose live set fits `capacity_per_partition`; where none does, `unfit` (0: `interleave`, no SBUF bound).
     `unfit_within_sbuf`: where none fits, the most up to `unfit` whose live set less the kept copies of repeated
@@ -161,7 +179,7 @@ def pipeline_depth(use: SbufUse, n: int, capacity_per_partition: float, partitio
     use = _kept_repeats_only(use, capacity_per_partition * partitions)
     repeats = np.flatnonzero(use.virtual & ~use.is_write)
     for depth in range(interleave, 0, -1):
-        pos = interleaved_positions(use, n, depth, use.fused)
+        pos = interleaved_positions(use, n, depth, use.fused, outer)
         live, _ = _live_with_kept_copies(use if pos is None else _moved(use, pos, use.fused is not None), n, repeats)
         if live.max(initial=0.0) <= capacity_per_partition:
             return depth
@@ -176,11 +194,12 @@ def pipeline_depth(use: SbufUse, n: int, capacity_per_partition: float, partitio
 
 
 def plan_spills(use: SbufUse, n: int, capacity_per_partition: float, partitions: int = 128,
-                interleave: int = 1, *, weight: np.ndarray | None = None) -> SpillPlan:
+                interleave: int = 1, *, weight: np.ndarray | None = None, outer: bool = False) -> SpillPlan:
     """The spills of `use`'s live set, taken in the compiler's order (`interleave` iterations of each unrolled
     affine loop side by side, as pipeline_depth decides: interleaved_positions) and returned per instruction of
-    the trace. `weight`: what each instruction counts for in a gap's length (None: 1 each)."""
-    pos = interleaved_positions(use, n, interleave, use.fused)
+    the trace. `weight`: what each instruction counts for in a gap's length (None: 1 each). `outer`: the loops
+    around those pipelined too (interleaved_positions)."""
+    pos = interleaved_positions(use, n, interleave, use.fused, outer)
     if pos is None:
         return _plan(use, n, capacity_per_partition, partitions, weight)
     order = np.empty(n, dtype=np.int64)
