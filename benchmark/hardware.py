@@ -175,6 +175,13 @@ class NeuronCoreSpec:
     # [NKI-AFFINE] (no loop-carried dependency, so iterations may overlap), [STREAM] (double buffering).
     # False: only the innermost affine loops are interleaved (perf-7).
     affine_outer_pipeline: bool = False
+    # ... and where that prefetch fits only without the kept copies of repeated loads, the loops are pipelined
+    # anyway and the kept copies give way: a prefetched tile is not evicted before its first read, an evicted
+    # kept copy's repeat runs (helper HBMA). Evidence: trn1 reads matmul_add_rmsnorm's 16 MiB weights 1.85 times
+    # (54 of the 2,048 [128, 512] tiles re-read, 1.75 per row block: neuron-profile), the 3.2 KiB per partition
+    # by which the next row block's x and z (16 KiB) overflow the usable SBUF beside the 128 KiB of weights
+    # ([PERF-GUIDE] "Opt #4"; docs/benchmarks.md, "perf-9 candidates: weights re-read"). Needs affine_outer_pipeline.
+    affine_outer_over_kept_copies: bool = False
     # --- performance model: DMA bandwidth in time order, trigger queues (helper QUEUES, issue 19) ---------------
     # Book DMA bandwidth earliest start first (schedule_timed.py) instead of in program order, so a DMA held back
     # does not land behind later-starting ones already booked. False: program order (perf-4). On since perf-5.

@@ -169,11 +169,26 @@ def _moved(use: SbufUse, pos: np.ndarray, rechain: bool = False) -> SbufUse:
 
 
 def pipeline_depth(use: SbufUse, n: int, capacity_per_partition: float, partitions: int, interleave: int,
-                   unfit: int = 0, *, unfit_within_sbuf: bool = False, outer: bool = False) -> int:
+                   unfit: int = 0, *, unfit_within_sbuf: bool = False, outer: bool = False,
+                   outer_over_kept: bool = False) -> int:
     """How many iterations of each unrolled affine loop the compiler keeps in flight: the most, up to `interleave`,
     whose live set fits `capacity_per_partition`; where none does, `unfit` (0: `interleave`, no SBUF bound).
     `unfit_within_sbuf`: where none fits, the most up to `unfit` whose live set less the kept copies of repeated
-    loads fits, else 1 (NeuronCoreSpec.affine_unfit_within_sbuf)."""
+    loads fits, else 1 (NeuronCoreSpec.affine_unfit_within_sbuf). `outer_over_kept`: where the loops around
+    (`outer`) fit only without the kept copies, they are pipelined anyway at the depth the innermost loops fit at
+    without them, and the kept copies give way (NeuronCoreSpec.affine_outer_over_kept_copies)."""
+    if outer and outer_over_kept:
+        inner = pipeline_depth(use, n, capacity_per_partition, partitions, interleave, unfit,
+                               unfit_within_sbuf=unfit_within_sbuf)
+        both = pipeline_depth(use, n, capacity_per_partition, partitions, interleave, unfit,
+                              unfit_within_sbuf=unfit_within_sbuf, outer=True)
+        if both >= inner or inner <= 1:
+            return both
+        own = replace(_kept_repeats_only(use, capacity_per_partition * partitions),
+                      chunk_bytes=np.where(use.virtual, 0, use.chunk_bytes))
+        pos = interleaved_positions(own, n, inner, own.fused, True)
+        moved = own if pos is None else _moved(own, pos, own.fused is not None)
+        return inner if live_bytes(moved, n).max(initial=0.0) <= capacity_per_partition else both
     if unfit <= 0 or interleave <= 1:
         return interleave
     use = _kept_repeats_only(use, capacity_per_partition * partitions)
@@ -194,28 +209,44 @@ def pipeline_depth(use: SbufUse, n: int, capacity_per_partition: float, partitio
 
 
 def plan_spills(use: SbufUse, n: int, capacity_per_partition: float, partitions: int = 128,
-                interleave: int = 1, *, weight: np.ndarray | None = None, outer: bool = False) -> SpillPlan:
+                interleave: int = 1, *, weight: np.ndarray | None = None, outer: bool = False,
+                keep_prefetch: bool = False) -> SpillPlan:
     """The spills of `use`'s live set, taken in the compiler's order (`interleave` iterations of each unrolled
     affine loop side by side, as pipeline_depth decides: interleaved_positions) and returned per instruction of
     the trace. `weight`: what each instruction counts for in a gap's length (None: 1 each). `outer`: the loops
-    around those pipelined too (interleaved_positions)."""
+    around those pipelined too (interleaved_positions). `keep_prefetch`: a load those loops issue ahead keeps its
+    tile until its first read (the pipeline's point; NeuronCoreSpec.affine_outer_over_kept_copies)."""
     pos = interleaved_positions(use, n, interleave, use.fused, outer)
+    ahead = _prefetched(use, n) if outer and keep_prefetch and interleave > 1 else None
     if pos is None:
-        return _plan(use, n, capacity_per_partition, partitions, weight)
+        return _plan(use, n, capacity_per_partition, partitions, weight, ahead)
     order = np.empty(n, dtype=np.int64)
     order[pos] = np.arange(n)
     moved_weight = None
     if weight is not None:
         moved_weight = np.empty(n)
         moved_weight[pos] = weight
-    plan = _plan(_moved(use, pos, use.fused is not None), n, capacity_per_partition, partitions, moved_weight)
+    moved_ahead = None
+    if ahead is not None:
+        moved_ahead = np.empty(n, dtype=bool)
+        moved_ahead[pos] = ahead
+    plan = _plan(_moved(use, pos, use.fused is not None), n, capacity_per_partition, partitions, moved_weight,
+                 moved_ahead)
     after = plan.reload_after[pos]
     return replace(plan, reload_bytes=plan.reload_bytes[pos], save_bytes=plan.save_bytes[pos],
                    elided=plan.elided[pos], reload_after=np.where(after >= 0, order[np.maximum(after, 0)], after))
 
 
+def _prefetched(use: SbufUse, n: int) -> np.ndarray | None:
+    """Per instruction: a load the affine loops around an innermost one issue an iteration ahead (deps.outer_slots)."""
+    slots = use.slots
+    if slots is None or slots.outer_prefetch.shape[1:] != (n,):
+        return None
+    return slots.outer_prefetch.any(axis=0)
+
+
 def _plan(use: SbufUse, n: int, capacity_per_partition: float, partitions: int,
-          weight: np.ndarray | None = None) -> SpillPlan:
+          weight: np.ndarray | None = None, ahead: np.ndarray | None = None) -> SpillPlan:
     zeros = np.zeros(n)
     use = _kept_repeats_only(use, capacity_per_partition * partitions)
     repeats = np.flatnonzero(use.virtual & ~use.is_write)
@@ -229,6 +260,11 @@ def _plan(use: SbufUse, n: int, capacity_per_partition: float, partitions: int,
         return SpillPlan(zeros, zeros.copy(), 0.0, 0.0, 0.0, all_elided, np.full(n, -1, dtype=np.int64))
     pressured = np.concatenate(([0], np.cumsum(excess > 0)))  # pressured[i] = points < i under pressure
     gap_rows = np.flatnonzero(~use.is_write & (use.prev_inst >= 0) & (use.producer >= 0))
+    if ahead is not None:
+        # A tile loaded an iteration ahead stays until its first read: evicting it there would undo the prefetch
+        # the pipeline issued it for ([PERF-GUIDE] "Opt #4"); the kept copies give way instead.
+        written = use.inst[use.producer[gap_rows]]
+        gap_rows = gap_rows[~(ahead[written] & (use.prev_inst[gap_rows] == written) & ~use.virtual[gap_rows])]
     lo, hi = gap_start[gap_rows], use.inst[gap_rows]  # not resident over [lo, hi)
     crosses = (hi > lo) & (pressured[hi] - pressured[lo] > 0)
     gap_rows, lo, hi = gap_rows[crosses], lo[crosses], hi[crosses]
@@ -243,7 +279,10 @@ def _plan(use: SbufUse, n: int, capacity_per_partition: float, partitions: int,
 
     # Rank the candidates: longest gap first; equal gaps grouped by the data they hold, so a partly evicted
     # tensor is evicted whole-chunk by whole-chunk rather than spread thinly.
-    rank = np.lexsort((use.inst[gap_rows], use.producer[gap_rows], -length))
+    keys = (use.inst[gap_rows], use.producer[gap_rows], -length)
+    if ahead is not None:  # the kept copies give way first (a redundant load the compiler skipped runs again)
+        keys += (~(use.virtual[gap_rows] & use.clean[use.producer[gap_rows]]),)
+    rank = np.lexsort(keys)
 
     def fits(k: int) -> bool:
         chosen = rank[:k]
