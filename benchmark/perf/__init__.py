@@ -114,10 +114,16 @@ def estimate(trace: Trace | PreparedTrace, platform: str | NeuronCoreSpec = "trn
     capacity = p.sbuf_bytes_per_partition * p.sbuf_usable_fraction
     outer = p.affine_outer_pipeline
     depth = pipeline_depth(use, len(trace), capacity, p.partitions, p.affine_interleave, p.affine_interleave_unfit,
-                           unfit_within_sbuf=p.affine_unfit_within_sbuf, outer=outer,
-                           outer_over_kept=p.affine_outer_over_kept_copies)
+                           unfit_within_sbuf=p.affine_unfit_within_sbuf, outer=outer)
+    over_kept = False
+    if outer and p.affine_outer_over_kept_copies:
+        # Pipelined past the kept copies only where they alone stood in the way (spills.pipeline_depth).
+        deeper = pipeline_depth(use, len(trace), capacity, p.partitions, p.affine_interleave,
+                                p.affine_interleave_unfit, unfit_within_sbuf=p.affine_unfit_within_sbuf, outer=True,
+                                outer_over_kept=True)
+        over_kept, depth = deeper != depth, deeper
     spills = plan_spills(use, len(trace), capacity, p.partitions, depth, weight=weight, outer=outer,
-                         keep_prefetch=p.affine_outer_over_kept_copies)
+                         keep_prefetch=over_kept)
     if depth != p.affine_interleave:
         p = replace(p, affine_interleave=depth)
     # DMA bandwidth booked in time order (schedule_timed) or in program order (schedule, perf-4).
