@@ -245,6 +245,27 @@ def _prefetched(use: SbufUse, n: int) -> np.ndarray | None:
     return slots.outer_prefetch.any(axis=0)
 
 
+def _cover(rank: np.ndarray, kept: np.ndarray, lo: np.ndarray, hi: np.ndarray, size: np.ndarray,
+           excess: np.ndarray) -> np.ndarray:
+    """The candidate gaps [lo, hi) to evict so that no point stays over capacity, chosen point by point in order:
+    at each point still over, among the gaps over it a kept copy's first, then the one that reaches furthest,
+    then `rank`'s order. Where the excess comes in many short stretches (matmul_add_rmsnorm's row loop pipelined
+    over its kept weights) this evicts the fewest chunks, where a prefix of `rank` takes 2.4 times as many."""
+    first = np.empty(len(rank), dtype=np.int64)
+    first[rank] = np.arange(len(rank))
+    relief = np.zeros(len(excess))
+    taken = np.zeros(len(rank), dtype=bool)
+    for t in np.flatnonzero(excess > 0).tolist():
+        while excess[t] - relief[t] > 1e-9:
+            over = np.flatnonzero(~taken & (lo <= t) & (hi > t))
+            if len(over) == 0:
+                break
+            pick = over[np.lexsort((first[over], -hi[over], ~kept[over]))[0]]
+            taken[pick] = True
+            relief[lo[pick]:hi[pick]] += size[pick]
+    return np.flatnonzero(taken)
+
+
 def _plan(use: SbufUse, n: int, capacity_per_partition: float, partitions: int,
           weight: np.ndarray | None = None, ahead: np.ndarray | None = None) -> SpillPlan:
     zeros = np.zeros(n)
@@ -280,8 +301,9 @@ def _plan(use: SbufUse, n: int, capacity_per_partition: float, partitions: int,
     # Rank the candidates: longest gap first; equal gaps grouped by the data they hold, so a partly evicted
     # tensor is evicted whole-chunk by whole-chunk rather than spread thinly.
     keys = (use.inst[gap_rows], use.producer[gap_rows], -length)
+    kept = use.virtual[gap_rows] & use.clean[use.producer[gap_rows]]
     if ahead is not None:  # the kept copies give way first (a redundant load the compiler skipped runs again)
-        keys += (~(use.virtual[gap_rows] & use.clean[use.producer[gap_rows]]),)
+        keys += (~kept,)
     rank = np.lexsort(keys)
 
     def fits(k: int) -> bool:
@@ -290,14 +312,14 @@ def _plan(use: SbufUse, n: int, capacity_per_partition: float, partitions: int,
                   - np.bincount(hi[chosen], size[chosen], minlength=n + 1))
         return bool((excess - np.cumsum(relief)[:n]).max() <= 0)
 
-    low, high = 0, len(rank)  # the fewest evictions that fit (all of them if nothing fits)
+    low, high = 0, len(rank) if ahead is None else 0  # the fewest evictions that fit (all if nothing fits)
     while low < high:
         mid = (low + high) // 2
         if fits(mid):
             high = mid
         else:
             low = mid + 1
-    chosen = rank[:low]
+    chosen = rank[:low] if ahead is None else _cover(rank, kept, lo, hi, size, excess)
     product = use.virtual[gap_rows] & ~use.clean[use.producer[gap_rows]]
     if product[chosen].any():
         # A kept product (valnum.py) is one tensor the compiler made and spills whole: every chunk of it leaves
