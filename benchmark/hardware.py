@@ -180,7 +180,9 @@ class NeuronCoreSpec:
     # kept copy's repeat runs (helper HBMA). Evidence: trn1 reads matmul_add_rmsnorm's 16 MiB weights 1.85 times
     # (54 of the 2,048 [128, 512] tiles re-read, 1.75 per row block: neuron-profile), the 3.2 KiB per partition
     # by which the next row block's x and z (16 KiB) overflow the usable SBUF beside the 128 KiB of weights
-    # ([PERF-GUIDE] "Opt #4"; docs/benchmarks.md, "perf-9 candidates: weights re-read"). Needs affine_outer_pipeline.
+    # ([PERF-GUIDE] "Opt #4"; docs/benchmarks.md, "perf-9 candidates: weights re-read"). The kept tiles to re-read
+    # are the fewest that cover the excess (spills._cover). And where even the inner loops overflow SBUF, nothing
+    # is fetched an iteration ahead ([STREAM]: a slot per step in flight). Needs affine_outer_pipeline.
     affine_outer_over_kept_copies: bool = False
     # --- performance model: DMA bandwidth in time order, trigger queues (helper QUEUES, issue 19) ---------------
     # Book DMA bandwidth earliest start first (schedule_timed.py) instead of in program order, so a DMA held back

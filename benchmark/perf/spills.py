@@ -208,6 +208,16 @@ def pipeline_depth(use: SbufUse, n: int, capacity_per_partition: float, partitio
     return 1
 
 
+def outer_fits(use: SbufUse, n: int, capacity_per_partition: float, partitions: int, depth: int) -> bool:
+    """Whether the live set fits `capacity_per_partition` with the loops around the innermost affine ones
+    pipelined (`interleaved_positions` with `outer`) at `depth`, kept copies counted."""
+    use = _kept_repeats_only(use, capacity_per_partition * partitions)
+    repeats = np.flatnonzero(use.virtual & ~use.is_write)
+    pos = interleaved_positions(use, n, depth, use.fused, True)
+    live, _ = _live_with_kept_copies(use if pos is None else _moved(use, pos, use.fused is not None), n, repeats)
+    return bool(live.max(initial=0.0) <= capacity_per_partition)
+
+
 def plan_spills(use: SbufUse, n: int, capacity_per_partition: float, partitions: int = 128,
                 interleave: int = 1, *, weight: np.ndarray | None = None, outer: bool = False,
                 keep_prefetch: bool = False) -> SpillPlan:
