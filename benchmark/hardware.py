@@ -173,8 +173,8 @@ class NeuronCoreSpec:
     # spills.pipeline_depth finds with them in the live set; the spills' order and the DMA queues' alike.
     # [PERF-GUIDE] "Opt #4" (overlap data loading with computation, like the engine pipelining of "Opt #3"),
     # [NKI-AFFINE] (no loop-carried dependency, so iterations may overlap), [STREAM] (double buffering).
-    # False: only the innermost affine loops are interleaved (perf-7).
-    affine_outer_pipeline: bool = False
+    # False: only the innermost affine loops are interleaved (perf-8). On since perf-9 with the next flag (helper HBMA).
+    affine_outer_pipeline: bool = True
     # ... and where that prefetch fits only without the kept copies of repeated loads, the loops are pipelined
     # anyway and the kept copies give way: a prefetched tile is not evicted before its first read, an evicted
     # kept copy's repeat runs (helper HBMA). Evidence: trn1 reads matmul_add_rmsnorm's 16 MiB weights 1.85 times
@@ -183,7 +183,7 @@ class NeuronCoreSpec:
     # ([PERF-GUIDE] "Opt #4"; docs/benchmarks.md, "perf-9 candidates: weights re-read"). The kept tiles to re-read
     # are the fewest that cover the excess (spills._cover). And where even the inner loops overflow SBUF, nothing
     # is fetched an iteration ahead ([STREAM]: a slot per step in flight). Needs affine_outer_pipeline.
-    affine_outer_over_kept_copies: bool = False
+    affine_outer_over_kept_copies: bool = True
     # --- performance model: DMA bandwidth in time order, trigger queues (helper QUEUES, issue 19) ---------------
     # Book DMA bandwidth earliest start first (schedule_timed.py) instead of in program order, so a DMA held back
     # does not land behind later-starting ones already booked. False: program order (perf-4). On since perf-5.

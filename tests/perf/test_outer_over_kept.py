@@ -22,7 +22,8 @@ TILES, FREE, PARTS = 6, 1024, 4
 TILE = FREE * 4  # bytes per partition of x[t] and y[t]; w is twice that, loaded in PARTS pieces
 WPART = 2 * TILE // PARTS
 # The live set peaks at 3.25 tiles with w kept, 4.25 with x[t + 1] prefetched too, 3.25 then without the kept w.
-SPEC = replace(TRN1, affine_outer_pipeline=True, sbuf_usable_fraction=1.0, sbuf_bytes_per_partition=4 * TILE)
+SPEC = replace(TRN1, affine_outer_pipeline=True, affine_outer_over_kept_copies=False, sbuf_usable_fraction=1.0,
+               sbuf_bytes_per_partition=4 * TILE)
 ON = replace(SPEC, affine_outer_over_kept_copies=True)
 
 
