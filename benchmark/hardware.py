@@ -61,6 +61,11 @@ constant here and nowhere else. Sources, abbreviated in the comments:
              general/nki/tutorials/matrix_multiplication.rst: [4096,8192]@[8192,8192] BF16 on trn1.32xlarge:
              51.80 / 42.96 / 22.07 / 6.97 ms, HFU 10.98 / 13.24 / 26.51 / 85.24% (tiled, hoisted loads, blocked
              free dimensions, fully optimized).
+- [PERF-GUIDE] Neuron docs, NKI performance guide (nki/deep-dives/nki_perf_guide.rst, aws-neuron-sdk 81ce03a),
+             "Opt #4. Overlap data loading with computation": an engine idle behind a wait on `qSyncIO0` (the
+             queue of the kernel's `nl.load`s) is fixed like the engine pipelining of "Opt #3", the DMAs of
+             the next tiles running while the engines compute the current ones; the fused Mamba tutorial
+             (nki/guides/tutorials/fused_mamba.rst) names the same rows and loads delta and u per channel tile.
 - [FIT]      fitted to ../shared/calibration/trn1_nkibench_baselines.csv by measurements/fit_perf_model.py; the
              fitted values are written below by hand, with the fit's date in docs/benchmarks.md.
 """
@@ -162,6 +167,23 @@ class NeuronCoreSpec:
     # buffering gives 62. Off: without the over-spill the baseline is 0.15 too fast and four Mamba pairs fall out
     # (docs/benchmarks.md, "perf-8 candidates: mamba HBM bytes"). False: always affine_interleave_unfit (perf-7).
     affine_unfit_within_sbuf: bool = False
+    # The affine loops around an innermost one software-pipelined too: each iteration's loads (in its body or in
+    # loops of loads only: adamw's four tiles in `for i0, i1`, the Mamba tutorial's delta and u per channel tile)
+    # issued one iteration ahead of the compute and store of the iteration in flight, the depth
+    # spills.pipeline_depth finds with them in the live set; the spills' order and the DMA queues' alike.
+    # [PERF-GUIDE] "Opt #4" (overlap data loading with computation, like the engine pipelining of "Opt #3"),
+    # [NKI-AFFINE] (no loop-carried dependency, so iterations may overlap), [STREAM] (double buffering).
+    # False: only the innermost affine loops are interleaved (perf-8). On since perf-9 with the next flag (helper HBMA).
+    affine_outer_pipeline: bool = True
+    # ... and where that prefetch fits only without the kept copies of repeated loads, the loops are pipelined
+    # anyway and the kept copies give way: a prefetched tile is not evicted before its first read, an evicted
+    # kept copy's repeat runs (helper HBMA). Evidence: trn1 reads matmul_add_rmsnorm's 16 MiB weights 1.85 times
+    # (54 of the 2,048 [128, 512] tiles re-read, 1.75 per row block: neuron-profile), the 3.2 KiB per partition
+    # by which the next row block's x and z (16 KiB) overflow the usable SBUF beside the 128 KiB of weights
+    # ([PERF-GUIDE] "Opt #4"; docs/benchmarks.md, "perf-9 candidates: weights re-read"). The kept tiles to re-read
+    # are the fewest that cover the excess (spills._cover). And where even the inner loops overflow SBUF, nothing
+    # is fetched an iteration ahead ([STREAM]: a slot per step in flight). Needs affine_outer_pipeline.
+    affine_outer_over_kept_copies: bool = True
     # --- performance model: DMA bandwidth in time order, trigger queues (helper QUEUES, issue 19) ---------------
     # Book DMA bandwidth earliest start first (schedule_timed.py) instead of in program order, so a DMA held back
     # does not land behind later-starting ones already booked. False: program order (perf-4). On since perf-5.

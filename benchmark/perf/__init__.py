@@ -23,7 +23,7 @@ from benchmark.perf.lowering import lower_partition_broadcasts, statement_weight
 from benchmark.perf.profile import COUNTER_NAMES, counters, timeline
 from benchmark.perf.schedule import replay
 from benchmark.perf.schedule_timed import replay_time_ordered
-from benchmark.perf.spills import pipeline_depth, plan_spills
+from benchmark.perf.spills import outer_fits, pipeline_depth, plan_spills
 from benchmark.perf.valnum import numbered_dependencies
 
 # perf-2: calibrated on the 14 trn1 NKIBench baselines. perf-3 (issue 19): DMA engine time by access pattern
@@ -117,9 +117,23 @@ def estimate(trace: Trace | PreparedTrace, platform: str | NeuronCoreSpec = "trn
         costs = replace(costs, seconds=np.where(use.vn_elided, 0.0, costs.seconds), scalar_seconds=np.where(
             use.vn_elided, 0.0, costs.scalar_seconds) if len(costs.scalar_seconds) else costs.scalar_seconds)
     capacity = p.sbuf_bytes_per_partition * p.sbuf_usable_fraction
+    outer = p.affine_outer_pipeline
     depth = pipeline_depth(use, len(trace), capacity, p.partitions, p.affine_interleave, p.affine_interleave_unfit,
-                           unfit_within_sbuf=p.affine_unfit_within_sbuf)
-    spills = plan_spills(use, len(trace), capacity, p.partitions, depth, weight=weight)
+                           unfit_within_sbuf=p.affine_unfit_within_sbuf, outer=outer)
+    over_kept = False
+    if outer and p.affine_outer_over_kept_copies:
+        # Pipelined past the kept copies only where they alone stood in the way (spills.pipeline_depth).
+        deeper = pipeline_depth(use, len(trace), capacity, p.partitions, p.affine_interleave,
+                                p.affine_interleave_unfit, unfit_within_sbuf=p.affine_unfit_within_sbuf, outer=True,
+                                outer_over_kept=True)
+        over_kept, depth = deeper != depth, deeper
+        if not over_kept and depth > 1 and not outer_fits(use, len(trace), capacity, p.partitions, depth):
+            # Where even the inner loops overflow SBUF, no next iteration is fetched ahead ([STREAM]: a slot each).
+            outer, p = False, replace(p, affine_outer_pipeline=False)
+            depth = pipeline_depth(use, len(trace), capacity, p.partitions, p.affine_interleave,
+                                   p.affine_interleave_unfit, unfit_within_sbuf=p.affine_unfit_within_sbuf)
+    spills = plan_spills(use, len(trace), capacity, p.partitions, depth, weight=weight, outer=outer,
+                         keep_prefetch=over_kept)
     if depth != p.affine_interleave:
         p = replace(p, affine_interleave=depth)
     # DMA bandwidth booked in time order (schedule_timed) or in program order (schedule, perf-4).

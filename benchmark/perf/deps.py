@@ -35,6 +35,13 @@ class AffineSlots:
     iteration: np.ndarray
     offset: np.ndarray
     stages: np.ndarray  # engines (DMA included) the loop instance's instructions use: its pipeline's depth
+    # The same for the affine loops around such a loop (outer_slots), one row per level, outermost first:
+    # `outer_segment` (first instruction of the run of iterations; -1 outside any), `outer_iteration` (the
+    # iteration's rank in that run) and `outer_prefetch` (a load the iteration issues before its compute: what a
+    # software pipeline issues ahead, spills.interleaved_positions). Shape (levels, instructions).
+    outer_segment: np.ndarray = field(default_factory=lambda: np.zeros((0, 0), dtype=np.int64))
+    outer_iteration: np.ndarray = field(default_factory=lambda: np.zeros((0, 0), dtype=np.int64))
+    outer_prefetch: np.ndarray = field(default_factory=lambda: np.zeros((0, 0), dtype=bool))
 
 
 @dataclass(frozen=True)
@@ -210,7 +217,8 @@ def affine_slots(trace: Trace) -> AffineSlots:
     offset = np.zeros(n, dtype=np.int64)
     stages = np.zeros(n, dtype=np.int64)
     if n == 0 or not trace.loop_contexts:
-        return AffineSlots(segment, iteration, offset, stages)
+        empty = np.zeros((0, n), dtype=np.int64)
+        return AffineSlots(segment, iteration, offset, stages, empty, empty.copy(), empty.astype(bool))
     loops = trace.loops
 
     def depth_of(nest: tuple[tuple[int, int], ...]) -> int:
@@ -257,7 +265,91 @@ def affine_slots(trace: Trace) -> AffineSlots:
         seg_engine = np.unique(segment[inside] * 8 + engine)
         per_segment = np.bincount(seg_engine // 8, minlength=n)
         stages[inside] = per_segment[segment[inside]]
-    return AffineSlots(segment, iteration, offset, stages)
+    outer_segment, outer_iteration, outer_prefetch = outer_slots(trace, inner)
+    return AffineSlots(segment, iteration, offset, stages, outer_segment, outer_iteration, outer_prefetch)
+
+
+def outer_slots(trace: Trace, inner: set[tuple]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """AffineSlots' outer fields, one row per level of affine loops (trip count > 1) that hold a deeper affine
+    loop (`inner`: their instances, as affine_slots keys them), outermost first: per instruction, the first
+    instruction of the run of iterations of its loop at that level (-1: none), the iteration's rank in the run,
+    and whether it is one of the loads the iteration's body issues before its compute (a load in the body
+    itself or in loops of loads only: what a software pipeline issues ahead, spills.interleaved_positions).
+    A loop whose body is one such loop and nothing else is one level with it, its iterations flattened
+    (adamw's `for i0, i1` around `for i2`: 172 iterations); the matmul tutorial's `for m` (lhsT loads, then
+    `for n`: rhs loads, then the blocks' matmuls and stores) is two."""
+    n = len(trace)
+    loops = trace.loops
+    engine = np.asarray(trace.columns["engine"], dtype=np.int64)
+    loads = (engine == Engine.DMA) & (np.asarray(trace.columns["hbm_read"], dtype=np.int64) > 0)
+    ctx = np.asarray(trace.columns["loop_ctx"], dtype=np.int64)
+    nests = [tuple((k, lid, it) for k, (lid, it) in enumerate(nest) if loops[lid].trip_count > 1)
+             for nest in trace.loop_contexts]
+    # Per loop source line: what its bodies hold (the next loop's line, or None for an instruction in the body
+    # itself), and whether everything under it is a load.
+    children: dict[int, set] = {}
+    load_only: dict[int, bool] = {}
+    per_ctx_loads = np.bincount(ctx, weights=loads, minlength=len(nests))
+    per_ctx_all = np.bincount(ctx, minlength=len(nests))
+    for c in np.flatnonzero(per_ctx_all).tolist():
+        nest = nests[c]
+        only = bool(per_ctx_loads[c] == per_ctx_all[c])
+        for m, (_, lid, _) in enumerate(nest):
+            line = loops[lid].line
+            children.setdefault(line, set()).add(loops[nest[m + 1][1]].line if m + 1 < len(nest) else None)
+            load_only[line] = load_only.get(line, True) and only
+
+    def pipelined(c: int, k: int) -> bool:
+        lid = trace.loop_contexts[c][k][0]
+        return loops[lid].kind == LoopKind.AFFINE and trace.loop_contexts[c][:k] + (lid,) in inner
+
+    def levels_of(c: int) -> list[tuple[tuple, tuple, bool]]:
+        """(instance, iteration, prefetchable) per level of context `c`: the instance is the nest above the level
+        and the level's loop lines; the iteration, the level's iterations; prefetchable, a load there goes ahead."""
+        nest = nests[c]
+        out: list[tuple[tuple, tuple, bool]] = []
+        m = 0
+        while m < len(nest):
+            if not pipelined(c, nest[m][0]):
+                m += 1
+                continue
+            start = m
+            # One level with the loops whose body is exactly the next pipelined loop.
+            while (m + 1 < len(nest) and pipelined(c, nest[m + 1][0])
+                   and children.get(loops[nest[m][1]].line) == {loops[nest[m + 1][1]].line}):
+                m += 1
+            instance = (tuple((lid, it) for _, lid, it in nest[:start])
+                        + tuple(loops[lid].line for _, lid, _ in nest[start:m + 1]))
+            iteration = tuple(it for _, _, it in nest[start:m + 1])
+            ahead = all(load_only.get(loops[lid].line, False) for _, lid, _ in nest[m + 1:])
+            out.append((instance, iteration, ahead))
+            m += 1
+        return out
+
+    per_ctx = [levels_of(c) for c in range(len(nests))]
+    depth = max((len(v) for v in per_ctx), default=0)
+    segment = np.full((depth, n), -1, dtype=np.int64)
+    iteration = np.zeros((depth, n), dtype=np.int64)
+    prefetch = np.zeros((depth, n), dtype=bool)
+    ctx_list = ctx.tolist()
+    for level in range(depth):
+        previous: tuple | None = None
+        last: tuple = ()
+        start = count = -1
+        for i, c in enumerate(ctx_list):
+            lv = per_ctx[c]
+            if level >= len(lv):
+                previous = None
+                continue
+            instance, it, ahead = lv[level]
+            if instance != previous or it < last:
+                start, count, previous, last = i, 0, instance, it
+            elif it != last:
+                count, last = count + 1, it
+            segment[level, i] = start
+            iteration[level, i] = count
+            prefetch[level, i] = ahead and bool(loads[i])
+    return segment, iteration, prefetch
 
 
 def _repeated_loads(trace: Trace, sbuf: SbufUse, space: np.ndarray, hbm_written: np.ndarray) -> SbufUse:

@@ -212,7 +212,8 @@ def replay_time_ordered(
     prefetch = costs.dma_queue.tolist() if platform.sequential_prefetch and len(costs.dma_queue) == n else None
     # With dma_queue_compiler_order a queue runs its DMAs in the compiler's order ([NKI-AFFINE]: iterations of an
     # affine loop software-pipelined, as spills.py takes the SBUF working set), linked below; else program order.
-    pos = (interleaved_positions(deps.sbuf, n, platform.affine_interleave)
+    pos = (interleaved_positions(deps.sbuf, n, platform.affine_interleave,
+                                 outer=platform.affine_outer_pipeline)
            if platform.dma_queue_compiler_order else None)
     for i in range(n):
         if barrier_at[i]:

@@ -22,7 +22,8 @@ loops (fusion.py, SbufUse.fused); the kept copies' repeats are then chained in t
 
 How many iterations are in flight is bounded by SBUF (pipeline_depth): a software pipeline needs a slot per step
 in flight, so the compiler pipelines as deep as the live set fits, and where even one iteration at a time does not
-fit it still double-buffers (`affine_interleave_unfit`, hardware.py) and spills. A gap's length is counted in
+fit it still double-buffers (`affine_interleave_unfit`, hardware.py) and spills. With `affine_outer_pipeline` the
+affine loops around those are pipelined to the same depth, their loads issued ahead (interleaved_positions). A gap's length is counted in
 `weight` per instruction: the kernel's own statements, not the matmuls and copies lowering.py adds for one
 partition broadcast (they hold no data of their own), so lowering changes what instructions cost, not which data
 is evicted.
@@ -97,20 +98,37 @@ def _live_with_kept_copies(use: SbufUse, n: int, repeats: np.ndarray) -> tuple[n
     return (live + np.cumsum(delta))[:n], gap_start
 
 
-def interleaved_positions(use: SbufUse, n: int, depth: int, base: np.ndarray | None = None) -> np.ndarray | None:
+def interleaved_positions(use: SbufUse, n: int, depth: int, base: np.ndarray | None = None,
+                          outer: bool = False) -> np.ndarray | None:
     """Each instruction's position in the compiler's order, where the iterations of an unrolled innermost
     affine_range loop run `depth` at a time in lockstep (instruction k of each, then k + 1 of each, ...); None
-    when that is program order. `base`: the order the loops run in (fusion.fused_order; None: program order)."""
+    when that is program order. `base`: the order the loops run in (fusion.fused_order; None: program order).
+    `outer`: the affine loops around such a loop are software-pipelined too, level by level (deps.outer_slots),
+    each iteration's loads (in its body or in loops of loads only) issued one iteration ahead (iteration i + 1's
+    loads before iteration i's compute and store: double buffering, [STREAM], [PERF-GUIDE] "Opt #4"); the outer
+    runs are keyed by their first instruction's place in `base`, so they keep the fused order."""
     slots = use.slots
-    if depth <= 1 or slots is None or len(slots.segment) != n or not (slots.segment >= 0).any():
+    if depth <= 1 or slots is None or len(slots.segment) != n:
         return base
     index = np.arange(n) if base is None else base
+    outer_segment = slots.outer_segment if outer and slots.outer_segment.shape[1:] == (n,) else np.zeros((0, n))
+    if not (outer_segment >= 0).any() and not (slots.segment >= 0).any():
+        return base
     inside = slots.segment >= 0
     # Outside any such loop an instruction is its own segment; the segments keep their (fused) program order.
     segment = np.where(inside, index[np.maximum(slots.segment, 0)], index)
     # A software pipeline over the loop body's engines keeps one iteration per engine in flight.
     group = np.where(inside, slots.iteration // np.maximum(np.minimum(slots.stages, depth), 1), 0)
-    order = np.lexsort((index, slots.iteration, slots.offset, group, segment))
+    keys = [index, slots.iteration, slots.offset, group, segment]
+    # The levels of loops around, innermost first (lexsort's last key is its first): at each, an iteration's
+    # prefetched loads go with the body of the iteration before, ahead of it (double buffering: one ahead, not
+    # depth - 1, which pushes the next iterations' loads ahead of this one's on an in-order queue).
+    for level in range(len(outer_segment) - 1, -1, -1):
+        around = outer_segment[level] >= 0
+        prefetch = slots.outer_prefetch[level] & around
+        step = np.where(around, slots.outer_iteration[level] + np.where(prefetch, 0, 1), 0)
+        keys += [~prefetch, step, np.where(around, index[np.maximum(outer_segment[level], 0)], index)]
+    order = np.lexsort(tuple(keys))
     pos = np.empty(n, dtype=np.int64)
     pos[order] = np.arange(n)
     return pos
@@ -151,17 +169,32 @@ def _moved(use: SbufUse, pos: np.ndarray, rechain: bool = False) -> SbufUse:
 
 
 def pipeline_depth(use: SbufUse, n: int, capacity_per_partition: float, partitions: int, interleave: int,
-                   unfit: int = 0, *, unfit_within_sbuf: bool = False) -> int:
+                   unfit: int = 0, *, unfit_within_sbuf: bool = False, outer: bool = False,
+                   outer_over_kept: bool = False) -> int:
     """How many iterations of each unrolled affine loop the compiler keeps in flight: the most, up to `interleave`,
     whose live set fits `capacity_per_partition`; where none does, `unfit` (0: `interleave`, no SBUF bound).
     `unfit_within_sbuf`: where none fits, the most up to `unfit` whose live set less the kept copies of repeated
-    loads fits, else 1 (NeuronCoreSpec.affine_unfit_within_sbuf)."""
+    loads fits, else 1 (NeuronCoreSpec.affine_unfit_within_sbuf). `outer_over_kept`: where the loops around
+    (`outer`) fit only without the kept copies, they are pipelined anyway at the depth the innermost loops fit at
+    without them, and the kept copies give way (NeuronCoreSpec.affine_outer_over_kept_copies)."""
+    if outer and outer_over_kept:
+        inner = pipeline_depth(use, n, capacity_per_partition, partitions, interleave, unfit,
+                               unfit_within_sbuf=unfit_within_sbuf)
+        both = pipeline_depth(use, n, capacity_per_partition, partitions, interleave, unfit,
+                              unfit_within_sbuf=unfit_within_sbuf, outer=True)
+        if both >= inner or inner <= 1:
+            return both
+        own = replace(_kept_repeats_only(use, capacity_per_partition * partitions),
+                      chunk_bytes=np.where(use.virtual, 0, use.chunk_bytes))
+        pos = interleaved_positions(own, n, inner, own.fused, True)
+        moved = own if pos is None else _moved(own, pos, own.fused is not None)
+        return inner if live_bytes(moved, n).max(initial=0.0) <= capacity_per_partition else both
     if unfit <= 0 or interleave <= 1:
         return interleave
     use = _kept_repeats_only(use, capacity_per_partition * partitions)
     repeats = np.flatnonzero(use.virtual & ~use.is_write)
     for depth in range(interleave, 0, -1):
-        pos = interleaved_positions(use, n, depth, use.fused)
+        pos = interleaved_positions(use, n, depth, use.fused, outer)
         live, _ = _live_with_kept_copies(use if pos is None else _moved(use, pos, use.fused is not None), n, repeats)
         if live.max(initial=0.0) <= capacity_per_partition:
             return depth
@@ -175,28 +208,76 @@ def pipeline_depth(use: SbufUse, n: int, capacity_per_partition: float, partitio
     return 1
 
 
+def outer_fits(use: SbufUse, n: int, capacity_per_partition: float, partitions: int, depth: int) -> bool:
+    """Whether the live set fits `capacity_per_partition` with the loops around the innermost affine ones
+    pipelined (`interleaved_positions` with `outer`) at `depth`, kept copies counted."""
+    use = _kept_repeats_only(use, capacity_per_partition * partitions)
+    repeats = np.flatnonzero(use.virtual & ~use.is_write)
+    pos = interleaved_positions(use, n, depth, use.fused, True)
+    live, _ = _live_with_kept_copies(use if pos is None else _moved(use, pos, use.fused is not None), n, repeats)
+    return bool(live.max(initial=0.0) <= capacity_per_partition)
+
+
 def plan_spills(use: SbufUse, n: int, capacity_per_partition: float, partitions: int = 128,
-                interleave: int = 1, *, weight: np.ndarray | None = None) -> SpillPlan:
+                interleave: int = 1, *, weight: np.ndarray | None = None, outer: bool = False,
+                keep_prefetch: bool = False) -> SpillPlan:
     """The spills of `use`'s live set, taken in the compiler's order (`interleave` iterations of each unrolled
     affine loop side by side, as pipeline_depth decides: interleaved_positions) and returned per instruction of
-    the trace. `weight`: what each instruction counts for in a gap's length (None: 1 each)."""
-    pos = interleaved_positions(use, n, interleave, use.fused)
+    the trace. `weight`: what each instruction counts for in a gap's length (None: 1 each). `outer`: the loops
+    around those pipelined too (interleaved_positions). `keep_prefetch`: a load those loops issue ahead keeps its
+    tile until its first read (the pipeline's point; NeuronCoreSpec.affine_outer_over_kept_copies)."""
+    pos = interleaved_positions(use, n, interleave, use.fused, outer)
+    ahead = _prefetched(use, n) if outer and keep_prefetch and interleave > 1 else None
     if pos is None:
-        return _plan(use, n, capacity_per_partition, partitions, weight)
+        return _plan(use, n, capacity_per_partition, partitions, weight, ahead)
     order = np.empty(n, dtype=np.int64)
     order[pos] = np.arange(n)
     moved_weight = None
     if weight is not None:
         moved_weight = np.empty(n)
         moved_weight[pos] = weight
-    plan = _plan(_moved(use, pos, use.fused is not None), n, capacity_per_partition, partitions, moved_weight)
+    moved_ahead = None
+    if ahead is not None:
+        moved_ahead = np.empty(n, dtype=bool)
+        moved_ahead[pos] = ahead
+    plan = _plan(_moved(use, pos, use.fused is not None), n, capacity_per_partition, partitions, moved_weight,
+                 moved_ahead)
     after = plan.reload_after[pos]
     return replace(plan, reload_bytes=plan.reload_bytes[pos], save_bytes=plan.save_bytes[pos],
                    elided=plan.elided[pos], reload_after=np.where(after >= 0, order[np.maximum(after, 0)], after))
 
 
+def _prefetched(use: SbufUse, n: int) -> np.ndarray | None:
+    """Per instruction: a load the affine loops around an innermost one issue an iteration ahead (deps.outer_slots)."""
+    slots = use.slots
+    if slots is None or slots.outer_prefetch.shape[1:] != (n,):
+        return None
+    return slots.outer_prefetch.any(axis=0)
+
+
+def _cover(rank: np.ndarray, kept: np.ndarray, lo: np.ndarray, hi: np.ndarray, size: np.ndarray,
+           excess: np.ndarray) -> np.ndarray:
+    """The candidate gaps [lo, hi) to evict so that no point stays over capacity, chosen point by point in order:
+    at each point still over, among the gaps over it a kept copy's first, then the one that reaches furthest,
+    then `rank`'s order. Where the excess comes in many short stretches (matmul_add_rmsnorm's row loop pipelined
+    over its kept weights) this evicts the fewest chunks, where a prefix of `rank` takes 2.4 times as many."""
+    first = np.empty(len(rank), dtype=np.int64)
+    first[rank] = np.arange(len(rank))
+    relief = np.zeros(len(excess))
+    taken = np.zeros(len(rank), dtype=bool)
+    for t in np.flatnonzero(excess > 0).tolist():
+        while excess[t] - relief[t] > 1e-9:
+            over = np.flatnonzero(~taken & (lo <= t) & (hi > t))
+            if len(over) == 0:
+                break
+            pick = over[np.lexsort((first[over], -hi[over], ~kept[over]))[0]]
+            taken[pick] = True
+            relief[lo[pick]:hi[pick]] += size[pick]
+    return np.flatnonzero(taken)
+
+
 def _plan(use: SbufUse, n: int, capacity_per_partition: float, partitions: int,
-          weight: np.ndarray | None = None) -> SpillPlan:
+          weight: np.ndarray | None = None, ahead: np.ndarray | None = None) -> SpillPlan:
     zeros = np.zeros(n)
     use = _kept_repeats_only(use, capacity_per_partition * partitions)
     repeats = np.flatnonzero(use.virtual & ~use.is_write)
@@ -210,6 +291,11 @@ def _plan(use: SbufUse, n: int, capacity_per_partition: float, partitions: int,
         return SpillPlan(zeros, zeros.copy(), 0.0, 0.0, 0.0, all_elided, np.full(n, -1, dtype=np.int64))
     pressured = np.concatenate(([0], np.cumsum(excess > 0)))  # pressured[i] = points < i under pressure
     gap_rows = np.flatnonzero(~use.is_write & (use.prev_inst >= 0) & (use.producer >= 0))
+    if ahead is not None:
+        # A tile loaded an iteration ahead stays until its first read: evicting it there would undo the prefetch
+        # the pipeline issued it for ([PERF-GUIDE] "Opt #4"); the kept copies give way instead.
+        written = use.inst[use.producer[gap_rows]]
+        gap_rows = gap_rows[~(ahead[written] & (use.prev_inst[gap_rows] == written) & ~use.virtual[gap_rows])]
     lo, hi = gap_start[gap_rows], use.inst[gap_rows]  # not resident over [lo, hi)
     crosses = (hi > lo) & (pressured[hi] - pressured[lo] > 0)
     gap_rows, lo, hi = gap_rows[crosses], lo[crosses], hi[crosses]
@@ -224,7 +310,11 @@ def _plan(use: SbufUse, n: int, capacity_per_partition: float, partitions: int,
 
     # Rank the candidates: longest gap first; equal gaps grouped by the data they hold, so a partly evicted
     # tensor is evicted whole-chunk by whole-chunk rather than spread thinly.
-    rank = np.lexsort((use.inst[gap_rows], use.producer[gap_rows], -length))
+    keys = (use.inst[gap_rows], use.producer[gap_rows], -length)
+    kept = use.virtual[gap_rows] & use.clean[use.producer[gap_rows]]
+    if ahead is not None:  # the kept copies give way first (a redundant load the compiler skipped runs again)
+        keys += (~kept,)
+    rank = np.lexsort(keys)
 
     def fits(k: int) -> bool:
         chosen = rank[:k]
@@ -232,14 +322,14 @@ def _plan(use: SbufUse, n: int, capacity_per_partition: float, partitions: int,
                   - np.bincount(hi[chosen], size[chosen], minlength=n + 1))
         return bool((excess - np.cumsum(relief)[:n]).max() <= 0)
 
-    low, high = 0, len(rank)  # the fewest evictions that fit (all of them if nothing fits)
+    low, high = 0, len(rank) if ahead is None else 0  # the fewest evictions that fit (all if nothing fits)
     while low < high:
         mid = (low + high) // 2
         if fits(mid):
             high = mid
         else:
             low = mid + 1
-    chosen = rank[:low]
+    chosen = rank[:low] if ahead is None else _cover(rank, kept, lo, hi, size, excess)
     product = use.virtual[gap_rows] & ~use.clean[use.producer[gap_rows]]
     if product[chosen].any():
         # A kept product (valnum.py) is one tensor the compiler made and spills whole: every chunk of it leaves
