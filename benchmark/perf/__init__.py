@@ -39,7 +39,7 @@ from benchmark.perf.valnum import numbered_dependencies
 # perf-7 (issue 19): partition broadcasts lowered as the compiler does (a Tensor Engine matmul into PSUM per 512
 # columns, a Scalar copy above one bank: lowering.py), the spill planner's gaps counted in the kernel's own
 # statements, and the pipeline only as deep as SBUF holds (spills.pipeline_depth); constants unchanged.
-PERF_MODEL_VERSION = "perf-8"
+PERF_MODEL_VERSION = "perf-9"
 
 __all__ = ["PERF_MODEL_VERSION", "COUNTER_NAMES", "Breakdown", "PerfReport", "PreparedTrace", "estimate", "lowered",
            "prepare"]
