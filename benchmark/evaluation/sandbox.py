@@ -31,7 +31,7 @@ from typing import Any
 
 import numpy as np
 
-from benchmark.evaluation import isolation, protocol
+from benchmark.evaluation import cgroups, isolation, protocol
 from benchmark.evaluation.isolation import PROJECT_ROOT
 from benchmark.evaluation.sandbox_user import SETUP_COMMAND, SandboxUnavailable, UidLease, lease_uid
 
@@ -47,12 +47,18 @@ class Limits:
     wall_seconds: float = 120.0  # whole evaluation, per child
     cpu_seconds: int = 120
     memory_bytes: int = 4 * 1024**3  # RLIMIT_AS: address space, so numpy's allocations count
+    # Physical memory of the child and all it starts (a memory cgroup, cgroups.py); None: memory_bytes. Set
+    # apart where the address space must be huge (a CUDA or Neuron driver reserves terabytes it never touches).
+    resident_bytes: int | None = None
     open_files: int = 64
     file_bytes: int = 1024**2  # RLIMIT_FSIZE: a child has nothing to write
     processes: int = 1  # RLIMIT_NPROC: no fork (ignored by Linux for root: hence a uid of its own)
     scratch_bytes: int = 64 * 1024**2  # size of the child's private /tmp (memory: a tmpfs)
     max_message_bytes: int = 2 * 1024**3  # largest reply the parent will read from a child
     infrastructure_retries: int = 2  # extra attempts after an infrastructure failure
+
+    def resident_limit(self) -> int:
+        return self.resident_bytes if self.resident_bytes is not None else self.memory_bytes
 
     def child_config(self) -> dict[str, int]:
         return {k: int(v) for k, v in asdict(self).items()
@@ -167,6 +173,7 @@ class ChildProcess:
         self.isolated = isolation.isolation_required()
         self.lease: UidLease | None = None  # the uid this child runs as, when the parent is root
         self.private_dir: str | None = None  # a host directory, only under the opt-out
+        self.memory_group: cgroups.MemoryGroup | None = None  # None where the host lets us make no cgroup
         self.killed_by_us = False
         self._cpu_seconds_used = 0.0
         self._reap_lock = threading.Lock()  # interrupt() never signals a group whose leader was reaped
@@ -188,6 +195,10 @@ class ChildProcess:
                 self.private_dir = tempfile.mkdtemp(prefix=f"accelopt-{role}-")
                 os.chmod(self.private_dir, 0o700)
                 cwd = home = self.private_dir
+            self.memory_group = cgroups.MemoryGroup.create(limits.resident_limit(),
+                                                           self.lease.uid if self.lease else None)
+            if self.memory_group is not None:
+                argv = self.memory_group.joining(argv)
             self.proc = subprocess.Popen(
                 argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=cwd,
                 env=child_environment(home, extras), start_new_session=True, close_fds=True,
@@ -214,6 +225,9 @@ class ChildProcess:
         if self.private_dir is not None:
             shutil.rmtree(self.private_dir, ignore_errors=True)
             self.private_dir = None
+        if self.memory_group is not None:
+            self.memory_group.remove()
+            self.memory_group = None
         if self.lease is not None:
             self.lease.release()
 
@@ -305,6 +319,10 @@ class ChildProcess:
         self.stderr.join(1.0)
         tail = self.stderr.text()
         signalled = -code if code is not None and code < 0 else None
+        if self.memory_group is not None and self.memory_group.oom_killed():
+            return ChildError("resource_limit", f"the {self.role} ran out of its physical memory limit of "
+                                                f"{self.limits.resident_limit() // 1024**2} MiB (its memory "
+                                                "cgroup; the kernel killed it)", tail)
         if signalled == signal.SIGXCPU or (signalled == signal.SIGKILL and self._cpu_exhausted()):
             return ChildError("timeout", f"the {self.role} used its CPU-time limit of {self.limits.cpu_seconds} s",
                               tail)

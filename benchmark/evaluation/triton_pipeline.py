@@ -159,6 +159,9 @@ def _attempt(solution: Mapping[str, Any], header: dict[str, Any], config: dict[s
 CUDA_ADDRESS_SPACE = 1 << 46
 CUDA_PROCESSES = 512
 CUDA_SCRATCH_BYTES = 2 * 1024**3
+# Host memory a cuda child may hold resident (its memory cgroup): torch, Triton's compiler and the driver's
+# context. Not yet measured on a GPU (no device was lent); measurements/gpu_sandbox_check.py would show it.
+CUDA_RESIDENT_BYTES = 8 * 1024**3
 
 
 def cuda_placement(limits: Limits, *, require_devices: bool = True) -> tuple[Limits, Any]:
@@ -172,6 +175,7 @@ def cuda_placement(limits: Limits, *, require_devices: bool = True) -> tuple[Lim
         raise _fail(ErrorKind.INFRASTRUCTURE_ERROR, "the cuda backend needs an NVIDIA GPU; this host has no "
                     "/dev/nvidia* device", {"backend": Backend.CUDA.value})
     roomy = replace(limits, memory_bytes=max(limits.memory_bytes, CUDA_ADDRESS_SPACE),
+                    resident_bytes=max(limits.resident_limit(), CUDA_RESIDENT_BYTES),
                     processes=max(limits.processes, CUDA_PROCESSES),
                     scratch_bytes=max(limits.scratch_bytes, CUDA_SCRATCH_BYTES),
                     file_bytes=max(limits.file_bytes, 256 * 1024**2))

@@ -1,0 +1,52 @@
+"""Each evaluation child is held to a physical-memory bound (a memory cgroup, cgroups.py) whatever its
+address-space limit: the bound a CUDA or Neuron child, whose address space cannot be limited, relies on."""
+
+from __future__ import annotations
+
+import os
+import textwrap
+
+import pytest
+
+from benchmark.evaluation import ErrorKind, Limits, cgroups, evaluate
+from tests.evaluation.conftest import ADD_REFERENCE
+
+pytestmark = pytest.mark.skipif(cgroups.hierarchy() is None,
+                                reason="this host lets the tests make no memory cgroup (needs root or delegation)")
+
+OS_LEVEL_ONLY = {"static": False, "imports": False, "audit": False}
+
+# Touches 768 MiB page by page: far inside a 4 GiB address space, over a 256 MiB resident bound.
+TOUCHING_KERNEL = textwrap.dedent('''
+    import numpy as np
+
+    def kernel(a, b):
+        hoard = np.ones((768, 1024, 1024), dtype=np.uint8)
+        return a + b + float(hoard[::4096].sum() * 0)
+''')
+
+
+def run(kernel: str, limits: Limits):
+    return evaluate(kernel, ADD_REFERENCE, backend="null", _guards=OS_LEVEL_ONLY, limits=limits)
+
+
+def test_a_kernel_over_its_resident_bound_is_stopped_though_its_address_space_allows_it() -> None:
+    result = run(TOUCHING_KERNEL, Limits(wall_seconds=60, cpu_seconds=60, memory_bytes=4 * 1024**3,
+                                         resident_bytes=256 * 1024**2))
+    assert result.error_kind is ErrorKind.RESOURCE_LIMIT, result.error_message
+    assert "physical memory limit of 256 MiB" in result.error_message
+
+
+def test_the_same_kernel_within_its_resident_bound_is_correct() -> None:
+    result = run(TOUCHING_KERNEL, Limits(wall_seconds=60, cpu_seconds=60, memory_bytes=4 * 1024**3,
+                                         resident_bytes=2 * 1024**3))
+    assert result.correct, result.error_message
+
+
+def test_no_group_is_left_behind_after_evaluations() -> None:
+    base = cgroups.hierarchy().base
+    mine = lambda: {n for n in os.listdir(base) if n.startswith(f"{os.getpid()}-")}  # noqa: E731
+    before = mine()
+    run(TOUCHING_KERNEL, Limits(wall_seconds=60, cpu_seconds=60, memory_bytes=4 * 1024**3,
+                                resident_bytes=256 * 1024**2))
+    assert mine() == before
