@@ -37,7 +37,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from benchmark.evaluation import isolation
+from benchmark.evaluation import cgroups, isolation
 from benchmark.evaluation.isolation import PACKAGE_DIR, PROJECT_ROOT, var_dir
 from benchmark.evaluation.sandbox import child_environment
 from benchmark.evaluation.sandbox_user import (
@@ -273,6 +273,15 @@ def check_isolation(root: bool) -> str:
             f"({report['network']}), / = {' '.join(report['root'])}")
 
 
+def memory_bound() -> str:
+    """What bounds a child's resident memory on this host (cgroups.py), said for the operator."""
+    found = cgroups.hierarchy()
+    if found is None:
+        return ("note: no memory cgroup can be made here, so children are bounded by their address-space "
+                "limit only (a cuda or neuron child's is huge); run as root or delegate the memory controller")
+    return f"each child gets a memory cgroup (v{found.version}) under {found.base}"
+
+
 def trivial_evaluation() -> None:
     from benchmark.evaluation import Limits, evaluate
 
@@ -322,6 +331,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{say} FAILED: {exc}", file=sys.stderr)
         return 1
     print(f"{say} checked: {checked}; a trivial evaluation passes")
+    print(f"{say} {memory_bound()}")
     if root:
         try:
             pwd.getpwnam(_OLD_USER)
