@@ -156,7 +156,10 @@ class KernelRole:
             else:
                 run = self.backend.run(self.kernel, inputs, self.platform)
             outputs = [np.asarray(o) for o in run.outputs]
-        except BackendUnavailable as exc:  # the backend's own trouble (a measured backend's SDK), not the kernel's
+        except BackendUnavailable as exc:
+            if not self.backend.measures:  # no SDK runs here: only the kernel's own code can have raised it
+                return _failure("runtime_error", exc, KERNEL_FILENAME), {}
+            # the backend's own trouble (a measured backend's SDK), not the kernel's
             return {"ok": False, "kind": "infrastructure_error", "retry": exc.retry, "message": str(exc)}, {}
         except BaseException as exc:  # noqa: BLE001 - reported, not swallowed
             return _failure(self.classify(exc), exc, KERNEL_FILENAME), {}

@@ -107,14 +107,23 @@ class _Attempt:
         if who == "profile" and exc.kind != "infrastructure_error":
             return self.fail(ErrorKind.INFRASTRUCTURE_ERROR, f"the performance model failed: {exc.message}",
                              detail=exc.diagnostics, **flags)
+        if who == "kernel" and exc.exit_status is not None and not self.backend.measures:
+            # No SDK runs in a simulated kernel's process: only the kernel's own code can have ended it.
+            return self.fail(ErrorKind.RUNTIME_ERROR, f"the kernel ended its evaluation process (exit status "
+                             f"{exc.exit_status}) instead of returning its outputs", detail=exc.diagnostics[-4000:],
+                             **flags)
         kind = ErrorKind(exc.kind)
         return self.fail(kind, exc.message, detail=exc.diagnostics[-4000:],
                          retry=kind is ErrorKind.INFRASTRUCTURE_ERROR, **flags)
 
     def kernel_reply_failed(self, reply: dict[str, Any], **flags: Any) -> _Stop:
+        # The kernel's process may have written this reply itself. An infrastructure failure it claims is
+        # retried only on a measured backend, whose SDK's transient trouble does surface there; on the others
+        # nothing transient can, so a kernel cannot buy itself more attempts by saying so.
         kind = ErrorKind(reply["kind"])
+        retry = kind is ErrorKind.INFRASTRUCTURE_ERROR and bool(reply.get("retry", True)) and self.backend.measures
         return self.fail(kind, reply.get("message", ""), line=reply.get("line"), detail=reply.get("detail", ""),
-                         retry=kind is ErrorKind.INFRASTRUCTURE_ERROR and reply.get("retry", True), **flags)
+                         retry=retry, **flags)
 
     # -- the steps ----------------------------------------------------------------------------------
 

@@ -68,11 +68,14 @@ class Limits:
 class ChildError(Exception):
     """The child could not answer. `kind` is "timeout", "resource_limit" or "infrastructure_error"."""
 
-    def __init__(self, kind: str, message: str, diagnostics: str = "") -> None:
+    def __init__(self, kind: str, message: str, diagnostics: str = "", exit_status: int | None = None) -> None:
         super().__init__(message)
         self.kind = kind
         self.message = message
         self.diagnostics = diagnostics
+        # Set when the child, once started, ended its process itself (an exit status, not a signal): whose
+        # doing that is depends on what ran in it (pipeline.child_failed).
+        self.exit_status = exit_status
 
 
 class EvaluationCancelled(ChildError):
@@ -337,7 +340,9 @@ class ChildProcess:
         elif self.lease is not None and not self._answered and "Permission denied" in tail:
             hint = (f"; uid {self.lease.uid} may be unable to read the Python installation or the project: run "
                     f"`make sandbox` (or `{SETUP_COMMAND}`) as root")
-        return ChildError("infrastructure_error", f"the {self.role} evaluation process {how} {when}{hint}", tail)
+        exited = code if code is not None and code >= 0 and not hint else None
+        return ChildError("infrastructure_error", f"the {self.role} evaluation process {how} {when}{hint}", tail,
+                          exit_status=exited)
 
     def _cpu_exhausted(self) -> bool:
         # SIGKILL at the hard CPU limit looks like any other SIGKILL; the reaped child's rusage tells.

@@ -82,3 +82,60 @@ def test_a_missing_hardware_backend_is_ours_and_not_retried() -> None:
 def test_no_evaluation_child_outlives_its_evaluation() -> None:
     evaluate(NUMPY_ADD_KERNEL, ADD_REFERENCE, backend="null", limits=FAST_LIMITS)
     assert children_of_this_process("kernel") == [] and children_of_this_process("reference") == []
+
+
+# With the guards off (as if a kernel had found a way past them), the kernel's own code claims the
+# infrastructure's trouble: by raising the backends' exception, or by writing a forged failure reply
+# straight into its protocol stream.
+CLAIMS_BY_RAISING = '''
+import numpy as np
+from benchmark.evaluation.backend_base import BackendUnavailable
+
+def kernel(a, b):
+    raise BackendUnavailable("the device fell over, please try again", retry=True)
+'''
+
+CLAIMS_BY_FORGING = '''
+import gc, io, os
+import numpy as np
+from benchmark.evaluation import protocol
+
+def kernel(a, b):
+    stream = next(o for o in gc.get_objects() if isinstance(o, io.BufferedWriter) and not o.closed
+                  and o.fileno() > 2)  # the protocol's stream (fd 1 goes to stderr)
+    head, views = protocol.frame_parts({"ok": False, "kind": "infrastructure_error", "retry": True,
+                                        "message": "the device fell over, please try again"}, None)
+    stream.write(head)
+    for view in views:
+        stream.write(view)
+    stream.flush()
+    os._exit(0)
+'''
+GUARDS_OFF = {"static": False, "imports": False, "audit": False}
+
+
+def test_a_kernel_raising_the_backends_unavailable_error_is_its_own_runtime_error() -> None:
+    result = evaluate(CLAIMS_BY_RAISING, ADD_REFERENCE, backend="null", limits=FAST_LIMITS, _guards=GUARDS_OFF)
+    assert result.error_kind is ErrorKind.RUNTIME_ERROR
+    assert "the device fell over" in result.error_message and result.error_line == 6
+    assert result.attempts == 1
+
+
+def test_an_infrastructure_failure_forged_by_the_kernel_buys_it_no_retry() -> None:
+    result = evaluate(CLAIMS_BY_FORGING, ADD_REFERENCE, backend="null", limits=FAST_LIMITS, _guards=GUARDS_OFF)
+    assert result.error_kind is ErrorKind.INFRASTRUCTURE_ERROR  # the claim stands, but is not acted on
+    assert "the device fell over" in result.error_message
+    assert result.attempts == 1
+
+
+def test_a_kernel_that_ends_its_own_process_is_its_runtime_error_not_retried() -> None:
+    result = evaluate('''
+import os
+import numpy as np
+
+def kernel(a, b):
+    os._exit(3)
+''', ADD_REFERENCE, backend="null", limits=FAST_LIMITS, _guards=GUARDS_OFF)
+    assert result.error_kind is ErrorKind.RUNTIME_ERROR
+    assert "ended its evaluation process (exit status 3)" in result.error_message
+    assert result.attempts == 1 and result.is_kernel_result
