@@ -105,6 +105,11 @@ def _ask(child: ChildProcess, request: dict[str, Any], context: dict[str, Any], 
     try:
         reply, data = child.request(request, arrays, max_reply_bytes=max_reply_bytes)
     except ChildError as exc:
+        if who == "kernel" and exc.exit_status is not None and context["backend"] != Backend.CUDA.value:
+            # Only the kernel's code and the interpreter run there: the kernel ended its own process.
+            raise _fail(ErrorKind.RUNTIME_ERROR, f"the kernel ended its evaluation process (exit status "
+                        f"{exc.exit_status}) instead of returning its outputs", context,
+                        error_detail=exc.diagnostics[-4000:], **flags) from None
         kind = ErrorKind.INFRASTRUCTURE_ERROR if who == "reference" else _kind(exc.kind)
         raise _fail(kind, f"{who}: {exc.message}", context, error_detail=exc.diagnostics[-4000:], **flags) from None
     if not reply["ok"]:

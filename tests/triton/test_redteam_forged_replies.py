@@ -106,3 +106,17 @@ def test_a_forged_compile_reply_missing_its_fields_is_a_result_not_an_exception_
                             workload_to_dict(catalog.workload("rmsnorm_h128_b7")))
     # What the kernel's process claims about its compile is its own (compile_triton is a diagnostic, not a gate).
     assert result.compiled and result.profile["kernels"] is None
+
+
+_ENDS_ITS_PROCESS = kernels.HEADER + '''
+
+def run(hidden_states, weight):
+    torch.sys.modules["os"]._exit(3)
+'''
+
+
+def test_a_kernel_that_ends_its_own_process_is_its_runtime_error_and_buys_no_retry():
+    result = _evaluate(_ENDS_ITS_PROCESS)
+    assert result.error_kind is ErrorKind.RUNTIME_ERROR, (result.error_kind, result.error_message)
+    assert "ended its evaluation process (exit status 3)" in result.error_message
+    assert result.attempts == 1
