@@ -123,7 +123,15 @@ class MemoryGroup:
         if found is None:
             return None
         path = os.path.join(found.base, f"{os.getpid()}-{next(_counter)}")
-        os.mkdir(path)
+        try:
+            os.mkdir(path)
+        except FileNotFoundError:  # our base was removed under us (a host clean-up): make it again, once
+            hierarchy.cache_clear()
+            found = hierarchy()
+            if found is None:
+                return None
+            path = os.path.join(found.base, os.path.basename(path))
+            os.mkdir(path)
         group = cls(path, found.version, limit_bytes)
         try:
             if found.version == 1:
