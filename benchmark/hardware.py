@@ -251,8 +251,11 @@ class NeuronCoreSpec:
     # than on affine ones, whose iterations carry no dependency and may be reordered; the middle end does
     # "loop-reordering" (nki/library/specs/design-rmsnorm-quant.rst, aws-neuron-sdk @81ce03ae). Evidence: lora's
     # trn1 counters (docs/benchmarks.md, "perf-10 candidates: lora"): x read twice, transposed twice, the transposed
-    # x saved once and reloaded in 11 of 12 column blocks, the K-chunk accumulators saved 4 times per block.
-    sequential_outermost: bool = False
+    # x saved once and reloaded in 11 of 12 column blocks, the K-chunk accumulators saved 4 times per block. Of the
+    # 14 baselines and the pair kernels only lora moves (hbm 0.92 / 0.79 -> 1.01 / 1.02, 32.90 -> 30.02 ms, measured
+    # 30.17); the matmul baseline (no sequential loop) still transposes its input in all 12 column blocks. False:
+    # products bounded whole, program order (perf-9).
+    sequential_outermost: bool = True
     # --- performance model: loads across a sequential_range boundary (helper MM, issue 19) -------------------
     # [NKI-SEQ]: a sequential_range loop is kept rolled "until entering compiler backend" so that the compiler
     # "respect[s] inter-loop dependency"; the backend's engines then run as [ARCH-V2]'s four instruction streams

@@ -1,5 +1,5 @@
 """A sequential_range loop run outermost (perf-10 candidate, interchange.sequential_major_order and valnum.py's bound
-per sequential iteration; NeuronCoreSpec.sequential_outermost). trn1's lora counters say the compiler ran the
+per sequential iteration; NeuronCoreSpec.sequential_outermost, on). trn1's lora counters say the compiler ran the
 baseline's sequential K-chunk loop outside its affine column-block loop: the transposed input, too large for SBUF
 whole, is made once per K chunk and kept across the column blocks. Kernels that differ only in that: one with the
 flag on and off, and the same loops with an affine K loop, which the rule must leave alone (the matmul baseline)."""
@@ -21,7 +21,7 @@ BLOCKS, CHUNKS = 3, 4
 WIDTH = 64 * 1024  # x's bytes per partition per K chunk: 8 MiB per chunk fits SBUF, the 32 MiB of all four do not
 # One iteration in flight: here the block loop's body holds no affine loop, and spills.interleaved_positions would
 # run its iterations side by side (in lora, affine loops inside the K loop are the innermost ones).
-OFF = replace(TRN1, affine_interleave=1)
+OFF = replace(TRN1, affine_interleave=1, sequential_outermost=False)
 ON = replace(OFF, sequential_outermost=True)
 
 
