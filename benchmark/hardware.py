@@ -56,7 +56,8 @@ constant here and nowhere else. Sources, abbreviated in the comments:
              enforces the waits before a slot is overwritten.
 - [NKI-SEQ]  `nki.language.sequential_range` reference (Neuron docs, awsdocs-neuron "latest", nki/api/generated/
              nki.language.sequential_range): "Using sequential_range prevents Neuron compiler from unrolling the loops
-             until entering compiler backend"; it "informs Neuron compiler to respect inter-loop dependency".
+             until entering compiler backend"; it "informs Neuron compiler to respect inter-loop dependency and
+             perform much more conservative loop-level optimizations compared to affine_range".
 - [MM-TUT]   NKI "Matrix multiplication" tutorial, aws-neuron-sdk 2ae3525
              general/nki/tutorials/matrix_multiplication.rst: [4096,8192]@[8192,8192] BF16 on trn1.32xlarge:
              51.80 / 42.96 / 22.07 / 6.97 ms, HFU 10.98 / 13.24 / 26.51 / 85.24% (tiled, hoisted loads, blocked
@@ -242,6 +243,19 @@ class NeuronCoreSpec:
     # aws-neuron-sdk @81ce03ae; trn1's bmm spill counters). Off: one kernel's evidence, and bmm's latency moves
     # the wrong way with the whole-product spill rule (docs/benchmarks.md, "perf-9 candidates: bmm hbm_read").
     loop_interchange: bool = False
+    # A sequential_range loop run outermost (perf-10 candidate, helper LORA; interchange.sequential_major_order): an
+    # affine loop whose body holds a sequential loop repeating loop-invariant work in the affine loop's later
+    # iterations is distributed and interchanged, the sequential loop outside, so the product is live one
+    # sequential iteration at a time and kept when that much fits SBUF (valnum.py). [NKI-SEQ] (nki.language.
+    # sequential_range): the compiler does "much more conservative loop-level optimizations" on a sequential loop
+    # than on affine ones, whose iterations carry no dependency and may be reordered; the middle end does
+    # "loop-reordering" (nki/library/specs/design-rmsnorm-quant.rst, aws-neuron-sdk @81ce03ae). Evidence: lora's
+    # trn1 counters (docs/benchmarks.md, "perf-10 candidates: lora"): x read twice, transposed twice, the transposed
+    # x saved once and reloaded in 11 of 12 column blocks, the K-chunk accumulators saved 4 times per block. Of the
+    # 14 baselines and the pair kernels only lora moves (hbm 0.92 / 0.79 -> 1.01 / 1.02, 32.90 -> 30.02 ms, measured
+    # 30.17); the matmul baseline (no sequential loop) still transposes its input in all 12 column blocks. False:
+    # products bounded whole, program order (perf-9).
+    sequential_outermost: bool = True
     # --- performance model: loads across a sequential_range boundary (helper MM, issue 19) -------------------
     # [NKI-SEQ]: a sequential_range loop is kept rolled "until entering compiler backend" so that the compiler
     # "respect[s] inter-loop dependency"; the backend's engines then run as [ARCH-V2]'s four instruction streams

@@ -18,7 +18,7 @@ from benchmark.nki.trace import Engine, Trace
 from benchmark.perf.costs import instruction_costs
 from benchmark.perf.deps import Dependencies, sequential_barriers
 from benchmark.perf.explain import Breakdown, explain_schedule
-from benchmark.perf.interchange import interchanged_order
+from benchmark.perf.interchange import interchanged_order, sequential_major_order
 from benchmark.perf.lowering import lower_partition_broadcasts, statement_weight
 from benchmark.perf.profile import COUNTER_NAMES, counters, timeline
 from benchmark.perf.schedule import replay
@@ -106,8 +106,16 @@ def estimate(trace: Trace | PreparedTrace, platform: str | NeuronCoreSpec = "trn
     trace, deps = prepared.trace, prepared.deps
     costs = instruction_costs(trace, p)
     use = deps.sbuf if p.value_numbering or deps.sbuf.plain is None else deps.sbuf.plain
+    if p.sequential_outermost and use.sequential_major is not None:
+        use = use.sequential_major  # products bounded per sequential iteration (valnum.py)
     if not p.loop_fusion and use.fused is not None:
         use = replace(use, fused=None)
+    if p.sequential_outermost and len(use.vn_elided) == len(trace):
+        # A sequential loop that repeats loop-invariant work across the affine loop around it runs outermost, the
+        # product kept per sequential iteration (interchange.sequential_major_order).
+        swapped = sequential_major_order(trace, use.vn_elided, use.fused)
+        if swapped is not None:
+            use = replace(use, fused=swapped)
     if p.loop_interchange and len(use.vn_elided) == len(trace):
         swapped = interchanged_order(trace, use.vn_elided, use.fused)
         if swapped is not None:

@@ -70,6 +70,9 @@ class SbufUse:
     plain: SbufUse | None = None
     # Per instruction: its position with producer-consumer loops fused (fusion.py); None: program order.
     fused: np.ndarray | None = None
+    # This use with loop-invariant products bounded per sequential_range iteration (valnum.py; used with
+    # NeuronCoreSpec.sequential_outermost); None: the same products as this one.
+    sequential_major: SbufUse | None = None
 
     @staticmethod
     def empty() -> SbufUse:

@@ -20,6 +20,12 @@ the product, spilling it when it does not fit (bmm: 12.6 MB saved, 33.8 MB reloa
   planner (spills.py) may evict it, and then it is saved once after the first instance and reloaded at each
   repeat, counted in spill_save_bytes / spill_reload_bytes.
 
+A product too large for SBUF is recomputed (rule 2 in docs/benchmarks.md, "perf-8 candidates: loop-invariant
+transposes"); with NeuronCoreSpec.sequential_outermost the bound is per iteration of the innermost sequential_range
+loop around the statement, which the compiler runs outermost (interchange.sequential_major_order): the product is
+then live one sequential iteration at a time (SbufUse.sequential_major; lora's transposed x, 84 MB in all, 21 MB
+per K chunk).
+
 Stores and instructions that write HBM are never redundant, nor is a compute instruction without inputs (a
 memset: the compiler rematerializes constants rather than keeping them).
 """
@@ -31,7 +37,7 @@ from dataclasses import replace
 import numpy as np
 
 from benchmark.hardware import TRN1
-from benchmark.nki.trace import Engine, MemorySpace, Trace
+from benchmark.nki.trace import Engine, LoopKind, MemorySpace, Trace
 from benchmark.perf.deps import Dependencies, SbufUse, build_dependencies
 
 # Ops whose trace row records everything that determines their result (a Tensor Engine transpose multiplies by the
@@ -43,7 +49,8 @@ SBUF_BYTES = float(TRN1.sbuf_bytes_per_partition * TRN1.partitions)
 
 
 def redundant_instructions(trace: Trace, read_access: np.ndarray, write_access: np.ndarray,
-                           hbm_written: np.ndarray, capacity_bytes: float = np.inf) -> np.ndarray:
+                           hbm_written: np.ndarray, capacity_bytes: float = np.inf,
+                           per_sequential: bool = False) -> np.ndarray:
     """Per instruction, the earlier instruction computing the same value (-1: none). `read_access` and
     `write_access` pair each on-chip read access with the write access that last wrote its bytes.
 
@@ -52,7 +59,13 @@ def redundant_instructions(trace: Trace, read_access: np.ndarray, write_access: 
     one loaded tile for each of its four column blocks, and neuron-profile counts all four: the compiler does not
     merge them). And only products that fit SBUF are kept: a statement whose first instances write more than
     `capacity_bytes` of SBUF in all is recomputed (the matmul baseline transposes its 84 MB input in each of 12
-    column blocks, and neuron-profile counts all twelve)."""
+    column blocks, and neuron-profile counts all twelve). `per_sequential`: a statement inside a sequential_range
+    loop counts per iteration of it (the compiler runs that loop outermost: sequential_major_product_bytes)."""
+    return _bounded(trace, _numbered(trace, read_access, write_access, hbm_written), capacity_bytes, per_sequential)
+
+
+def _numbered(trace: Trace, read_access: np.ndarray, write_access: np.ndarray, hbm_written: np.ndarray) -> np.ndarray:
+    """Per instruction, the earlier instruction computing the same value (-1: none), before the size bound."""
     n = len(trace)
     canon = np.full(n, -1, dtype=np.int64)
     if n == 0:
@@ -130,33 +143,58 @@ def redundant_instructions(trace: Trace, read_access: np.ndarray, write_access: 
             vn[i] = hit
             canon[i] = first_of[hit]
             repeat[i] = True
-    # Products too large to keep (docstring): per statement, the SBUF bytes its first instances write.
+    return canon
+
+
+def _bounded(trace: Trace, canon: np.ndarray, capacity_bytes: float, per_sequential: bool) -> np.ndarray:
+    """`canon` without the products too large to keep (redundant_instructions): per statement, the SBUF bytes its
+    first instances write (`per_sequential`: per iteration of the innermost sequential loop around them)."""
+    canon = canon.copy()
+    n = len(trace)
+    c, acc = trace.columns, trace.access
+    owner = np.repeat(np.arange(n), np.asarray(c["access_count"], dtype=np.int64))
+    space = [int(t.space) for t in trace.tensors]
+    bl, bh = np.asarray(acc["byte_lo"], dtype=np.int64), np.asarray(acc["byte_hi"], dtype=np.int64)
+    pl, ph = np.asarray(acc["part_lo"], dtype=np.int64), np.asarray(acc["part_hi"], dtype=np.int64)
     heads = np.unique(canon[canon >= 0])
     if len(heads):
         sbuf_out = np.zeros(n)
         w = np.flatnonzero((np.asarray(acc["is_write"]) != 0)
                            & (np.array(space, dtype=np.int64)[np.asarray(acc["tensor"], dtype=np.int64)]
                               == int(MemorySpace.SBUF)))
-        np.add.at(sbuf_out, np.asarray(owner)[w], (np.asarray(bh)[w] - np.asarray(bl)[w]) * (np.asarray(ph)[w]
-                                                                                              - np.asarray(pl)[w]))
+        np.add.at(sbuf_out, owner[w], (bh[w] - bl[w]) * (ph[w] - pl[w]))
         lines = np.asarray(c["line"], dtype=np.int64)
         head_line = lines[heads]
-        uniq, inv = np.unique(head_line, return_inverse=True)
-        total = np.bincount(inv.reshape(-1), sbuf_out[heads], minlength=len(uniq))
-        too_big = set(uniq[total > capacity_bytes].tolist())
+        step = _sequential_step(trace)[heads] if per_sequential else np.zeros(len(heads), dtype=np.int64)
+        groups, inv = np.unique(np.stack((head_line, step), axis=1), axis=0, return_inverse=True)
+        total = np.bincount(inv.reshape(-1), sbuf_out[heads], minlength=len(groups))
+        too_big = set(groups[total > capacity_bytes, 0].tolist())
         if too_big:
             drop = (canon >= 0) & np.isin(lines[np.maximum(canon, 0)], list(too_big))
             canon[drop] = -1
     return canon
 
 
+def _sequential_step(trace: Trace) -> np.ndarray:
+    """Per instruction, a number for the iteration of the innermost sequential_range loop around it (0: none)."""
+    steps: dict[tuple[int, int], int] = {}
+    per_ctx = []
+    for nest in trace.loop_contexts:
+        inner = [(lid, it) for lid, it in nest if trace.loops[lid].kind == LoopKind.SEQUENTIAL]
+        per_ctx.append(steps.setdefault(inner[-1], len(steps) + 1) if inner else 0)
+    if not per_ctx:
+        return np.zeros(len(trace), dtype=np.int64)
+    return np.asarray(per_ctx, dtype=np.int64)[np.asarray(trace.columns["loop_ctx"], dtype=np.int64)]
+
+
 def value_numbered(trace: Trace, use: SbufUse, read_access: np.ndarray, write_access: np.ndarray,
-                   hbm_written: np.ndarray, capacity_bytes: float = np.inf) -> SbufUse:
+                   hbm_written: np.ndarray, capacity_bytes: float = np.inf, canon: np.ndarray | None = None) -> SbufUse:
     """`use` with the loop-invariant computation elided (module docstring): `vn_elided` per instruction, the
     rows of elided instructions dropped from the live set, and a virtual dirty chunk per kept product. `plain`
-    keeps `use` as it was, for NeuronCoreSpec.value_numbering off."""
+    keeps `use` as it was, for NeuronCoreSpec.value_numbering off. `canon`: redundant_instructions' answer, if known."""
     n = len(trace)
-    canon = redundant_instructions(trace, read_access, write_access, hbm_written, capacity_bytes)
+    if canon is None:
+        canon = redundant_instructions(trace, read_access, write_access, hbm_written, capacity_bytes)
     if not (canon >= 0).any():
         return replace(use, vn_elided=np.zeros(n, dtype=bool), plain=use)
     c, acc = trace.columns, trace.access
@@ -238,5 +276,11 @@ def numbered_dependencies(trace: Trace, capacity_bytes: float = SBUF_BYTES) -> D
     deps = build_dependencies(trace)
     if len(deps.read_access) == 0:
         return deps
-    return replace(deps, sbuf=value_numbered(trace, deps.sbuf, deps.read_access, deps.write_access, deps.hbm_written,
-                                             capacity_bytes))
+    raw = _numbered(trace, deps.read_access, deps.write_access, deps.hbm_written)
+    canon = _bounded(trace, raw, capacity_bytes, per_sequential=False)
+    args = (trace, deps.sbuf, deps.read_access, deps.write_access, deps.hbm_written, capacity_bytes)
+    sbuf = value_numbered(*args, canon=canon)
+    per_step = _bounded(trace, raw, capacity_bytes, per_sequential=True)
+    if not np.array_equal(per_step, canon):  # a product kept only per sequential iteration (sequential_outermost)
+        sbuf = replace(sbuf, sequential_major=value_numbered(*args, canon=per_step))
+    return replace(deps, sbuf=sbuf)
