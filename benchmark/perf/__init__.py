@@ -39,7 +39,10 @@ from benchmark.perf.valnum import numbered_dependencies
 # perf-7 (issue 19): partition broadcasts lowered as the compiler does (a Tensor Engine matmul into PSUM per 512
 # columns, a Scalar copy above one bank: lowering.py), the spill planner's gaps counted in the kernel's own
 # statements, and the pipeline only as deep as SBUF holds (spills.pipeline_depth); constants unchanged.
-PERF_MODEL_VERSION = "perf-9"
+# perf-8, perf-9 (issue 19): docs/benchmarks.md, "Where the model stands". perf-10 (issue 19): a sequential_range
+# loop holding loop-invariant work runs outermost (interchange.sequential_major_order: lora's transposed input made
+# once per K chunk and kept); constants unchanged.
+PERF_MODEL_VERSION = "perf-10"
 
 __all__ = ["PERF_MODEL_VERSION", "COUNTER_NAMES", "Breakdown", "PerfReport", "PreparedTrace", "estimate", "lowered",
            "prepare"]
