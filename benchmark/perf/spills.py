@@ -126,12 +126,34 @@ def interleaved_positions(use: SbufUse, n: int, depth: int, base: np.ndarray | N
     for level in range(len(outer_segment) - 1, -1, -1):
         around = outer_segment[level] >= 0
         prefetch = slots.outer_prefetch[level] & around
-        step = np.where(around, slots.outer_iteration[level] + np.where(prefetch, 0, 1), 0)
+        rank = _run_ranks(outer_segment[level], slots.outer_iteration[level], index, around)
+        step = np.where(around, rank + np.where(prefetch, 0, 1), 0)
         keys += [~prefetch, step, np.where(around, index[np.maximum(outer_segment[level], 0)], index)]
     order = np.lexsort(tuple(keys))
     pos = np.empty(n, dtype=np.int64)
     pos[order] = np.arange(n)
     return pos
+
+
+def _run_ranks(segment: np.ndarray, iteration: np.ndarray, index: np.ndarray, around: np.ndarray) -> np.ndarray:
+    """Per instruction: its outer iteration's rank within its run in the order the loops run in (`index`), not
+    in program order: an interchanged nest (interchange.py) runs a flattened level's iterations inner-loop-major,
+    and the pipeline issues the next iteration's loads in that order. Program or fused order: `iteration` itself."""
+    rank = np.zeros(len(segment), dtype=np.int64)
+    rows = np.flatnonzero(around)
+    if len(rows) == 0:
+        return rank
+    groups, inverse = np.unique(np.stack((segment[rows], iteration[rows])), axis=1, return_inverse=True)
+    inverse = inverse.reshape(-1)
+    first = np.full(groups.shape[1], np.iinfo(np.int64).max)
+    np.minimum.at(first, inverse, index[rows])
+    order = np.lexsort((first, groups[0]))  # by run, then where each iteration starts
+    new_run = np.r_[True, groups[0][order][1:] != groups[0][order][:-1]]
+    starts = np.maximum.accumulate(np.where(new_run, np.arange(len(order)), 0))
+    group_rank = np.empty(len(order), dtype=np.int64)
+    group_rank[order] = np.arange(len(order)) - starts
+    rank[rows] = group_rank[inverse]
+    return rank
 
 
 def _kept_repeats_only(use: SbufUse, capacity: float) -> SbufUse:
