@@ -242,6 +242,14 @@ class NeuronCoreSpec:
     # aws-neuron-sdk @81ce03ae; trn1's bmm spill counters). Off: one kernel's evidence, and bmm's latency moves
     # the wrong way with the whole-product spill rule (docs/benchmarks.md, "perf-9 candidates: bmm hbm_read").
     loop_interchange: bool = False
+    # A kept loop-invariant product (valnum.py) that does not fit (perf-10 candidate, helper BMM; spills._within_room):
+    # instead of spilling it whole, it keeps what room is left under this share of the partition by the rest of the
+    # live set, the rest saved once and reloaded block by block. Evidence, one kernel: trn1's bmm counters decode to
+    # the product holding 84 KiB of the 192 KiB partition (docs/benchmarks.md, "perf-10 candidates: bmm"); 0.5
+    # reproduces its spill bytes exactly with the model's ~12 KiB of other live tiles. Not derived from a Neuron
+    # document (none states how the allocator splits SBUF between a spilled tensor and the rest). 0: off, the
+    # product spills whole (perf-8's rule, which swiglu's counters need).
+    kept_product_share: float = 0.0
     # --- performance model: loads across a sequential_range boundary (helper MM, issue 19) -------------------
     # [NKI-SEQ]: a sequential_range loop is kept rolled "until entering compiler backend" so that the compiler
     # "respect[s] inter-loop dependency"; the backend's engines then run as [ARCH-V2]'s four instruction streams

@@ -242,16 +242,17 @@ def outer_fits(use: SbufUse, n: int, capacity_per_partition: float, partitions: 
 
 def plan_spills(use: SbufUse, n: int, capacity_per_partition: float, partitions: int = 128,
                 interleave: int = 1, *, weight: np.ndarray | None = None, outer: bool = False,
-                keep_prefetch: bool = False) -> SpillPlan:
+                keep_prefetch: bool = False, product_room: float = 0.0) -> SpillPlan:
     """The spills of `use`'s live set, taken in the compiler's order (`interleave` iterations of each unrolled
     affine loop side by side, as pipeline_depth decides: interleaved_positions) and returned per instruction of
     the trace. `weight`: what each instruction counts for in a gap's length (None: 1 each). `outer`: the loops
     around those pipelined too (interleaved_positions). `keep_prefetch`: a load those loops issue ahead keeps its
-    tile until its first read (the pipeline's point; NeuronCoreSpec.affine_outer_over_kept_copies)."""
+    tile until its first read (the pipeline's point; NeuronCoreSpec.affine_outer_over_kept_copies). `product_room`:
+    bytes per partition a kept product's live set may reach (0: it spills whole; NeuronCoreSpec.kept_product_share)."""
     pos = interleaved_positions(use, n, interleave, use.fused, outer)
     ahead = _prefetched(use, n) if outer and keep_prefetch and interleave > 1 else None
     if pos is None:
-        return _plan(use, n, capacity_per_partition, partitions, weight, ahead)
+        return _plan(use, n, capacity_per_partition, partitions, weight, ahead, product_room)
     order = np.empty(n, dtype=np.int64)
     order[pos] = np.arange(n)
     moved_weight = None
@@ -263,7 +264,7 @@ def plan_spills(use: SbufUse, n: int, capacity_per_partition: float, partitions:
         moved_ahead = np.empty(n, dtype=bool)
         moved_ahead[pos] = ahead
     plan = _plan(_moved(use, pos, use.fused is not None), n, capacity_per_partition, partitions, moved_weight,
-                 moved_ahead)
+                 moved_ahead, product_room)
     after = plan.reload_after[pos]
     return replace(plan, reload_bytes=plan.reload_bytes[pos], save_bytes=plan.save_bytes[pos],
                    elided=plan.elided[pos], reload_after=np.where(after >= 0, order[np.maximum(after, 0)], after))
@@ -298,8 +299,39 @@ def _cover(rank: np.ndarray, kept: np.ndarray, lo: np.ndarray, hi: np.ndarray, s
     return np.flatnonzero(taken)
 
 
+def _within_room(chosen: np.ndarray, product: np.ndarray, rank: np.ndarray, lo: np.ndarray, hi: np.ndarray,
+                 size: np.ndarray, live: np.ndarray, room: float, n: int) -> np.ndarray:
+    """`chosen` and the fewest more of a kept product's gaps, longest first (`rank`), that bring the live set under
+    `room` wherever a product gap is open: the product keeps what room the rest of the live set leaves it, and
+    the rest is saved once and reloaded block by block (trn1's bmm: NeuronCoreSpec.kept_product_share)."""
+    open_ = np.zeros(n + 1)
+    np.add.at(open_, lo[product], 1)
+    np.add.at(open_, hi[product], -1)
+    where = np.cumsum(open_)[:n] > 0
+    base = np.bincount(lo[chosen], size[chosen], minlength=n + 1) - np.bincount(hi[chosen], size[chosen],
+                                                                                  minlength=n + 1)
+    over = np.where(where, live - np.cumsum(base)[:n] - room, 0.0)
+    taken = np.zeros(len(lo), dtype=bool)
+    taken[chosen] = True
+    extra = np.array([r for r in rank if product[r] and not taken[r]], dtype=np.int64)
+
+    def fits(k: int) -> bool:
+        pick = extra[:k]
+        relief = np.bincount(lo[pick], size[pick], minlength=n + 1) - np.bincount(hi[pick], size[pick], minlength=n + 1)
+        return bool((over - np.cumsum(relief)[:n]).max(initial=0.0) <= 0)
+
+    low, high = 0, len(extra)
+    while low < high:
+        mid = (low + high) // 2
+        if fits(mid):
+            high = mid
+        else:
+            low = mid + 1
+    return np.union1d(chosen, extra[:low])
+
+
 def _plan(use: SbufUse, n: int, capacity_per_partition: float, partitions: int,
-          weight: np.ndarray | None = None, ahead: np.ndarray | None = None) -> SpillPlan:
+          weight: np.ndarray | None = None, ahead: np.ndarray | None = None, product_room: float = 0.0) -> SpillPlan:
     zeros = np.zeros(n)
     use = _kept_repeats_only(use, capacity_per_partition * partitions)
     repeats = np.flatnonzero(use.virtual & ~use.is_write)
@@ -360,7 +392,11 @@ def _plan(use: SbufUse, n: int, capacity_per_partition: float, partitions: int,
         # iteration), so "at least half the shortest evicted one" picks the period; trn1 saves swiglu's 16.8 MB
         # transposed input once and reloads it in two of its three row blocks.
         shortest = length[chosen][product[chosen]].min()
-        chosen = np.union1d(chosen, np.flatnonzero(product & (length >= 0.5 * shortest)))
+        period = product & (length >= 0.5 * shortest)
+        if product_room > 0:  # or only what leaves it the room (NeuronCoreSpec.kept_product_share)
+            chosen = _within_room(chosen, period, rank, lo, hi, size, live, product_room, n)
+        else:
+            chosen = np.union1d(chosen, np.flatnonzero(period))
     evicted = gap_rows[chosen]
     reload_after_rows = use.prev_inst[evicted]
     # An evicted repeat load simply runs (its own DMA is the re-fetch); the others are elided. An evicted kept
