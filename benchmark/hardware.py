@@ -250,6 +250,12 @@ class NeuronCoreSpec:
     # document (none states how the allocator splits SBUF between a spilled tensor and the rest). 0: off, the
     # product spills whole (perf-8's rule, which swiglu's counters need).
     kept_product_share: float = 0.0
+    # A spill save or reload costed as a DMA of its shape (perf-10 candidate, helper BMM): one descriptor per SBUF
+    # partition row its chunks span, as dma_descriptors counts a load's ([ARCH-V2]: at least one contiguous buffer
+    # per partition row; [DMA-BW]'s per-packet floor, dma_packet_s, applies per descriptor). False: every spill
+    # transfer counts `partitions` (128) descriptors whatever it spans (perf-9), so bmm's 1,026 reloads of
+    # [64 partitions x 512 B] chunks pay the 12.8 us packet floor of 128 descriptors for 32 KiB each (41 GB/s).
+    spill_descriptors_per_row: bool = False
     # --- performance model: loads across a sequential_range boundary (helper MM, issue 19) -------------------
     # [NKI-SEQ]: a sequential_range loop is kept rolled "until entering compiler backend" so that the compiler
     # "respect[s] inter-loop dependency"; the backend's engines then run as [ARCH-V2]'s four instruction streams

@@ -31,7 +31,7 @@ is evicted.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -47,6 +47,9 @@ class SpillPlan:
     refetch_total: float  # reloads of clean data (HBM copies), counted as plain hbm reads
     elided: np.ndarray  # per instruction: a repeated load whose data stayed in SBUF (costs nothing)
     reload_after: np.ndarray  # per instruction: after which instruction its reload may start (-1 none, -2 on use)
+    # Per instruction: the SBUF partition rows its reloads / saves span, one DMA descriptor each (empty: unknown)
+    reload_rows: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    save_rows: np.ndarray = field(default_factory=lambda: np.zeros(0))
 
 
 def live_bytes(use: SbufUse, n: int) -> np.ndarray:
@@ -266,8 +269,10 @@ def plan_spills(use: SbufUse, n: int, capacity_per_partition: float, partitions:
     plan = _plan(_moved(use, pos, use.fused is not None), n, capacity_per_partition, partitions, moved_weight,
                  moved_ahead, product_room)
     after = plan.reload_after[pos]
+    rows = {k: getattr(plan, k)[pos] for k in ("reload_rows", "save_rows") if len(getattr(plan, k)) == n}
     return replace(plan, reload_bytes=plan.reload_bytes[pos], save_bytes=plan.save_bytes[pos],
-                   elided=plan.elided[pos], reload_after=np.where(after >= 0, order[np.maximum(after, 0)], after))
+                   elided=plan.elided[pos], reload_after=np.where(after >= 0, order[np.maximum(after, 0)], after),
+                   **rows)
 
 
 def _prefetched(use: SbufUse, n: int) -> np.ndarray | None:
@@ -423,5 +428,9 @@ def _plan(use: SbufUse, n: int, capacity_per_partition: float, partitions: int,
     save_bytes = np.zeros(n)
     saved = use.chunk_bytes[save_rows].astype(np.float64) * use.partitions[save_rows]
     np.add.at(save_bytes, use.inst[save_rows], saved)
+    reload_rows = np.zeros(n)
+    np.add.at(reload_rows, use.inst[evicted], use.partitions[evicted])
+    save_rows_at = np.zeros(n)
+    np.add.at(save_rows_at, use.inst[save_rows], use.partitions[save_rows])
     return SpillPlan(reload_bytes, save_bytes, float(total[dirty].sum()), float(saved.sum()),
-                     float(total[~dirty].sum()), elided, reload_after)
+                     float(total[~dirty].sum()), elided, reload_after, reload_rows, save_rows_at)
