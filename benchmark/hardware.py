@@ -240,13 +240,14 @@ class NeuronCoreSpec:
     # a perfect affine nest whose inner loop reuses value-numbered work runs inner-loop-major, so the product is kept
     # across the whole outer loop (the middle end's "loop-reordering", nki/library/specs/design-rmsnorm-quant.rst,
     # aws-neuron-sdk @81ce03ae; trn1's bmm spill counters). Off: one kernel's evidence, and bmm's latency moves
-    # the wrong way with the whole-product spill rule (docs/benchmarks.md, "perf-9 candidates: bmm hbm_read").
+    # the wrong way with the whole-product spill rule (docs/benchmarks.md, "perf-9 candidates: bmm hbm_read"); with
+    # kept_product_share and spill_descriptors_per_row bmm comes in ("perf-10 candidates: bmm hbm_read").
     loop_interchange: bool = False
     # A kept loop-invariant product (valnum.py) that does not fit (perf-10 candidate, helper BMM; spills._within_room):
     # instead of spilling it whole, it keeps what room is left under this share of the partition by the rest of the
     # live set, the rest saved once and reloaded block by block. Evidence, one kernel: trn1's bmm counters decode to
-    # the product holding 84 KiB of the 192 KiB partition (docs/benchmarks.md, "perf-10 candidates: bmm"); 0.5
-    # reproduces its spill bytes exactly with the model's ~12 KiB of other live tiles. Not derived from a Neuron
+    # the product holding 84 KiB of the 192 KiB partition (docs/benchmarks.md, "perf-10 candidates: bmm hbm_read"); 0.5
+    # reproduces its reloads within 1% (saves 0.89) beside the model's ~12 KiB of other live tiles. Not from a Neuron
     # document (none states how the allocator splits SBUF between a spilled tensor and the rest). 0: off, the
     # product spills whole (perf-8's rule, which swiglu's counters need).
     kept_product_share: float = 0.0
