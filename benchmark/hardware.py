@@ -241,7 +241,8 @@ class NeuronCoreSpec:
     # a perfect affine nest whose inner loop reuses value-numbered work runs inner-loop-major, so the product is kept
     # across the whole outer loop (the middle end's "loop-reordering", nki/library/specs/design-rmsnorm-quant.rst,
     # aws-neuron-sdk @81ce03ae; trn1's bmm spill counters). Off: one kernel's evidence, and bmm's latency moves
-    # the wrong way with the whole-product spill rule (docs/benchmarks.md, "perf-9 candidates: bmm hbm_read").
+    # the wrong way with the whole-product spill rule (docs/benchmarks.md, "perf-9 candidates: bmm hbm_read"); with
+    # kept_product_share and spill_descriptors_per_row bmm comes in ("perf-10 candidates: bmm hbm_read").
     loop_interchange: bool = False
     # A sequential_range loop run outermost (perf-10 candidate, helper LORA; interchange.sequential_major_order): an
     # affine loop whose body holds a sequential loop repeating loop-invariant work in the affine loop's later
@@ -256,6 +257,21 @@ class NeuronCoreSpec:
     # 30.17); the matmul baseline (no sequential loop) still transposes its input in all 12 column blocks. False:
     # products bounded whole, program order (perf-9).
     sequential_outermost: bool = True
+    # A kept loop-invariant product (valnum.py) that does not fit (perf-10 candidate, helper BMM; spills._within_room):
+    # instead of spilling it whole, it keeps what room is left under this share of the partition by the rest of the
+    # live set, the rest saved once and reloaded block by block. Evidence, one kernel: trn1's bmm counters decode to
+    # the product holding 84 KiB of the 192 KiB partition (docs/benchmarks.md, "perf-10 candidates: bmm hbm_read"); 0.5
+    # reproduces its reloads within 1% (saves 0.89) beside the model's ~12 KiB of other live tiles. Not from a Neuron
+    # document (none states how the allocator splits SBUF between a spilled tensor and the rest). 0: off, the
+    # product spills whole (perf-8's rule, which swiglu's counters need).
+    kept_product_share: float = 0.0
+    # A spill save or reload costed as a DMA of its shape (perf-10 candidate, helper BMM): one descriptor per SBUF
+    # partition row its chunks span, as dma_descriptors counts a load's ([ARCH-V2]: at least one contiguous buffer
+    # per partition row; [DMA-BW]'s per-packet floor, dma_packet_s, applies per descriptor). False: every spill
+    # transfer counts `partitions` (128) descriptors whatever it spans (perf-9), so bmm's 1,026 reloads of
+    # [64 partitions x 512 B] chunks pay the 12.8 us packet floor of 128 descriptors for 32 KiB each (41 GB/s).
+    # On since perf-10 (the lead: grounded, and of the 14 baselines only gqa_full moves, +0.009 -> +0.012).
+    spill_descriptors_per_row: bool = True
     # --- performance model: loads across a sequential_range boundary (helper MM, issue 19) -------------------
     # [NKI-SEQ]: a sequential_range loop is kept rolled "until entering compiler backend" so that the compiler
     # "respect[s] inter-loop dependency"; the backend's engines then run as [ARCH-V2]'s four instruction streams

@@ -144,7 +144,7 @@ def estimate(trace: Trace | PreparedTrace, platform: str | NeuronCoreSpec = "trn
             depth = pipeline_depth(use, len(trace), capacity, p.partitions, p.affine_interleave,
                                    p.affine_interleave_unfit, unfit_within_sbuf=p.affine_unfit_within_sbuf)
     spills = plan_spills(use, len(trace), capacity, p.partitions, depth, weight=weight, outer=outer,
-                         keep_prefetch=over_kept)
+                         keep_prefetch=over_kept, product_room=p.kept_product_share * p.sbuf_bytes_per_partition)
     if depth != p.affine_interleave:
         p = replace(p, affine_interleave=depth)
     # DMA bandwidth booked in time order (schedule_timed) or in program order (schedule, perf-4).

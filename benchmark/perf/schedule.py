@@ -159,9 +159,14 @@ def replay(
     fixed = platform.dma_fixed_s
     dma = int(Engine.DMA)
     tensor = int(Engine.TENSOR)  # its accumulation groups chain through PSUM without a write-back wait
-    def spill_engine_s(nbytes: float) -> float:
-        # Spill traffic moves whole partition rows of the evicted data: 128 buffers per transfer.
-        return float(dma_engine_seconds(nbytes, float(platform.partitions), platform))
+    # Spill traffic moves whole partition rows of the evicted data: one buffer per row it spans
+    # (NeuronCoreSpec.spill_descriptors_per_row), else 128 per transfer (perf-9).
+    by_row = platform.spill_descriptors_per_row and len(spills.reload_rows) == n and len(spills.save_rows) == n
+    reload_rows = spills.reload_rows.tolist() if by_row else [float(platform.partitions)] * n
+    save_rows = spills.save_rows.tolist() if by_row else [float(platform.partitions)] * n
+
+    def spill_engine_s(nbytes: float, rows: float) -> float:
+        return float(dma_engine_seconds(nbytes, rows, platform))
 
     start_l = [0.0] * n
     end_l = [0.0] * n
@@ -195,7 +200,7 @@ def replay(
                 issue = ready if e == dma else min(ready, engine_free[e])
             else:
                 issue = ready
-            ready = max(ready, _move(hbm, engines, issue, reload_at[i], spill_engine_s(reload_at[i])) + fixed)
+            ready = max(ready, _move(hbm, engines, issue, reload_at[i], spill_engine_s(reload_at[i], reload_rows[i])) + fixed)
         if elided[i]:
             s = f = ready  # a repeated load whose data stayed in SBUF, or loop-invariant computation (valnum.py)
         elif e == dma:
@@ -226,7 +231,7 @@ def replay(
         start_l[i] = s
         end_l[i] = f
         if spill_any and save_at[i] > 0.0:
-            _move(hbm, engines, f, save_at[i], spill_engine_s(save_at[i]))
+            _move(hbm, engines, f, save_at[i], spill_engine_s(save_at[i], save_rows[i]))
         if f > drained:
             drained = f
     start[:] = start_l

@@ -197,8 +197,14 @@ def replay_time_ordered(
     turnaround = platform.dependent_overhead_cycles / platform.engine_clock_hz
     fixed = platform.dma_fixed_s
 
-    def spill_engine_s(nbytes: float) -> float:
-        return float(dma_engine_seconds(nbytes, float(platform.partitions), platform))
+    # A spill moves its chunks as a DMA of their shape: one descriptor per SBUF partition row they span
+    # (NeuronCoreSpec.spill_descriptors_per_row), else one per partition of the core (perf-9).
+    by_row = platform.spill_descriptors_per_row and len(spills.reload_rows) == n and len(spills.save_rows) == n
+    reload_rows = spills.reload_rows.tolist() if by_row else [float(platform.partitions)] * n
+    save_rows = spills.save_rows.tolist() if by_row else [float(platform.partitions)] * n
+
+    def spill_engine_s(nbytes: float, rows: float) -> float:
+        return float(dma_engine_seconds(nbytes, rows, platform))
 
     # What each instruction waits for, as predecessors that must be placed first: its data (deps), the issue
     # window, a spill reload's earlier use, the previous instruction on its compute engine, the previous DMA on
@@ -303,7 +309,8 @@ def replay_time_ordered(
                 issue = ready if e == dma else min(ready, engine_free[e])
             else:
                 issue = ready
-            ready = max(ready, _move(hbm, engines, issue, reload_at[i], spill_engine_s(reload_at[i])) + fixed)
+            moved = _move(hbm, engines, issue, reload_at[i], spill_engine_s(reload_at[i], reload_rows[i]))
+            ready = max(ready, moved + fixed)
         return ready
 
     def place_compute(i: int, ready: float) -> None:
@@ -315,7 +322,7 @@ def replay_time_ordered(
         f = s + seconds[i]
         engine_free[e] = max(engine_free[e], f)
         if spill_any and save_at[i] > 0.0:
-            _move(hbm, engines, f, save_at[i], spill_engine_s(save_at[i]))
+            _move(hbm, engines, f, save_at[i], spill_engine_s(save_at[i], save_rows[i]))
         finish(i, s, f)
 
     def dma_key(i: int) -> float:
@@ -348,7 +355,7 @@ def replay_time_ordered(
         f = max(last_byte, s + engine_s[i] / lanes[i]) + fixed
         heapq.heapreplace(outstanding, f)
         if spill_any and save_at[i] > 0.0:
-            _move(hbm, engines, f, save_at[i], spill_engine_s(save_at[i]))
+            _move(hbm, engines, f, save_at[i], spill_engine_s(save_at[i], save_rows[i]))
         finish(i, s, f)
     if done_prefix < n:
         raise RuntimeError("time-ordered replay stalled: an instruction waits on one placed after it")

@@ -31,7 +31,7 @@ is evicted.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -47,6 +47,9 @@ class SpillPlan:
     refetch_total: float  # reloads of clean data (HBM copies), counted as plain hbm reads
     elided: np.ndarray  # per instruction: a repeated load whose data stayed in SBUF (costs nothing)
     reload_after: np.ndarray  # per instruction: after which instruction its reload may start (-1 none, -2 on use)
+    # Per instruction: the SBUF partition rows its reloads / saves span, one DMA descriptor each (empty: unknown)
+    reload_rows: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    save_rows: np.ndarray = field(default_factory=lambda: np.zeros(0))
 
 
 def live_bytes(use: SbufUse, n: int) -> np.ndarray:
@@ -126,12 +129,34 @@ def interleaved_positions(use: SbufUse, n: int, depth: int, base: np.ndarray | N
     for level in range(len(outer_segment) - 1, -1, -1):
         around = outer_segment[level] >= 0
         prefetch = slots.outer_prefetch[level] & around
-        step = np.where(around, slots.outer_iteration[level] + np.where(prefetch, 0, 1), 0)
+        rank = _run_ranks(outer_segment[level], slots.outer_iteration[level], index, around)
+        step = np.where(around, rank + np.where(prefetch, 0, 1), 0)
         keys += [~prefetch, step, np.where(around, index[np.maximum(outer_segment[level], 0)], index)]
     order = np.lexsort(tuple(keys))
     pos = np.empty(n, dtype=np.int64)
     pos[order] = np.arange(n)
     return pos
+
+
+def _run_ranks(segment: np.ndarray, iteration: np.ndarray, index: np.ndarray, around: np.ndarray) -> np.ndarray:
+    """Per instruction: its outer iteration's rank within its run in the order the loops run in (`index`), not
+    in program order: an interchanged nest (interchange.py) runs a flattened level's iterations inner-loop-major,
+    and the pipeline issues the next iteration's loads in that order. Program or fused order: `iteration` itself."""
+    rank = np.zeros(len(segment), dtype=np.int64)
+    rows = np.flatnonzero(around)
+    if len(rows) == 0:
+        return rank
+    groups, inverse = np.unique(np.stack((segment[rows], iteration[rows])), axis=1, return_inverse=True)
+    inverse = inverse.reshape(-1)
+    first = np.full(groups.shape[1], np.iinfo(np.int64).max)
+    np.minimum.at(first, inverse, index[rows])
+    order = np.lexsort((first, groups[0]))  # by run, then where each iteration starts
+    new_run = np.r_[True, groups[0][order][1:] != groups[0][order][:-1]]
+    starts = np.maximum.accumulate(np.where(new_run, np.arange(len(order)), 0))
+    group_rank = np.empty(len(order), dtype=np.int64)
+    group_rank[order] = np.arange(len(order)) - starts
+    rank[rows] = group_rank[inverse]
+    return rank
 
 
 def _kept_repeats_only(use: SbufUse, capacity: float) -> SbufUse:
@@ -220,16 +245,17 @@ def outer_fits(use: SbufUse, n: int, capacity_per_partition: float, partitions: 
 
 def plan_spills(use: SbufUse, n: int, capacity_per_partition: float, partitions: int = 128,
                 interleave: int = 1, *, weight: np.ndarray | None = None, outer: bool = False,
-                keep_prefetch: bool = False) -> SpillPlan:
+                keep_prefetch: bool = False, product_room: float = 0.0) -> SpillPlan:
     """The spills of `use`'s live set, taken in the compiler's order (`interleave` iterations of each unrolled
     affine loop side by side, as pipeline_depth decides: interleaved_positions) and returned per instruction of
     the trace. `weight`: what each instruction counts for in a gap's length (None: 1 each). `outer`: the loops
     around those pipelined too (interleaved_positions). `keep_prefetch`: a load those loops issue ahead keeps its
-    tile until its first read (the pipeline's point; NeuronCoreSpec.affine_outer_over_kept_copies)."""
+    tile until its first read (the pipeline's point; NeuronCoreSpec.affine_outer_over_kept_copies). `product_room`:
+    bytes per partition a kept product's live set may reach (0: it spills whole; NeuronCoreSpec.kept_product_share)."""
     pos = interleaved_positions(use, n, interleave, use.fused, outer)
     ahead = _prefetched(use, n) if outer and keep_prefetch and interleave > 1 else None
     if pos is None:
-        return _plan(use, n, capacity_per_partition, partitions, weight, ahead)
+        return _plan(use, n, capacity_per_partition, partitions, weight, ahead, product_room)
     order = np.empty(n, dtype=np.int64)
     order[pos] = np.arange(n)
     moved_weight = None
@@ -241,10 +267,12 @@ def plan_spills(use: SbufUse, n: int, capacity_per_partition: float, partitions:
         moved_ahead = np.empty(n, dtype=bool)
         moved_ahead[pos] = ahead
     plan = _plan(_moved(use, pos, use.fused is not None), n, capacity_per_partition, partitions, moved_weight,
-                 moved_ahead)
+                 moved_ahead, product_room)
     after = plan.reload_after[pos]
+    rows = {k: getattr(plan, k)[pos] for k in ("reload_rows", "save_rows") if len(getattr(plan, k)) == n}
     return replace(plan, reload_bytes=plan.reload_bytes[pos], save_bytes=plan.save_bytes[pos],
-                   elided=plan.elided[pos], reload_after=np.where(after >= 0, order[np.maximum(after, 0)], after))
+                   elided=plan.elided[pos], reload_after=np.where(after >= 0, order[np.maximum(after, 0)], after),
+                   **rows)
 
 
 def _prefetched(use: SbufUse, n: int) -> np.ndarray | None:
@@ -276,8 +304,39 @@ def _cover(rank: np.ndarray, kept: np.ndarray, lo: np.ndarray, hi: np.ndarray, s
     return np.flatnonzero(taken)
 
 
+def _within_room(chosen: np.ndarray, product: np.ndarray, rank: np.ndarray, lo: np.ndarray, hi: np.ndarray,
+                 size: np.ndarray, live: np.ndarray, room: float, n: int) -> np.ndarray:
+    """`chosen` and the fewest more of a kept product's gaps, longest first (`rank`), that bring the live set under
+    `room` wherever a product gap is open: the product keeps what room the rest of the live set leaves it, and
+    the rest is saved once and reloaded block by block (trn1's bmm: NeuronCoreSpec.kept_product_share)."""
+    open_ = np.zeros(n + 1)
+    np.add.at(open_, lo[product], 1)
+    np.add.at(open_, hi[product], -1)
+    where = np.cumsum(open_)[:n] > 0
+    base = np.bincount(lo[chosen], size[chosen], minlength=n + 1) - np.bincount(hi[chosen], size[chosen],
+                                                                                  minlength=n + 1)
+    over = np.where(where, live - np.cumsum(base)[:n] - room, 0.0)
+    taken = np.zeros(len(lo), dtype=bool)
+    taken[chosen] = True
+    extra = np.array([r for r in rank if product[r] and not taken[r]], dtype=np.int64)
+
+    def fits(k: int) -> bool:
+        pick = extra[:k]
+        relief = np.bincount(lo[pick], size[pick], minlength=n + 1) - np.bincount(hi[pick], size[pick], minlength=n + 1)
+        return bool((over - np.cumsum(relief)[:n]).max(initial=0.0) <= 0)
+
+    low, high = 0, len(extra)
+    while low < high:
+        mid = (low + high) // 2
+        if fits(mid):
+            high = mid
+        else:
+            low = mid + 1
+    return np.union1d(chosen, extra[:low])
+
+
 def _plan(use: SbufUse, n: int, capacity_per_partition: float, partitions: int,
-          weight: np.ndarray | None = None, ahead: np.ndarray | None = None) -> SpillPlan:
+          weight: np.ndarray | None = None, ahead: np.ndarray | None = None, product_room: float = 0.0) -> SpillPlan:
     zeros = np.zeros(n)
     use = _kept_repeats_only(use, capacity_per_partition * partitions)
     repeats = np.flatnonzero(use.virtual & ~use.is_write)
@@ -338,7 +397,11 @@ def _plan(use: SbufUse, n: int, capacity_per_partition: float, partitions: int,
         # iteration), so "at least half the shortest evicted one" picks the period; trn1 saves swiglu's 16.8 MB
         # transposed input once and reloads it in two of its three row blocks.
         shortest = length[chosen][product[chosen]].min()
-        chosen = np.union1d(chosen, np.flatnonzero(product & (length >= 0.5 * shortest)))
+        period = product & (length >= 0.5 * shortest)
+        if product_room > 0:  # or only what leaves it the room (NeuronCoreSpec.kept_product_share)
+            chosen = _within_room(chosen, period, rank, lo, hi, size, live, product_room, n)
+        else:
+            chosen = np.union1d(chosen, np.flatnonzero(period))
     evicted = gap_rows[chosen]
     reload_after_rows = use.prev_inst[evicted]
     # An evicted repeat load simply runs (its own DMA is the re-fetch); the others are elided. An evicted kept
@@ -365,5 +428,9 @@ def _plan(use: SbufUse, n: int, capacity_per_partition: float, partitions: int,
     save_bytes = np.zeros(n)
     saved = use.chunk_bytes[save_rows].astype(np.float64) * use.partitions[save_rows]
     np.add.at(save_bytes, use.inst[save_rows], saved)
+    reload_rows = np.zeros(n)
+    np.add.at(reload_rows, use.inst[evicted], use.partitions[evicted])
+    save_rows_at = np.zeros(n)
+    np.add.at(save_rows_at, use.inst[save_rows], use.partitions[save_rows])
     return SpillPlan(reload_bytes, save_bytes, float(total[dirty].sum()), float(saved.sum()),
-                     float(total[~dirty].sum()), elided, reload_after)
+                     float(total[~dirty].sum()), elided, reload_after, reload_rows, save_rows_at)

@@ -25,10 +25,11 @@ OFF = replace(TRN1, affine_interleave=1)
 ON = replace(OFF, loop_interchange=True)
 
 
-def kernel(*, invariant: bool = True, between: bool = False) -> Trace:
+def kernel(*, invariant: bool = True, between: bool = False, halves: bool = False) -> Trace:
     """for a in affine_range(BATCHES): for b in affine_range(BLOCKS): load x[a] (x[a, b] unless `invariant`),
     transpose it, multiply by w[a, b], store out[a, b]. `between`: a load in the batch loop outside the block loop
-    (not a perfect nest)."""
+    (not a perfect nest). `halves`: the last copy and the store run in an innermost affine loop over the output's
+    two halves (bmm's shape: loops inside the block loop are the innermost ones)."""
     tr = Trace()
     step = 128 * WIDTH
     # (x as large as it is read: valnum.py keeps a repeated load only when its whole tensor fits SBUF)
@@ -64,11 +65,17 @@ def kernel(*, invariant: bool = True, between: bool = False) -> Trace:
             tr.append(engine=Engine.TENSOR, op="nc_matmul", dtype="float32", partitions=128, free_elems=128,
                       flops=2 * 128 * 128 * 128, loop_ctx=ctx, line=8,
                       accesses=((tt, False, 0, 64, 0, 2 * WIDTH), (wt, False, 0, 128, 0, 512), (o, True, 0, 128, 0, 512)))
-            tr.append(engine=Engine.VECTOR, op="copy", dtype="float32", partitions=128, free_elems=512, loop_ctx=ctx,
-                      line=9, accesses=((o, False, 0, 128, 0, 2048), (y, True, 0, 128, 0, 2048)))
-            tr.append(engine=Engine.DMA, op="store", dtype="float32", partitions=128, free_elems=512,
-                      hbm_write=128 * 2048, sbuf_read=128 * 2048, loop_ctx=ctx, line=10,
-                      accesses=((y, False, 0, 128, 0, 2048), (out, True, 0, 1, k * 128 * 2048, (k + 1) * 128 * 2048)))
+            parts = 2 if halves else 1
+            last = tr.add_loop(LoopInfo(LoopKind.AFFINE, parts, 9)) if halves else None
+            for h in range(parts):
+                c = tr.context_id(((outer, a), (inner, b), (last, h))) if halves else ctx
+                lo_b, hi_b = h * 2048 // parts, (h + 1) * 2048 // parts
+                at = k * 128 * 2048 + h * 128 * 2048 // parts
+                tr.append(engine=Engine.VECTOR, op="copy", dtype="float32", partitions=128, free_elems=512 // parts,
+                          loop_ctx=c, line=9, accesses=((o, False, 0, 128, lo_b, hi_b), (y, True, 0, 128, lo_b, hi_b)))
+                tr.append(engine=Engine.DMA, op="store", dtype="float32", partitions=128, free_elems=512 // parts,
+                          hbm_write=128 * 2048 // parts, sbuf_read=128 * 2048 // parts, loop_ctx=c, line=10,
+                          accesses=((y, False, 0, 128, lo_b, hi_b), (out, True, 0, 1, at, at + 128 * 2048 // parts)))
     return tr.freeze()
 
 
@@ -97,3 +104,17 @@ def test_nests_without_reuse_or_not_perfect_are_left_alone():
         assert interchanged_order(trace, numbered_dependencies(trace).sbuf.vn_elided) is None
         off, on = estimate(trace, OFF), estimate(trace, ON)
         assert on.latency_ms == off.latency_ms and on.profile == off.profile
+
+
+def test_the_interchanged_order_holds_with_the_loops_around_pipelined():
+    """With the shipped pipeline (iterations in flight, the loops around the innermost ones pipelined too:
+    spills.interleaved_positions) the outer iterations run in the interchanged order, not the program's: the block
+    loop still runs outside the batch loop, so the whole product is kept across it and spills."""
+    pipelined = replace(TRN1, loop_interchange=False)
+    assert pipelined.affine_interleave > 1 and pipelined.affine_outer_pipeline
+    off = estimate(kernel(halves=True), pipelined)
+    on = estimate(kernel(halves=True), replace(pipelined, loop_interchange=True))
+    assert off.profile["spill_save_bytes"] == off.profile["spill_reload_bytes"] == 0
+    assert 0 < on.profile["spill_save_bytes"] <= BATCHES * 64 * 2 * WIDTH
+    assert on.profile["spill_reload_bytes"] >= on.profile["spill_save_bytes"]
+    assert on.profile["hbm_read_bytes"] == off.profile["hbm_read_bytes"] + on.profile["spill_reload_bytes"]
