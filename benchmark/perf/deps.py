@@ -70,6 +70,8 @@ class SbufUse:
     plain: SbufUse | None = None
     # Per instruction: its position with producer-consumer loops fused (fusion.py); None: program order.
     fused: np.ndarray | None = None
+    # An instruction's SBUF output takes the place of operands that die there (NeuronCoreSpec.sbuf_in_place).
+    in_place: bool = False
 
     @staticmethod
     def empty() -> SbufUse:
