@@ -27,6 +27,11 @@ affine loops around those are pipelined to the same depth, their loads issued ah
 `weight` per instruction: the kernel's own statements, not the matmuls and copies lowering.py adds for one
 partition broadcast (they hold no data of their own), so lowering changes what instructions cost, not which data
 is evicted.
+
+Where one iteration is in flight and only the data kept across iterations overflows SBUF (one_slot_regime; spec
+flags sbuf_in_place, partition_rows_kept, spill_next_use, single_slot_waits, all off), outputs take the slots of
+operands that die into them (live_bytes with SbufUse.in_place), the kept data are evicted furthest next use first
+(_furthest), and each load waits for its slot's previous data to be read (slot_waits).
 """
 
 from __future__ import annotations

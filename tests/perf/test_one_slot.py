@@ -1,13 +1,13 @@
 """One iteration in flight, overflowing SBUF only through data kept across iterations (helper MAMBA3, issue 19).
 
-Four NeuronCoreSpec flags, all off by default (docs/benchmarks.md, "perf-10 candidates: mamba"); each acts only
-where an iteration's own tiles fit SBUF once but not twice and the kept copies of repeated loads overflow it
-(spills.one_slot_regime: the NKIBench Mamba baseline, none of the other 13 nor the pairs' kernels). There one
-iteration runs at a time, and:
-`sbuf_in_place` (an output takes the slot of the operand that dies into it), `spill_next_use` (evict the kept
-data whose next use is furthest), `single_slot_waits` (a load waits until its statement's previous tile, and
-what took that tile's slot, was last read: [STREAM] "with one slot, each load and compute pair executes in
-sequence"), and `partition_rows_kept` False (one-partition rows re-loaded at every repeat).
+Four NeuronCoreSpec flags, all off by default (docs/benchmarks.md, "perf-10 candidates: mamba HBM bytes and the
+stall"). Each acts only where an iteration's own tiles fit SBUF once but not twice and the kept copies of repeated
+loads overflow it (spills.one_slot_regime: the NKIBench Mamba baseline, none of the other 13 nor the pairs'
+kernels). There one iteration runs at a time, and: `sbuf_in_place` (an output takes the slot of the operand that
+dies into it), `spill_next_use` (evict the kept data whose next use is furthest), `single_slot_waits` (a load
+waits until its statement's previous tile, and what took that tile's slot, was last read: [STREAM] "with one
+slot, each load and compute pair executes in sequence"), and `partition_rows_kept` False (one-partition rows
+re-loaded at every repeat).
 
 The kernel is the Mamba baseline's shape, small: a state loop around a channel-tile loop, two inputs per channel
 tile loaded again at every state (repeated loads of one region), an element-wise chain and an accumulator per
