@@ -190,6 +190,15 @@ class NeuronCoreSpec:
     # read ([STREAM]: "with one slot, each load and compute pair executes in sequence"; [MAMBA-TUT]: the Vector
     # Engine idle on a semaphore wait for the load of u and for spill reloads).
     single_slot_waits: bool = False
+    # --- performance model: the scan's Vector rate (helper MAMBA4, issue 19) ----------------------------------------
+    # Vector Engine cycles per element of nisa.tensor_tensor_scan. [ISA] (tensor_tensor_scan, "Estimated instruction
+    # cost"): 2N, as a tensor_tensor with both inputs in SBUF. trn1's Vector active time in four Mamba kernels (the
+    # NKIBench baseline, AccelOpt's optimized one, the NKI tutorial's v2 and v3; docs/benchmarks.md, perf-10
+    # candidates: the scan's Vector rate) is 0.86-0.88 of the model's with 2 and 0.95-1.0 with 1, while rope (the
+    # same fp32 SBUF x SBUF tensor_tensor, no scan) agrees with 2N: the scan, whose running state stays inside the
+    # engine ([MAMBA-TUT]: "caching the intermediate scan result ... internally in VectorE without going through
+    # SBUF"), streams at about one element per cycle. [FIT] against the [ISA] estimate; 2.0 = perf-9.
+    tensor_tensor_scan_cycles_per_elem: float = 2.0
     # The affine loops around an innermost one software-pipelined too: each iteration's loads (in its body or in
     # loops of loads only: adamw's four tiles in `for i0, i1`, the Mamba tutorial's delta and u per channel tile)
     # issued one iteration ahead of the compute and store of the iteration in flight, the depth
