@@ -54,6 +54,9 @@ constant here and nowhere else. Sources, abbreviated in the comments:
              slot count sets how many steps can be in flight at once; one slot runs load and compute in sequence,
              two (double buffering) overlap the next step's load with the current step's compute; the compiler
              enforces the waits before a slot is overwritten.
+- [MAMBA-TUT] Neuron docs, "Fused Mamba" tutorial (nki/guides/tutorials/fused_mamba.rst, aws-neuron-sdk 81ce03a):
+             in the profiles of mamba_v1 (4K channels) and mamba_v2 (8K seq_len) the Vector Engine goes idle on a
+             semaphore wait for qSyncIO0 (loading `u`) and for qSyncSpillReload0: a blocking load or spill reload.
 - [NKI-SEQ]  `nki.language.sequential_range` reference (Neuron docs, awsdocs-neuron "latest", nki/api/generated/
              nki.language.sequential_range): "Using sequential_range prevents Neuron compiler from unrolling the loops
              until entering compiler backend"; it "informs Neuron compiler to respect inter-loop dependency and
@@ -168,6 +171,35 @@ class NeuronCoreSpec:
     # buffering gives 62. Off: without the over-spill the baseline is 0.15 too fast and four Mamba pairs fall out
     # (docs/benchmarks.md, "perf-8 candidates: mamba HBM bytes"). False: always affine_interleave_unfit (perf-7).
     affine_unfit_within_sbuf: bool = False
+    # --- one iteration in flight, SBUF overflowed by kept data (helper MAMBA3, perf-10; all off) -----------------
+    # Each acts only where an iteration's own tiles fit SBUF once but not twice, and with the kept copies of repeated
+    # loads they overflow it (spills.one_slot_regime: of the 14 baselines and the pairs' kernels, only the NKIBench
+    # Mamba baseline). There one iteration is in flight ([STREAM]: one slot per tile), and (docs/benchmarks.md,
+    # "perf-10 candidates: mamba HBM bytes and the stall"):
+    # an element-wise output takes the slot of an operand that dies into it (the slot is free as the engine
+    # streams the operand through: [STREAM], the compiler orders writes to shared storage after its reads);
+    sbuf_in_place: bool = False
+    # ... a one-partition row (a broadcast's source) is re-loaded at every repeat, not kept (trn1 loads the Mamba
+    # baseline's B and C rows 64 times: neuron-profile's hbm_read; applied everywhere, it removes the tutorial v2's
+    # spills at seq 6144 and that pair falls out, so only there);
+    partition_rows_kept: bool = True
+    # ... the kept data to evict are chosen point by point, the next use furthest away first (Belady) instead of the
+    # longest gaps: trn1 keeps one accumulator and both delta tiles (15 accumulator tiles spilled, u re-loaded per
+    # state step: spill and hbm counters exactly), the length ranking spills both accumulators;
+    spill_next_use: bool = False
+    # ... and a load waits until its statement's previous tile, and what took that tile's slot in place, was last
+    # read ([STREAM]: "with one slot, each load and compute pair executes in sequence"; [MAMBA-TUT]: the Vector
+    # Engine idle on a semaphore wait for the load of u and for spill reloads).
+    single_slot_waits: bool = False
+    # --- performance model: the scan's Vector rate (helper MAMBA4, issue 19) ----------------------------------------
+    # Vector Engine cycles per element of nisa.tensor_tensor_scan. [ISA] (tensor_tensor_scan, "Estimated instruction
+    # cost"): 2N, as a tensor_tensor with both inputs in SBUF. trn1's Vector active time in four Mamba kernels (the
+    # NKIBench baseline, AccelOpt's optimized one, the NKI tutorial's v2 and v3; docs/benchmarks.md, perf-10
+    # candidates: the scan's Vector rate) is 0.86-0.88 of the model's with 2 and 0.95-1.0 with 1, while rope (the
+    # same fp32 SBUF x SBUF tensor_tensor, no scan) agrees with 2N: the scan, whose running state stays inside the
+    # engine ([MAMBA-TUT]: "caching the intermediate scan result ... internally in VectorE without going through
+    # SBUF"), streams at about one element per cycle. [FIT] against the [ISA] estimate; 2.0 = perf-9.
+    tensor_tensor_scan_cycles_per_elem: float = 2.0
     # The affine loops around an innermost one software-pipelined too: each iteration's loads (in its body or in
     # loops of loads only: adamw's four tiles in `for i0, i1`, the Mamba tutorial's delta and u per channel tile)
     # issued one iteration ahead of the compute and store of the iteration in flight, the depth

@@ -23,7 +23,14 @@ from benchmark.perf.lowering import lower_partition_broadcasts, statement_weight
 from benchmark.perf.profile import COUNTER_NAMES, counters, timeline
 from benchmark.perf.schedule import replay
 from benchmark.perf.schedule_timed import replay_time_ordered
-from benchmark.perf.spills import outer_fits, pipeline_depth, plan_spills
+from benchmark.perf.spills import (
+    one_slot_regime,
+    outer_fits,
+    pipeline_depth,
+    plan_spills,
+    rows_reloaded,
+    slot_waits,
+)
 from benchmark.perf.valnum import numbered_dependencies
 
 # perf-2: calibrated on the 14 trn1 NKIBench baselines. perf-3 (issue 19): DMA engine time by access pattern
@@ -143,8 +150,23 @@ def estimate(trace: Trace | PreparedTrace, platform: str | NeuronCoreSpec = "trn
             outer, p = False, replace(p, affine_outer_pipeline=False)
             depth = pipeline_depth(use, len(trace), capacity, p.partitions, p.affine_interleave,
                                    p.affine_interleave_unfit, unfit_within_sbuf=p.affine_unfit_within_sbuf)
+    # One iteration in flight, overflowing SBUF only through the data kept across iterations (the Mamba baseline).
+    # One iteration in flight, overflowing SBUF only through the data kept across iterations (spills.one_slot_regime;
+    # the Mamba baseline), with the slots as the compiler reuses them (sbuf_in_place) and its one-partition rows
+    # re-loaded (partition_rows_kept False).
+    one_slot = False
+    if p.sbuf_in_place or p.spill_next_use or p.single_slot_waits or not p.partition_rows_kept:
+        slotted = replace(use, in_place=True) if p.sbuf_in_place else use
+        slotted = slotted if p.partition_rows_kept else rows_reloaded(slotted)
+        if one_slot_regime(slotted, len(trace), capacity, p.partitions):
+            use, depth, one_slot, over_kept = slotted, 1, True, False
     spills = plan_spills(use, len(trace), capacity, p.partitions, depth, weight=weight, outer=outer,
-                         keep_prefetch=over_kept, product_room=p.kept_product_share * p.sbuf_bytes_per_partition)
+                         keep_prefetch=over_kept, product_room=p.kept_product_share * p.sbuf_bytes_per_partition,
+                         next_use=p.spill_next_use and one_slot)
+    if p.single_slot_waits and one_slot:
+        engines = np.asarray(trace.columns["engine"], dtype=np.int64)
+        is_load = (engines == Engine.DMA) & (np.asarray(trace.columns["hbm_read"], dtype=np.int64) > 0)
+        spills = replace(spills, slot_after=slot_waits(use, len(trace), np.asarray(trace.columns["line"]), is_load))
     if depth != p.affine_interleave:
         p = replace(p, affine_interleave=depth)
     # DMA bandwidth booked in time order (schedule_timed) or in program order (schedule, perf-4).

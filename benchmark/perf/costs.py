@@ -18,7 +18,7 @@ from benchmark.nki.trace import Engine, MemorySpace, Trace
 
 # Per-element cycle rates by op name, for ops whose cost differs from the 1-cycle-per-element default.
 # Names are matched after lower-casing and stripping a namespace ("nisa.tensor_tensor" -> "tensor_tensor").
-_TWO_CYCLE_OPS = {"scalar_tensor_tensor", "tensor_tensor_scan", "tensor_copy_predicated"}
+_TWO_CYCLE_OPS = {"scalar_tensor_tensor", "tensor_copy_predicated"}
 _REDUCE_EXTRA_OPS = {"activation_reduce", "tensor_scalar_reduce"}  # + MIN_II for the accumulator read-out
 _BINARY_OPS = {
     "tensor_tensor", "add", "subtract", "multiply", "divide", "maximum", "minimum", "power", "equal",
@@ -128,6 +128,7 @@ def instruction_costs(trace: Trace, platform: NeuronCoreSpec) -> InstructionCost
     tt_rate = np.where(_reads_psum(trace), 1.0, sbuf_rate)
     rate = np.where(is_binary & (engine != Engine.SCALAR), tt_rate, rate)
     rate = np.where(_per_op(trace, _TWO_CYCLE_OPS) > 0, 2.0, rate)
+    rate = np.where(_per_op(trace, {"tensor_tensor_scan"}) > 0, platform.tensor_tensor_scan_cycles_per_elem, rate)
     recip = _per_op(trace, {"reciprocal"}) > 0
     rate = np.where(recip & (engine == Engine.VECTOR), platform.reciprocal_cycles_per_elem, rate)
     rate = np.where(recip & (engine == Engine.GPSIMD), platform.reciprocal_cycles_per_elem, rate)

@@ -191,6 +191,7 @@ def replay_time_ordered(
     spill_any = bool(spills.reload_bytes.any() or spills.save_bytes.any())
     elided = spills.elided.tolist()
     reload_after = spills.reload_after.tolist()
+    slot_after = spills.slot_after.tolist() if spills.slot_after is not None else None
     window = platform.issue_window
     reorder = platform.reorder_window
     sync = platform.sync_latency_s
@@ -230,6 +231,8 @@ def replay_time_ordered(
             w.append(i - window)
         if spill_any and 0 <= reload_after[i] < i:
             w.append(reload_after[i])
+        if slot_after is not None and 0 <= slot_after[i] < i:
+            w.append(slot_after[i])
         lane = ("q", queue[i]) if engine[i] == dma else ("e", engine[i])
         if elided[i] or engine[i] == dma and (queue[i] < 0 or pos is not None):
             lane = None
@@ -301,6 +304,8 @@ def replay_time_ordered(
             t = end[j] + (sync if engine[j] != e else turnaround if e != tensor else 0.0)
             if t > ready:
                 ready = t
+        if slot_after is not None and 0 <= slot_after[i] < i and end[slot_after[i]] + sync > ready:
+            ready = end[slot_after[i]] + sync  # its slot's earlier data read (spills.slot_waits)
         if spill_any and reload_at[i] > 0.0:
             after = reload_after[i]
             if 0 <= after < i:
