@@ -48,7 +48,8 @@ from benchmark.perf.valnum import numbered_dependencies
 # statements, and the pipeline only as deep as SBUF holds (spills.pipeline_depth); constants unchanged.
 # perf-8, perf-9 (issue 19): docs/benchmarks.md, "Where the model stands". perf-10 (issue 19): a sequential_range
 # loop holding loop-invariant work runs outermost (interchange.sequential_major_order: lora's transposed input made
-# once per K chunk and kept); constants unchanged.
+# once per K chunk and kept), and a spill transfer costed as a DMA of its shape (one descriptor per partition row it
+# spans: spill_descriptors_per_row); constants unchanged.
 PERF_MODEL_VERSION = "perf-10"
 
 __all__ = ["PERF_MODEL_VERSION", "COUNTER_NAMES", "Breakdown", "PerfReport", "PreparedTrace", "estimate", "lowered",

@@ -53,16 +53,38 @@ class _Bandwidth:
         self.capacity = bytes_per_s * _BUCKET_S
         self.free: list[float] = []
         self.first_open = 0  # every bucket before this one is full
+        # Per bucket: itself while it has room, else a later bucket that may have (path-compressed), so a
+        # transfer booked behind a long run of full buckets (a spill reload late in a DMA-bound kernel) skips
+        # the run instead of walking it bucket by bucket.
+        self._next: list[int] = []
+
+    def _grow(self, b: int) -> None:
+        while b >= len(self.free):
+            n = len(self.free)
+            self.free.extend([self.capacity] * 1024)
+            self._next.extend(range(n, n + 1024))
+
+    def _open_from(self, b: int) -> int:
+        """The first bucket at or after `b` that is not known to be full."""
+        nxt = self._next
+        root = b
+        while root < len(nxt) and nxt[root] != root:
+            root = nxt[root]
+        while b != root:
+            nxt[b], b = root, nxt[b]
+        return root
 
     def consume(self, start: float, nbytes: float) -> float:
         if nbytes <= 0:
             return start
-        b = max(int(start / _BUCKET_S), self.first_open)
+        first = max(int(start / _BUCKET_S), self.first_open)
+        b = self._open_from(first)
+        if first == self.first_open:  # the full buckets skipped lie at the front: first_open passes them too
+            self.first_open = b
         free = self.free
         cap = self.capacity
         while True:
-            while b >= len(free):
-                free.extend([cap] * 1024)
+            self._grow(b)
             avail = free[b]
             if avail > 0.0:
                 # Inside the starting bucket, bytes can only move after `start`.
@@ -71,14 +93,19 @@ class _Bandwidth:
                 if nbytes <= avail:
                     free[b] -= nbytes
                     used = cap - free[b]
-                    if b == self.first_open and free[b] <= 0.0:
-                        self.first_open = b + 1
+                    if free[b] <= 0.0:
+                        self._next[b] = b + 1
+                        if b == self.first_open:
+                            self.first_open = b + 1
                     return max(start, b * _BUCKET_S + _BUCKET_S * used / cap)
                 free[b] -= avail
                 nbytes -= avail
-            if b == self.first_open and free[b] <= 1e-9:
-                self.first_open = b + 1
-            b += 1
+                if free[b] <= 0.0:
+                    self._next[b] = b + 1
+            front = b == self.first_open and free[b] <= 1e-9
+            b = self._open_from(b + 1)
+            if front:
+                self.first_open = b
 
 
 def _earliest_slot(slots: list[tuple[float, float]], ready: float, duration: float, depth: int) -> float:
