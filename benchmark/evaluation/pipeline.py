@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import ast
 import contextlib
-import functools
 import time
 import traceback
 from collections.abc import Mapping, Sequence
@@ -23,7 +22,7 @@ import numpy as np
 from benchmark.evaluation import checks
 from benchmark.evaluation.backends import BackendImplementation, BackendUnavailable, Placement, get_backend
 from benchmark.evaluation.inputs import DISTRIBUTIONS, MIN_SEEDS, draw_seeds, plan_distributions
-from benchmark.evaluation.result import STATUS_FAILED, STATUS_OK, ErrorKind, EvaluationResult
+from benchmark.evaluation.result import STATUS_FAILED, STATUS_OK, ErrorKind, EvaluationResult, project_version
 from benchmark.evaluation.sandbox import ChildError, ChildProcess, Limits
 from benchmark.evaluation.static_check import (
     CheckedKernel,
@@ -39,23 +38,6 @@ from benchmark.evaluation.verify import (
     replay_reply_budget,
 )
 from benchmark.platforms import get_definition
-
-
-@functools.lru_cache(maxsize=1)
-def project_version() -> str:
-    try:
-        from importlib.metadata import version
-
-        return version("accelopt-studio")
-    except Exception:  # noqa: BLE001 - not installed: read the checkout's pyproject
-        import tomllib
-        from pathlib import Path
-
-        pyproject = Path(__file__).resolve().parents[2] / "pyproject.toml"
-        try:
-            return str(tomllib.loads(pyproject.read_text())["project"]["version"])
-        except (OSError, KeyError, ValueError):
-            return "unknown"
 
 
 class _Stop(Exception):

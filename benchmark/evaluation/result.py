@@ -7,6 +7,7 @@ floats become None, tuples become lists) and `from_dict(to_dict(r)) == r`.
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
@@ -128,3 +129,21 @@ class EvaluationResult:
     @classmethod
     def failure(cls, kind: ErrorKind, message: str, *, line: int | None = None, **context: Any) -> EvaluationResult:
         return cls(status=STATUS_FAILED, error_kind=kind, error_message=message, error_line=line, **context)
+
+
+@functools.lru_cache(maxsize=1)
+def project_version() -> str:
+    """This project's version, recorded on every result beside the backend's and the model's."""
+    try:
+        from importlib.metadata import version
+
+        return version("accelopt-studio")
+    except Exception:  # noqa: BLE001 - not installed: read the checkout's pyproject
+        import tomllib
+        from pathlib import Path
+
+        pyproject = Path(__file__).resolve().parents[2] / "pyproject.toml"
+        try:
+            return str(tomllib.loads(pyproject.read_text())["project"]["version"])
+        except (OSError, KeyError, ValueError):
+            return "unknown"

@@ -20,8 +20,7 @@ from typing import Any
 
 from benchmark.evaluation.backends import TRITON_BACKEND_VERSIONS
 from benchmark.evaluation.inputs import MIN_SEEDS, draw_seeds
-from benchmark.evaluation.pipeline import project_version
-from benchmark.evaluation.result import STATUS_FAILED, STATUS_OK, ErrorKind, EvaluationResult
+from benchmark.evaluation.result import STATUS_FAILED, STATUS_OK, ErrorKind, EvaluationResult, project_version
 from benchmark.evaluation.sandbox import ChildError, ChildProcess, Limits
 from benchmark.platforms import TRITON, Backend, get_definition
 from benchmark.triton.machine import ERROR_KINDS
