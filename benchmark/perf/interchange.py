@@ -42,18 +42,11 @@ def interchanged_order(trace: Trace, vn_elided: np.ndarray, base: np.ndarray | N
     n = len(trace)
     if n == 0 or len(vn_elided) != n or not vn_elided.any() or not trace.loop_contexts:
         return None
-    ctx = np.asarray(trace.columns["loop_ctx"], dtype=np.int64)
-    depth = max(len(nest) for nest in trace.loop_contexts)
-    lids = np.full((len(trace.loop_contexts), depth), -1, dtype=np.int64)
-    its = np.zeros((len(trace.loop_contexts), depth), dtype=np.int64)
-    for c, nest in enumerate(trace.loop_contexts):
-        for d, (lid, it) in enumerate(nest):
-            lids[c, d], its[c, d] = lid, it
-    lid, it = lids[ctx], its[ctx]
+    lid, it = _nest_columns(trace)
     index = np.arange(n) if base is None else base.astype(np.int64)
     key_outer, key_inner = np.zeros(n, dtype=np.int64), np.zeros(n, dtype=np.int64)
     start = index.copy()  # an interchanged nest's instructions sort together, where its first one was
-    for d in range(depth - 1):
+    for d in range(lid.shape[1] - 1):
         for outer in np.unique(lid[:, d][lid[:, d] >= 0]):
             rows = np.flatnonzero(lid[:, d] == outer)
             if (key_outer[rows] != 0).any() or not _swappable(trace, int(outer), lid[rows, d + 1]):

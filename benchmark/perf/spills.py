@@ -36,6 +36,7 @@ operands that die into them (live_bytes with SbufUse.in_place), the kept data ar
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 import numpy as np
@@ -434,14 +435,19 @@ def _within_room(chosen: np.ndarray, product: np.ndarray, rank: np.ndarray, lo: 
         relief = np.bincount(lo[pick], size[pick], minlength=n + 1) - np.bincount(hi[pick], size[pick], minlength=n + 1)
         return bool((over - np.cumsum(relief)[:n]).max(initial=0.0) <= 0)
 
-    low, high = 0, len(extra)
+    return np.union1d(chosen, extra[:_fewest_that_fit(len(extra), fits)])
+
+
+def _fewest_that_fit(count: int, fits: Callable[[int], bool]) -> int:
+    """The smallest k in [0, count] for which `fits(k)` (true from some k on), else `count`: a binary search."""
+    low, high = 0, count
     while low < high:
         mid = (low + high) // 2
         if fits(mid):
             high = mid
         else:
             low = mid + 1
-    return np.union1d(chosen, extra[:low])
+    return low
 
 
 def _furthest(lo: np.ndarray, hi: np.ndarray, size: np.ndarray, excess: np.ndarray,
@@ -518,13 +524,7 @@ def _plan(use: SbufUse, n: int, capacity_per_partition: float, partitions: int,
                   - np.bincount(hi[chosen], size[chosen], minlength=n + 1))
         return bool((excess - np.cumsum(relief)[:n]).max() <= 0)
 
-    low, high = 0, len(rank) if ahead is None else 0  # the fewest evictions that fit (all if nothing fits)
-    while low < high:
-        mid = (low + high) // 2
-        if fits(mid):
-            high = mid
-        else:
-            low = mid + 1
+    low = _fewest_that_fit(len(rank) if ahead is None else 0, fits)  # the fewest evictions that fit (all if none)
     if next_use and ahead is None:
         chosen = _furthest(lo, hi, size, excess, use.producer[gap_rows])
     else:
