@@ -24,6 +24,7 @@ Same results as schedule.replay when no DMA waits behind a later-starting one.
 from __future__ import annotations
 
 import heapq
+from collections.abc import Callable
 
 import numpy as np
 
@@ -127,6 +128,44 @@ def release_order(last_barrier: list[int]) -> list[int]:
     return sorted(range(len(last_barrier)), key=last_barrier.__getitem__)
 
 
+class _Gate:
+    """Which instructions may run next: every one of their `waits` done and their sequential barrier drained
+    (every instruction before the barrier done). The compiler-order list schedule (pipelined_order) and the replay
+    walk the trace through one; `ready` receives each instruction as it becomes runnable."""
+
+    def __init__(self, waits: list[list[int]], last_barrier: list[int], ready: Callable[[int], None]) -> None:
+        n = len(waits)
+        self.pending = [len(w) for w in waits]
+        self.succ: list[list[int]] = [[] for _ in range(n)]
+        for i, w in enumerate(waits):
+            for j in w:
+                self.succ[j].append(i)
+        self.last_barrier = last_barrier
+        self.by_barrier = release_order(last_barrier)
+        self.is_released = [False] * n
+        self.released = 0
+        self.ready = ready
+
+    def release(self, done_prefix: int) -> None:
+        """Release the instructions whose barrier is at or before `done_prefix` (everything before it is done)."""
+        by_barrier, last_barrier, n = self.by_barrier, self.last_barrier, len(self.by_barrier)
+        released = self.released
+        while released < n and last_barrier[by_barrier[released]] <= done_prefix:
+            r = by_barrier[released]
+            self.is_released[r] = True
+            if self.pending[r] == 0:
+                self.ready(r)
+            released += 1
+        self.released = released
+
+    def done(self, i: int) -> None:
+        pending, is_released, ready = self.pending, self.is_released, self.ready
+        for k in self.succ[i]:
+            pending[k] -= 1
+            if pending[k] == 0 and is_released[k]:
+                ready(k)
+
+
 def pipelined_order(waits: list[list[int]], last_barrier: list[int], pos: np.ndarray) -> list[int]:
     """The compiler's order `pos` (spills.interleaved_positions) made one the replay can run: the instructions
     one by one, each time the one earliest in `pos` among those whose `waits` are all taken and whose sequential
@@ -134,34 +173,20 @@ def pipelined_order(waits: list[list[int]], last_barrier: list[int], pos: np.nda
     instruction wait on one that waits on it; in `pos` itself it can (a store inside a sequential_range, whose
     barrier waits for the earlier DMA that the queue puts behind it)."""
     n = len(waits)
-    pending = [len(w) for w in waits]
-    succ: list[list[int]] = [[] for _ in range(n)]
-    for i, w in enumerate(waits):
-        for j in w:
-            succ[j].append(i)
     rank = pos.tolist()
     taken = [False] * n
     order: list[int] = []
     heap: list[tuple[int, int]] = []
-    done_prefix = released = 0
-    by_barrier = release_order(last_barrier)
-    is_released = [False] * n
+    gate = _Gate(waits, last_barrier, lambda r: heapq.heappush(heap, (rank[r], r)))
+    done_prefix = 0
     while True:
-        while released < n and last_barrier[by_barrier[released]] <= done_prefix:
-            r = by_barrier[released]
-            is_released[r] = True
-            if pending[r] == 0:
-                heapq.heappush(heap, (rank[r], r))
-            released += 1
+        gate.release(done_prefix)
         if not heap:
             break
         _, i = heapq.heappop(heap)
         taken[i] = True
         order.append(i)
-        for k in succ[i]:
-            pending[k] -= 1
-            if pending[k] == 0 and is_released[k]:
-                heapq.heappush(heap, (rank[k], k))
+        gate.done(i)
         while done_prefix < n and taken[done_prefix]:
             done_prefix += 1
     return order
@@ -247,21 +272,14 @@ def replay_time_ordered(
                 if ("q", queue[i]) in last_on:
                     waits[i].append(last_on[("q", queue[i])])
                 last_on[("q", queue[i])] = i
-    pending = [len(w) for w in waits]
-    succ: list[list[int]] = [[] for _ in range(n)]
-    for i, w in enumerate(waits):
-        for j in w:
-            succ[j].append(i)
+    runnable: list[int] = []
+    gate = _Gate(waits, last_barrier, runnable.append)
 
     start = [0.0] * n
     end = [0.0] * n
     placed = [False] * n
     prefix_max = [0.0] * (n + 1)  # latest end among instructions [0, k): a barrier's floor
     done_prefix = 0
-    released = 0
-    by_barrier = release_order(last_barrier)
-    is_released = [False] * n
-    runnable: list[int] = []
     dma_heap: list[tuple[float, int]] = []
     ready_of = [0.0] * n
     queue_start: dict[int, float] = {}
@@ -272,27 +290,15 @@ def replay_time_ordered(
     engines = _Bandwidth(float(platform.dma_queues))
     outstanding = [0.0] * platform.dma_queues
 
-    def release() -> None:
-        nonlocal released
-        while released < n and last_barrier[by_barrier[released]] <= done_prefix:
-            r = by_barrier[released]
-            is_released[r] = True
-            if pending[r] == 0:
-                runnable.append(r)
-            released += 1
-
     def finish(i: int, s: float, f: float) -> None:
         nonlocal done_prefix
         start[i], end[i], placed[i] = s, f, True
-        for k in succ[i]:
-            pending[k] -= 1
-            if pending[k] == 0 and is_released[k]:
-                runnable.append(k)
+        gate.done(i)
         if i == done_prefix:
             while done_prefix < n and placed[done_prefix]:
                 prefix_max[done_prefix + 1] = max(prefix_max[done_prefix], end[done_prefix])
                 done_prefix += 1
-            release()
+            gate.release(done_prefix)
 
     def ready_time(i: int) -> float:
         e = engine[i]
@@ -338,7 +344,7 @@ def replay_time_ordered(
             s = max(s, queue_start[queue[i]] + issue_s)
         return s
 
-    release()
+    gate.release(done_prefix)
     while done_prefix < n:
         while runnable:
             i = runnable.pop()
