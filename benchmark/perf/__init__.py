@@ -151,7 +151,6 @@ def estimate(trace: Trace | PreparedTrace, platform: str | NeuronCoreSpec = "trn
             outer, p = False, replace(p, affine_outer_pipeline=False)
             depth = pipeline_depth(use, len(trace), capacity, p.partitions, p.affine_interleave,
                                    p.affine_interleave_unfit, unfit_within_sbuf=p.affine_unfit_within_sbuf)
-    # One iteration in flight, overflowing SBUF only through the data kept across iterations (the Mamba baseline).
     # One iteration in flight, overflowing SBUF only through the data kept across iterations (spills.one_slot_regime;
     # the Mamba baseline), with the slots as the compiler reuses them (sbuf_in_place) and its one-partition rows
     # re-loaded (partition_rows_kept False).

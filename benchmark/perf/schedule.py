@@ -141,6 +141,16 @@ class Schedule:
     latency_s: float
 
 
+def spill_descriptors(spills: SpillPlan, platform: NeuronCoreSpec, n: int) -> tuple[list[float], list[float]]:
+    """Per instruction: the DMA descriptors its spill reload and save pay. Spill traffic moves whole partition rows
+    of the evicted data: one descriptor per SBUF row they span (NeuronCoreSpec.spill_descriptors_per_row), else
+    one per partition of the core for every transfer (perf-9)."""
+    if platform.spill_descriptors_per_row and len(spills.reload_rows) == n and len(spills.save_rows) == n:
+        return spills.reload_rows.tolist(), spills.save_rows.tolist()
+    every = [float(platform.partitions)] * n
+    return every, every
+
+
 def replay(
     trace: Trace,
     platform: NeuronCoreSpec,
@@ -186,11 +196,7 @@ def replay(
     fixed = platform.dma_fixed_s
     dma = int(Engine.DMA)
     tensor = int(Engine.TENSOR)  # its accumulation groups chain through PSUM without a write-back wait
-    # Spill traffic moves whole partition rows of the evicted data: one buffer per row it spans
-    # (NeuronCoreSpec.spill_descriptors_per_row), else 128 per transfer (perf-9).
-    by_row = platform.spill_descriptors_per_row and len(spills.reload_rows) == n and len(spills.save_rows) == n
-    reload_rows = spills.reload_rows.tolist() if by_row else [float(platform.partitions)] * n
-    save_rows = spills.save_rows.tolist() if by_row else [float(platform.partitions)] * n
+    reload_rows, save_rows = spill_descriptors(spills, platform, n)
 
     def spill_engine_s(nbytes: float, rows: float) -> float:
         return float(dma_engine_seconds(nbytes, rows, platform))

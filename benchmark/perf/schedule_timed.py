@@ -32,7 +32,7 @@ from benchmark.hardware import NeuronCoreSpec
 from benchmark.nki.trace import Engine, LoopKind, Trace
 from benchmark.perf.costs import InstructionCosts, dma_engine_seconds
 from benchmark.perf.deps import Dependencies
-from benchmark.perf.schedule import Schedule, _Bandwidth, _earliest_slot, _move
+from benchmark.perf.schedule import Schedule, _Bandwidth, _earliest_slot, _move, spill_descriptors
 from benchmark.perf.spills import SpillPlan, interleaved_positions
 
 QUEUE_ASSIGNMENTS = ("none", "kind", "one", "trigger")
@@ -223,11 +223,7 @@ def replay_time_ordered(
     turnaround = platform.dependent_overhead_cycles / platform.engine_clock_hz
     fixed = platform.dma_fixed_s
 
-    # A spill moves its chunks as a DMA of their shape: one descriptor per SBUF partition row they span
-    # (NeuronCoreSpec.spill_descriptors_per_row), else one per partition of the core (perf-9).
-    by_row = platform.spill_descriptors_per_row and len(spills.reload_rows) == n and len(spills.save_rows) == n
-    reload_rows = spills.reload_rows.tolist() if by_row else [float(platform.partitions)] * n
-    save_rows = spills.save_rows.tolist() if by_row else [float(platform.partitions)] * n
+    reload_rows, save_rows = spill_descriptors(spills, platform, n)
 
     def spill_engine_s(nbytes: float, rows: float) -> float:
         return float(dma_engine_seconds(nbytes, rows, platform))

@@ -36,6 +36,7 @@ operands that die into them (live_bytes with SbufUse.in_place), the kept data ar
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
@@ -85,6 +86,18 @@ def live_bytes(use: SbufUse, n: int) -> np.ndarray:
     return np.cumsum(live)[:n]
 
 
+def _tile_ends(use: SbufUse, n: int) -> np.ndarray:
+    """Per instruction: the last instruction that reads the SBUF data it wrote (kept copies aside); -1 for one that
+    writes nothing."""
+    last_use = use.inst.copy()
+    reads = np.flatnonzero(~use.is_write & (use.producer >= 0) & ~use.virtual)
+    np.maximum.at(last_use, use.producer[reads], use.inst[reads])
+    ends = np.full(n, -1, dtype=np.int64)
+    writes = np.flatnonzero(use.is_write & ~use.virtual)
+    np.maximum.at(ends, use.inst[writes], last_use[writes])
+    return ends
+
+
 def _live_with_kept_copies(use: SbufUse, n: int, repeats: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The live bytes per partition with each repeated load's kept copy counted once, and per row the start of
     its gap (the previous access + 1, except for a repeat: see below).
@@ -98,12 +111,7 @@ def _live_with_kept_copies(use: SbufUse, n: int, repeats: np.ndarray) -> tuple[n
     if len(repeats) == 0:
         return live_bytes(use, n), gap_start
     live = np.concatenate((live_bytes(replace(use, chunk_bytes=np.where(use.virtual, 0, use.chunk_bytes)), n), [0.0]))
-    last_use = use.inst.copy()
-    reads = np.flatnonzero(~use.is_write & (use.producer >= 0) & ~use.virtual)
-    np.maximum.at(last_use, use.producer[reads], use.inst[reads])
-    tile_end = np.full(n, -1, dtype=np.int64)  # per load instruction: the last read of the tile it wrote
-    writes = np.flatnonzero(use.is_write & ~use.virtual)
-    np.maximum.at(tile_end, use.inst[writes], last_use[writes])
+    tile_end = _tile_ends(use, n)
     prev, here = use.prev_inst[repeats], use.inst[repeats]
     start = np.maximum(tile_end[prev], prev) + 1
     gap_start[repeats] = start
@@ -242,16 +250,11 @@ def slot_waits(use: SbufUse, n: int, line: np.ndarray, is_load: np.ndarray) -> n
     out = np.full(n, -1, dtype=np.int64)
     if len(use.inst) == 0:
         return out
-    real = ~use.virtual
-    writes = np.flatnonzero(use.is_write & real)
-    last_use = use.inst.copy()
-    reads = np.flatnonzero(~use.is_write & (use.producer >= 0) & real)
-    np.maximum.at(last_use, use.producer[reads], use.inst[reads])
-    end = np.full(n, -1, dtype=np.int64)  # per instruction: the last read of what it wrote
-    np.maximum.at(end, use.inst[writes], last_use[writes])
+    end = _tile_ends(use, n)
     if use.in_place:
         # A fresh output (a tile nothing wrote before, not an accumulation into a kept tensor) takes the slot of
         # the data that dies into it.
+        writes = np.flatnonzero(use.is_write & ~use.virtual)
         fresh = np.zeros(n, dtype=bool)
         fresh[use.inst[writes]] = True
         fresh[use.inst[writes[use.prev_inst[writes] >= 0]]] = False
@@ -454,7 +457,6 @@ def _furthest(lo: np.ndarray, hi: np.ndarray, size: np.ndarray, excess: np.ndarr
               producer: np.ndarray) -> np.ndarray:
     """The gaps [lo, hi) to evict, point by point in order: at each point still over capacity, among the gaps over it
     the one whose next use (hi) is furthest away (Belady's rule; NeuronCoreSpec.spill_next_use)."""
-    import heapq
     order = np.lexsort((producer, lo))
     lo_s, hi_s, size_s, prod_s = lo[order].tolist(), hi[order].tolist(), size[order].tolist(), producer[order].tolist()
     active: list[tuple[int, int, int]] = []
@@ -524,11 +526,12 @@ def _plan(use: SbufUse, n: int, capacity_per_partition: float, partitions: int,
                   - np.bincount(hi[chosen], size[chosen], minlength=n + 1))
         return bool((excess - np.cumsum(relief)[:n]).max() <= 0)
 
-    low = _fewest_that_fit(len(rank) if ahead is None else 0, fits)  # the fewest evictions that fit (all if none)
-    if next_use and ahead is None:
+    if ahead is not None:
+        chosen = _cover(rank, kept, lo, hi, size, excess)
+    elif next_use:
         chosen = _furthest(lo, hi, size, excess, use.producer[gap_rows])
     else:
-        chosen = rank[:low] if ahead is None else _cover(rank, kept, lo, hi, size, excess)
+        chosen = rank[:_fewest_that_fit(len(rank), fits)]  # the fewest evictions that fit (all if none do)
     product = use.virtual[gap_rows] & ~use.clean[use.producer[gap_rows]]
     if product[chosen].any():
         # A kept product (valnum.py) is one tensor the compiler made and spills whole: every chunk of it leaves
