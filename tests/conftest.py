@@ -6,7 +6,9 @@ roles are cumulative, the ones below it).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import faulthandler
+import sys
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -16,6 +18,20 @@ from accounts.roles import ADMIN, CURATOR, ENGINEER, grant_role
 from accounts.services import create_token
 
 TEST_PASSWORD = "correct horse battery staple"
+
+# The slowest test (the calibration refit) takes about four minutes here; one that runs ten is stuck. Its process then prints every thread's
+# stack (the test's own frame among them) and exits: a hang costs ten minutes and says where it is, instead
+# of running silently into CI's time limit.
+HUNG_TEST_SECONDS = 600
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
+    faulthandler.dump_traceback_later(HUNG_TEST_SECONDS, exit=True, file=sys.__stderr__)
+    try:
+        return (yield)
+    finally:
+        faulthandler.cancel_dump_traceback_later()
 
 
 @pytest.fixture(autouse=True)

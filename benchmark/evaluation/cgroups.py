@@ -21,6 +21,7 @@ import contextlib
 import functools
 import itertools
 import os
+import signal
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -155,6 +156,25 @@ class MemoryGroup:
         so nothing the child runs is ever outside it. The group's path is the shell's $0."""
         return ["/bin/sh", "-c", 'echo 0 > "$0/cgroup.procs" && exec "$@"', self.path, *argv]
 
+    def kill_members(self) -> None:
+        """SIGKILL every process in the group, whatever its session or PID namespace: a bwrap killed while
+        it set up its child leaves that child outside the process group the parent kills, and out of reach
+        of its parent-death signal, but never outside this group."""
+        with contextlib.suppress(OSError):
+            if self.version == 2 and os.path.exists(os.path.join(self.path, "cgroup.kill")):
+                _write(os.path.join(self.path, "cgroup.kill"), "1")
+                return
+        for _ in range(10):  # a member may fork once more between a read and its kill
+            try:
+                with open(os.path.join(self.path, "cgroup.procs")) as f:
+                    members = [int(line) for line in f if line.strip()]
+            except OSError:
+                return
+            if not members:
+                return
+            for pid in members:
+                _kill_if_member(pid, self.path)
+
     def oom_killed(self) -> bool:
         """Whether the kernel killed a process of this group for exceeding its limit."""
         name = "memory.oom_control" if self.version == 1 else "memory.events"
@@ -175,3 +195,23 @@ class MemoryGroup:
                 return
             except OSError:
                 time.sleep(0.02)
+
+
+def _kill_if_member(pid: int, group_path: str) -> None:
+    """SIGKILL `pid` if it is (still) in the group. The pidfd pins the process, so a pid that exited and was
+    reused between reading the group's list and this kill is recognized (it is in no group of ours) and
+    left alone."""
+    try:
+        pidfd = os.pidfd_open(pid)
+    except OSError:
+        return
+    try:
+        with open(f"/proc/{pid}/cgroup") as f:
+            relative = group_path.split("/accelopt/", 1)[-1]
+            if not any(line.rstrip("\n").endswith(f"/accelopt/{relative}") for line in f):
+                return
+        signal.pidfd_send_signal(pidfd, signal.SIGKILL)
+    except OSError:
+        pass
+    finally:
+        os.close(pidfd)

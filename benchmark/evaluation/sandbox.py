@@ -5,6 +5,10 @@ and pipes (never files) to talk through.
 `ChildProcess.request()` sends one message and waits for the reply until the child's wall deadline; at the
 deadline, or when the child is closed, the whole process group is killed with SIGKILL. The group is led
 by bubblewrap; its death takes the child's PID namespace, and so everything the child started, with it.
+One case escapes that: a bwrap killed while it sets its child up (before the child's parent-death signal is
+armed) leaves the child in a session of its own, or waiting forever for the dead bwrap. So a waiting parent
+also watches the leader (its exit is the child's death), and a kill also kills every process in the
+child's memory cgroup (cgroups.py), where there is one.
 An evaluation stopped from another thread (a cancelled run's, `Cancellation`) has its children's groups
 killed the same way; the evaluating thread then finds them dead and starts no new one.
 Under the opt-out (`ACCELOPT_SANDBOX_ALLOW_ROOT=1`) the child is started directly, in a private host
@@ -37,6 +41,11 @@ from benchmark.evaluation.sandbox_user import SETUP_COMMAND, SandboxUnavailable,
 
 # The whole environment a child sees. Nothing else from the parent's environment passes: no API keys, no
 # DATABASE_URL, no secret key, no proxy settings.
+# How often a waiting parent checks that the child's sandbox leader still runs, and how long it waits for a
+# killed leader to be reaped.
+_LEADER_CHECK_SECONDS = 0.5
+_REAP_SECONDS = 10.0
+
 _THREAD_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "NUMEXPR_NUM_THREADS")
 
 
@@ -144,21 +153,43 @@ def child_environment(private_dir: str, extras: isolation.SandboxExtras | None =
 
 
 class _StderrTail(threading.Thread):
-    """Keeps the last bytes the child wrote to stderr (kernel prints, Python crash reports)."""
+    """Keeps the last bytes the child wrote to stderr (kernel prints, Python crash reports).
 
-    def __init__(self, stream: Any, keep: int = 64 * 1024) -> None:
+    It reads the pipe's descriptor itself and can be stopped: a buffered reader would hold its lock through
+    a blocking read, and closing it would then wait for as long as any process still held the pipe.
+    """
+
+    def __init__(self, fd: int, keep: int = 64 * 1024) -> None:
         super().__init__(daemon=True)
-        self.stream = stream
+        self.fd = fd
         self.chunks: collections.deque[bytes] = collections.deque()
         self.size = 0
         self.keep = keep
+        self._stopped = threading.Event()
 
     def run(self) -> None:
-        for chunk in iter(lambda: self.stream.read1(65536), b""):
-            self.chunks.append(chunk)
-            self.size += len(chunk)
-            while self.size > self.keep and len(self.chunks) > 1:
-                self.size -= len(self.chunks.popleft())
+        with selectors.DefaultSelector() as selector:
+            selector.register(self.fd, selectors.EVENT_READ)
+            while not self._stopped.is_set():
+                if not selector.select(0.1):
+                    continue
+                try:
+                    chunk = os.read(self.fd, 65536)
+                except BlockingIOError:
+                    continue
+                except OSError:
+                    return
+                if not chunk:
+                    return
+                self.chunks.append(chunk)
+                self.size += len(chunk)
+                while self.size > self.keep and len(self.chunks) > 1:
+                    self.size -= len(self.chunks.popleft())
+
+    def stop(self) -> None:
+        """Stop reading (within a tenth of a second), whether or not the pipe is still open."""
+        self._stopped.set()
+        self.join(1.0)
 
     def text(self) -> str:
         return b"".join(self.chunks).decode("utf-8", "replace")[-self.keep:]
@@ -215,8 +246,9 @@ class ChildProcess:
                     f"`{SETUP_COMMAND}`) as root") from None
             raise
         self.pgid = self.proc.pid  # start_new_session: the child (or its bwrap) leads its own session and group
-        self.stderr = _StderrTail(self.proc.stderr)
+        self.stderr = _StderrTail(self.proc.stderr.fileno())
         self.stderr.start()
+        os.set_blocking(self.proc.stderr.fileno(), False)
         os.set_blocking(self.proc.stdin.fileno(), False)
         os.set_blocking(self.proc.stdout.fileno(), False)
         if self._cancellation is not None and not self._cancellation._register(self):
@@ -276,8 +308,7 @@ class ChildProcess:
         with selectors.DefaultSelector() as selector:
             selector.register(fd, selectors.EVENT_WRITE)
             while view:
-                if not selector.select(self._remaining()):
-                    self._on_deadline()
+                self._wait_until_ready(selector, "while receiving its request")
                 try:
                     written = os.write(fd, view[:1 << 20])
                 except BlockingIOError:
@@ -298,8 +329,7 @@ class ChildProcess:
         with selectors.DefaultSelector() as selector:
             selector.register(fd, selectors.EVENT_READ)
             while filled < view.nbytes:
-                if not selector.select(self._remaining()):
-                    self._on_deadline()
+                self._wait_until_ready(selector, "before answering")
                 try:
                     count = os.readv(fd, [view[filled:]])
                 except BlockingIOError:
@@ -307,6 +337,25 @@ class ChildProcess:
                 if not count:
                     raise self._died("before answering")
                 filled += count
+
+    def _wait_until_ready(self, selector: selectors.BaseSelector, when: str) -> None:
+        """Wait for the pipe. Two things end the wait early: the deadline, and the sandbox's leader exiting.
+        A leader gone means the child is gone, or stuck where it can never answer: a bwrap killed while it
+        set its child up leaves that child waiting for it forever, holding the pipes open."""
+        while True:
+            remaining = self._remaining()
+            if selector.select(min(remaining, _LEADER_CHECK_SECONDS)):
+                return
+            if remaining <= _LEADER_CHECK_SECONDS:
+                self._on_deadline()
+            if self._leader_exited():
+                raise self._died(when)
+
+    def _leader_exited(self) -> bool:
+        try:
+            return os.waitid(os.P_PID, self.proc.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
+        except ChildProcessError:
+            return True
 
     def _remaining(self) -> float:
         return max(0.0, self.deadline - time.monotonic())
@@ -370,14 +419,13 @@ class ChildProcess:
     # -- shutdown ---------------------------------------------------------------------------------
 
     def kill(self) -> None:
-        """SIGKILL the whole process group, then reap the leader."""
-        if self.proc.returncode is not None:
-            return
-        self.killed_by_us = True
-        try:
-            os.killpg(self.pgid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
+        """SIGKILL the whole process group and everything in the child's memory cgroup, then reap the leader."""
+        if self.proc.returncode is None:
+            self.killed_by_us = True
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(self.pgid, signal.SIGKILL)
+        if self.memory_group is not None:  # what escaped the group (see _wait_until_ready)
+            self.memory_group.kill_members()
         self._reap()
 
     def interrupt(self) -> None:
@@ -388,15 +436,30 @@ class ChildProcess:
                 self.killed_by_us = True
                 with contextlib.suppress(ProcessLookupError, PermissionError):
                     os.killpg(self.pgid, signal.SIGKILL)
+        if self.memory_group is not None:
+            self.memory_group.kill_members()
 
     def _reap(self) -> None:
+        """Reap the killed leader; after _REAP_SECONDS leave it unreaped (its pid stays ours) rather than wait
+        forever on a process the kernel cannot kill."""
         with self._reap_lock:
-            try:
-                _, status, usage = os.wait4(self.proc.pid, 0)
-                self._cpu_seconds_used = usage.ru_utime + usage.ru_stime
-                self.proc.returncode = os.waitstatus_to_exitcode(status)
-            except ChildProcessError:
-                self.proc.wait()
+            if self.proc.returncode is not None:
+                return
+            end, pause = time.monotonic() + _REAP_SECONDS, 0.0005
+            while True:
+                try:
+                    pid, status, usage = os.wait4(self.proc.pid, os.WNOHANG)
+                except ChildProcessError:
+                    self.proc.wait()
+                    return
+                if pid:
+                    self._cpu_seconds_used = usage.ru_utime + usage.ru_stime
+                    self.proc.returncode = os.waitstatus_to_exitcode(status)
+                    return
+                if time.monotonic() > end:
+                    return
+                time.sleep(pause)
+                pause = min(2 * pause, 0.05)
 
     def close(self) -> None:
         """Kill the child's whole group (forked leftovers die too) and remove its directory.
@@ -404,19 +467,15 @@ class ChildProcess:
         No polite exit first: a child holds nothing worth flushing, and interpreter shutdown with numpy
         loaded costs a tenth of a second per child.
         """
-        if self.proc.returncode is None:
-            try:
-                os.killpg(self.pgid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
-            self._reap()
+        self.kill()
         for stream in (self.proc.stdin, self.proc.stdout):
             try:
                 stream.close()
             except OSError:
                 pass
-        self.stderr.join(1.0)
-        self.proc.stderr.close()
+        self.stderr.stop()
+        if not self.stderr.is_alive():  # never close a descriptor a live thread may still read
+            self.proc.stderr.close()
         self._release()
         if self._cancellation is not None:
             self._cancellation._forget(self)

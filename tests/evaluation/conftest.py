@@ -80,6 +80,39 @@ def children_of_this_process(role: str) -> list[int]:
     return found
 
 
+def descendants(pid: int) -> list[int]:
+    """`pid` and every process below it (host pids)."""
+    parents: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    parent = int(f.read().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            parents.setdefault(parent, []).append(int(entry))
+    found, todo = [], [pid]
+    while todo:
+        current = todo.pop()
+        found.append(current)
+        todo.extend(parents.get(current, []))
+    return found
+
+
+def interpreter_started(launcher: int) -> bool:
+    """Whether the child's Python runs at or under `launcher` (its bwrap, or the child itself under the
+    opt-out): the sandbox is set up, so killing the launcher now takes the child with it (a bwrap killed
+    while it sets its child up may leave that child behind)."""
+    for pid in descendants(launcher):
+        try:
+            with open(f"/proc/{pid}/comm") as f:
+                if f.read().startswith("python"):
+                    return True
+        except OSError:
+            continue
+    return False
+
+
 def process_alive(pid: int) -> bool:
     try:
         with open(f"/proc/{pid}/stat") as stat:

@@ -8,7 +8,13 @@ import threading
 import time
 
 from benchmark.evaluation import ErrorKind, Limits, evaluate
-from tests.evaluation.conftest import ADD_REFERENCE, FAST_LIMITS, NUMPY_ADD_KERNEL, children_of_this_process
+from tests.evaluation.conftest import (
+    ADD_REFERENCE,
+    FAST_LIMITS,
+    NUMPY_ADD_KERNEL,
+    children_of_this_process,
+    interpreter_started,
+)
 
 # Correct, but slow enough (a second or so of pure Python) for the test to kill its process mid-run.
 SLOW_CORRECT_KERNEL = '''
@@ -29,7 +35,7 @@ def kill_kernel_children(times: int, stop: threading.Event) -> threading.Thread:
         killed: set[int] = set()
         while len(killed) < times and not stop.is_set():
             for pid in children_of_this_process("kernel"):
-                if pid not in killed:
+                if pid not in killed and interpreter_started(pid):
                     time.sleep(0.3)  # let it get into the kernel
                     try:
                         os.kill(pid, signal.SIGKILL)

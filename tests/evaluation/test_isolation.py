@@ -31,6 +31,7 @@ from tests.evaluation.conftest import (
     ADD_REFERENCE,
     FAST_LIMITS,
     children_of_this_process,
+    descendants,
     needs_root,
     process_alive,
     running_as_root,
@@ -61,25 +62,6 @@ def processes_of_uid(uid: int) -> list[int]:
                     found.append(int(entry))
             except OSError:
                 continue
-    return found
-
-
-def descendants(pid: int) -> list[int]:
-    """`pid` and every process below it (host pids)."""
-    parents: dict[int, list[int]] = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                with open(f"/proc/{entry}/stat") as f:
-                    parent = int(f.read().rsplit(")", 1)[1].split()[1])
-            except (OSError, IndexError, ValueError):
-                continue
-            parents.setdefault(parent, []).append(int(entry))
-    found, todo = [], [pid]
-    while todo:
-        current = todo.pop()
-        found.append(current)
-        todo.extend(parents.get(current, []))
     return found
 
 

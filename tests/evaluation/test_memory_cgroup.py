@@ -9,7 +9,8 @@ import textwrap
 import pytest
 
 from benchmark.evaluation import ErrorKind, Limits, cgroups, evaluate
-from tests.evaluation.conftest import ADD_REFERENCE
+from benchmark.evaluation.sandbox_user import ALLOW_ROOT_VARIABLE
+from tests.evaluation.conftest import ADD_REFERENCE, process_alive
 
 pytestmark = pytest.mark.skipif(cgroups.hierarchy() is None,
                                 reason="this host lets the tests make no memory cgroup (needs root or delegation)")
@@ -50,3 +51,32 @@ def test_no_group_is_left_behind_after_evaluations() -> None:
     run(TOUCHING_KERNEL, Limits(wall_seconds=60, cpu_seconds=60, memory_bytes=4 * 1024**3,
                                 resident_bytes=256 * 1024**2))
     assert mine() == before
+
+
+# Under the opt-out there is no PID namespace: the process group is all that holds the child's processes, and a
+# descendant that starts a session of its own leaves it, holding the child's pipes open, as a bwrap killed
+# while it set its child up leaves that child. The child's memory cgroup still holds it.
+ESCAPING_KERNEL = textwrap.dedent('''
+    import os, sys, time
+    import numpy as np
+
+    def kernel(a, b):
+        pid = os.fork()
+        if pid == 0:
+            os.setsid()
+            time.sleep(600)
+            os._exit(0)
+        print(f"ESCAPED {pid}", file=sys.stderr, flush=True)
+        os._exit(3)
+''')
+
+
+def test_a_process_that_left_the_childs_group_holding_its_pipes_neither_stalls_nor_outlives_the_evaluation(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(ALLOW_ROOT_VARIABLE, "1")
+    result = run(ESCAPING_KERNEL, Limits(wall_seconds=60, cpu_seconds=60, memory_bytes=1024**3))
+    # Its parent's exit is seen at once, though the pipes stay open: the kernel's own doing, not a timeout.
+    assert result.error_kind is ErrorKind.RUNTIME_ERROR, (result.error_kind, result.error_message)
+    assert "exit status 3" in result.error_message
+    escaped = int(result.error_detail.split("ESCAPED ", 1)[1].split()[0])
+    assert not process_alive(escaped), "the escaped process outlived its evaluation"
