@@ -30,11 +30,11 @@ def main() -> None:
     make = []
     for _ in range(args.count):
         t = time.perf_counter()
-        cgroups.MemoryGroup.create(256 * 1024**2).remove()
+        cgroups.ChildCgroup.create(256 * 1024**2).remove()
         make.append(time.perf_counter() - t)
     plain, joined = [], []
     for _ in range(args.count // 4):
-        group = cgroups.MemoryGroup.create(256 * 1024**2)
+        group = cgroups.ChildCgroup.create(256 * 1024**2)
         for argv, times in ((["/bin/true"], plain), (group.joining(["/bin/true"]), joined)):
             t = time.perf_counter()
             subprocess.run(argv, check=True)

@@ -59,6 +59,9 @@ class Limits:
     # Physical memory of the child and all it starts (a memory cgroup, cgroups.py); None: memory_bytes. Set
     # apart where the address space must be huge (a CUDA or Neuron driver reserves terabytes it never touches).
     resident_bytes: int | None = None
+    # Cores the child and all it starts may use at once (its cpu cgroup, cgroups.py); None: no such group,
+    # for children held to one process (`processes`), which cannot use more than one.
+    cpus: float | None = None
     open_files: int = 64
     file_bytes: int = 1024**2  # RLIMIT_FSIZE: a child has nothing to write
     processes: int = 1  # RLIMIT_NPROC: no fork (ignored by Linux for root: hence a uid of its own)
@@ -207,7 +210,7 @@ class ChildProcess:
         self.isolated = isolation.isolation_required()
         self.lease: UidLease | None = None  # the uid this child runs as, when the parent is root
         self.private_dir: str | None = None  # a host directory, only under the opt-out
-        self.memory_group: cgroups.MemoryGroup | None = None  # None where the host lets us make no cgroup
+        self.cgroup: cgroups.ChildCgroup | None = None  # None where the host lets us make no cgroup
         self.killed_by_us = False
         self._cpu_seconds_used = 0.0
         self._reap_lock = threading.Lock()  # interrupt() never signals a group whose leader was reaped
@@ -229,10 +232,10 @@ class ChildProcess:
                 self.private_dir = tempfile.mkdtemp(prefix=f"accelopt-{role}-")
                 os.chmod(self.private_dir, 0o700)
                 cwd = home = self.private_dir
-            self.memory_group = cgroups.MemoryGroup.create(limits.resident_limit(),
-                                                           self.lease.uid if self.lease else None)
-            if self.memory_group is not None:
-                argv = self.memory_group.joining(argv)
+            self.cgroup = cgroups.ChildCgroup.create(limits.resident_limit(), self.lease.uid if self.lease else None,
+                                                     cpus=limits.cpus)
+            if self.cgroup is not None:
+                argv = self.cgroup.joining(argv)
             self.proc = subprocess.Popen(
                 argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=cwd,
                 env=child_environment(home, extras), start_new_session=True, close_fds=True,
@@ -260,9 +263,9 @@ class ChildProcess:
         if self.private_dir is not None:
             shutil.rmtree(self.private_dir, ignore_errors=True)
             self.private_dir = None
-        if self.memory_group is not None:
-            self.memory_group.remove()
-            self.memory_group = None
+        if self.cgroup is not None:
+            self.cgroup.remove()
+            self.cgroup = None
         if self.lease is not None:
             self.lease.release()
 
@@ -371,7 +374,7 @@ class ChildProcess:
         self.stderr.join(1.0)
         tail = self.stderr.text()
         signalled = -code if code is not None and code < 0 else None
-        if self.memory_group is not None and self.memory_group.oom_killed():
+        if self.cgroup is not None and self.cgroup.oom_killed():
             return ChildError("resource_limit", f"the {self.role} ran out of its physical memory limit of "
                                                 f"{self.limits.resident_limit() // 1024**2} MiB (its memory "
                                                 "cgroup; the kernel killed it)", tail)
@@ -424,8 +427,8 @@ class ChildProcess:
             self.killed_by_us = True
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(self.pgid, signal.SIGKILL)
-        if self.memory_group is not None:  # what escaped the group (see _wait_until_ready)
-            self.memory_group.kill_members()
+        if self.cgroup is not None:  # what escaped the group (see _wait_until_ready)
+            self.cgroup.kill_members()
         self._reap()
 
     def interrupt(self) -> None:
@@ -436,8 +439,8 @@ class ChildProcess:
                 self.killed_by_us = True
                 with contextlib.suppress(ProcessLookupError, PermissionError):
                     os.killpg(self.pgid, signal.SIGKILL)
-        if self.memory_group is not None:
-            self.memory_group.kill_members()
+        if self.cgroup is not None:
+            self.cgroup.kill_members()
 
     def _reap(self) -> None:
         """Reap the killed leader; after _REAP_SECONDS leave it unreaped (its pid stays ours) rather than wait

@@ -273,13 +273,19 @@ def check_isolation(root: bool) -> str:
             f"({report['network']}), / = {' '.join(report['root'])}")
 
 
-def memory_bound() -> str:
-    """What bounds a child's resident memory on this host (cgroups.py), said for the operator."""
+def cgroup_bounds() -> str:
+    """What bounds a child's resident memory and cores on this host (cgroups.py), said for the operator."""
     found = cgroups.hierarchy()
     if found is None:
         return ("note: no memory cgroup can be made here, so children are bounded by their address-space "
-                "limit only (a cuda or neuron child's is huge); run as root or delegate the memory controller")
-    return f"each child gets a memory cgroup (v{found.version}) under {found.base}"
+                "limit only (a cuda or neuron child's is huge), and a cuda or neuron child's cores not at all; "
+                "run as root or delegate the memory and cpu controllers")
+    cpu = cgroups.hierarchy("cpu")
+    cores = (f"cuda and neuron children also get a cpu cgroup (v{cpu.version}) under {cpu.base}, bounding the "
+             "cores they use at once" if cpu is not None else
+             "note: no cpu cgroup can be made here, so a cuda or neuron child (up to 512 threads) may use every "
+             "core; delegate the cpu controller")
+    return f"each child gets a memory cgroup (v{found.version}) under {found.base}; {cores}"
 
 
 def trivial_evaluation() -> None:
@@ -331,7 +337,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{say} FAILED: {exc}", file=sys.stderr)
         return 1
     print(f"{say} checked: {checked}; a trivial evaluation passes")
-    print(f"{say} {memory_bound()}")
+    print(f"{say} {cgroup_bounds()}")
     if root:
         try:
             pwd.getpwnam(_OLD_USER)

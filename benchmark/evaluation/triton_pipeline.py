@@ -166,6 +166,9 @@ CUDA_SCRATCH_BYTES = 2 * 1024**3
 # Host memory a cuda child may hold resident (its memory cgroup): torch, Triton's compiler and the driver's
 # context. Not yet measured on a GPU (no device was lent); measurements/gpu_sandbox_check.py would show it.
 CUDA_RESIDENT_BYTES = 8 * 1024**3
+# Cores a cuda child may use at once (its cpu cgroup): Triton compiles on one thread and launches from one; four
+# leave room for the driver's threads while a child with 512 threads cannot slow its neighbours' timing.
+CUDA_CPUS = 4.0
 
 
 def cuda_placement(limits: Limits, *, require_devices: bool = True) -> tuple[Limits, Any]:
@@ -181,6 +184,7 @@ def cuda_placement(limits: Limits, *, require_devices: bool = True) -> tuple[Lim
     roomy = replace(limits, memory_bytes=max(limits.memory_bytes, CUDA_ADDRESS_SPACE),
                     resident_bytes=max(limits.resident_limit(), CUDA_RESIDENT_BYTES),
                     processes=max(limits.processes, CUDA_PROCESSES),
+                    cpus=CUDA_CPUS if limits.cpus is None else max(limits.cpus, CUDA_CPUS),
                     scratch_bytes=max(limits.scratch_bytes, CUDA_SCRATCH_BYTES),
                     file_bytes=max(limits.file_bytes, 256 * 1024**2))
     libraries = driver_library_dirs()

@@ -3,6 +3,7 @@ address-space limit: the bound a CUDA or Neuron child, whose address space canno
 
 from __future__ import annotations
 
+import json
 import os
 import textwrap
 
@@ -80,3 +81,45 @@ def test_a_process_that_left_the_childs_group_holding_its_pipes_neither_stalls_n
     assert "exit status 3" in result.error_message
     escaped = int(result.error_detail.split("ESCAPED ", 1)[1].split()[0])
     assert not process_alive(escaped), "the escaped process outlived its evaluation"
+
+
+# Four processes spinning for 1.5 s of wall time, then the CPU time they used per second of it: the cores
+# they got at once. (A child allowed to run many, as cuda and neuron children are.)
+SPINNING_KERNEL = textwrap.dedent('''
+    import json, os, time
+    import numpy as np
+
+    def kernel(a, b):
+        before, start = os.times(), time.time()
+        end = start + 1.5
+        spinners = []
+        for _ in range(3):
+            pid = os.fork()
+            if pid == 0:
+                while time.time() < end:
+                    pass
+                os._exit(0)
+            spinners.append(pid)
+        while time.time() < end:
+            pass
+        for pid in spinners:
+            os.waitpid(pid, 0)
+        used = os.times()
+        cpu = sum(getattr(used, f) - getattr(before, f) for f in ("user", "system", "children_user", "children_system"))
+        raise RuntimeError("REPORT " + json.dumps({"cores": cpu / (time.time() - start)}))
+''')
+
+
+def cores_used(cpus: float | None) -> float:
+    result = run(SPINNING_KERNEL, Limits(wall_seconds=60, cpu_seconds=60, memory_bytes=1024**3, processes=8,
+                                         cpus=cpus))
+    assert result.error_kind is ErrorKind.RUNTIME_ERROR and "REPORT " in result.error_message, result.error_message
+    return json.loads(result.error_message.split("REPORT ", 1)[1])["cores"]
+
+
+@pytest.mark.skipif(cgroups.hierarchy("cpu") is None, reason="this host lets the tests make no cpu cgroup")
+def test_a_child_allowed_many_processes_uses_no_more_cores_than_its_cpu_bound() -> None:
+    # A quarter of a core: far below what four spinners get unbounded on any host with a core to spare
+    # (two cores, one busy elsewhere: 1.0; idle: 2.0).
+    assert cores_used(0.25) < 0.35
+    assert cores_used(None) > 0.5

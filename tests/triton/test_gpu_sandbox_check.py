@@ -78,3 +78,5 @@ def test_the_cuda_placement_binds_the_devices_and_tells_the_child_where_libcuda_
     assert (str(tmp_path), str(tmp_path)) in extras.read_only
     assert dict(extras.environment) == {"LD_LIBRARY_PATH": str(tmp_path), "TRITON_LIBCUDA_PATH": str(tmp_path)}
     assert limits.memory_bytes >= 1 << 46 and limits.processes >= 512
+    # Its 512 threads may use 4 cores at once, no more (its cpu cgroup), and 8 GiB resident.
+    assert limits.cpus == 4 and limits.resident_limit() == 8 * 1024**3

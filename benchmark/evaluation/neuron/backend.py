@@ -75,6 +75,10 @@ SDK_PROCESSES = 512  # RLIMIT_NPROC counts threads too, per uid (each child has 
 SDK_OPEN_FILES = 4096
 SDK_FILE_BYTES = 16 * 1024**3  # a NEFF and an NTFF of a full-size kernel
 SDK_SCRATCH_BYTES = 2 * 1024**3  # the compiler's work directory in the child's private /tmp
+# Cores the kernel and profile children may use at once (their cpu cgroup): a NeuronCore's share of the host's
+# vCPUs on both trn1 sizes (trn1.2xlarge: 8 vCPUs, 2 NeuronCores; trn1.32xlarge: 128 vCPUs, 32 NeuronCores;
+# the EC2 instance-type table), so a child with 512 threads cannot slow the evaluations timed beside it.
+SDK_CPUS = 4.0
 # The runtime ends an execution that runs longer than this (NRT_TIMEOUT, the runtime's default is 30 s),
 # well before the child's own wall clock would.
 EXEC_TIMEOUT_S = 30
@@ -158,7 +162,7 @@ class NeuronBackend(BackendImplementation):
             "NEURON_CC_FLAGS": "--auto-cast=none",
             ENV_COMPILE_OPTIONS: host.compile_options,
         }
-        sdk_limits = dict(processes=SDK_PROCESSES, open_files=SDK_OPEN_FILES, file_bytes=SDK_FILE_BYTES,
+        sdk_limits = dict(processes=SDK_PROCESSES, cpus=SDK_CPUS, open_files=SDK_OPEN_FILES, file_bytes=SDK_FILE_BYTES,
                           scratch_bytes=max(limits.scratch_bytes, SDK_SCRATCH_BYTES),
                           memory_bytes=max(limits.memory_bytes, host.memory_bytes))
         # The kernel child gets the devices, the SDK and the tools; the profile child (neuron-profile reads the
