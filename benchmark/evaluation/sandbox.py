@@ -427,8 +427,8 @@ class ChildProcess:
             self.killed_by_us = True
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(self.pgid, signal.SIGKILL)
-        if self.cgroup is not None:  # what escaped the group (see _wait_until_ready)
-            self.cgroup.kill_members()
+        if (group := self.cgroup) is not None:  # what escaped the group (see _wait_until_ready)
+            group.kill_members()
         self._reap()
 
     def interrupt(self) -> None:
@@ -439,8 +439,8 @@ class ChildProcess:
                 self.killed_by_us = True
                 with contextlib.suppress(ProcessLookupError, PermissionError):
                     os.killpg(self.pgid, signal.SIGKILL)
-        if self.cgroup is not None:
-            self.cgroup.kill_members()
+        if (group := self.cgroup) is not None:  # read once: the owning thread may be releasing it
+            group.kill_members()
 
     def _reap(self) -> None:
         """Reap the killed leader; after _REAP_SECONDS leave it unreaped (its pid stays ours) rather than wait
