@@ -26,49 +26,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmark.evaluation import Limits, evaluate  # noqa: E402
-
-KERNEL = """
-import numpy as np
-
-def kernel(a, b):
-    total = 0
-    for i in range(2_000_000):
-        total += i
-    return a + b
-"""
-REFERENCE = """
-import numpy as np
-
-def get_inputs():
-    return [np.random.normal(size=(128, 512)).astype(np.float32), np.random.normal(size=(128, 512)).astype(np.float32)]
-
-def forward(a, b):
-    return a + b
-
-def transform_to_nki_inputs(inputs):
-    return inputs
-
-def transform_nki_outputs(k_res, ref):
-    return [np.reshape(k_res, ref.shape)]
-"""
-
-
-def launchers() -> list[int]:
-    """This process's children that start a kernel evaluation child (its bwrap, or the shell before it)."""
-    found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as f:
-                parent = int(f.read().rsplit(")", 1)[1].split()[1])
-            with open(f"/proc/{entry}/cmdline", "rb") as f:
-                args = f.read().split(b"\0")
-        except (OSError, IndexError, ValueError):
-            continue
-        if parent == os.getpid() and b"benchmark.evaluation.child" in args and b"kernel" in args:
-            found.append(int(entry))
-    return found
+from tests.evaluation.conftest import ADD_REFERENCE, children_of_this_process  # noqa: E402
+from tests.evaluation.test_infrastructure import SLOW_CORRECT_KERNEL  # noqa: E402
 
 
 def evaluation_processes() -> int:
@@ -89,7 +48,7 @@ def one(within: float, limits: Limits) -> tuple[str, float]:
 
     def hunt() -> None:
         while not stop.is_set():
-            if found := launchers():
+            if found := children_of_this_process("kernel"):
                 time.sleep(delay)
                 try:
                     os.kill(found[0], signal.SIGKILL)
@@ -101,7 +60,7 @@ def one(within: float, limits: Limits) -> tuple[str, float]:
     hunter = threading.Thread(target=hunt, daemon=True)
     hunter.start()
     started = time.monotonic()
-    result = evaluate(KERNEL, REFERENCE, backend="null", limits=limits)
+    result = evaluate(SLOW_CORRECT_KERNEL, ADD_REFERENCE, backend="null", limits=limits)
     took = time.monotonic() - started
     stop.set()
     hunter.join(5)

@@ -167,8 +167,8 @@ class ChildCgroup:
                     _write(os.path.join(group.path, "memory.swap.max"), "0")
             if cpus is not None:
                 group._bound_cpus(name, cpus)
-            for path in group._paths():
-                if owner_uid is not None:
+            if owner_uid is not None:
+                for path in group._paths():
                     os.chown(os.path.join(path, "cgroup.procs"), owner_uid, -1)
         except OSError:
             group.remove()
@@ -255,9 +255,9 @@ def _kill_if_member(pid: int, group_path: str) -> None:
     except OSError:
         return
     try:
+        ours = f"/accelopt/{os.path.basename(group_path)}"
         with open(f"/proc/{pid}/cgroup") as f:
-            relative = group_path.split("/accelopt/", 1)[-1]
-            if not any(line.rstrip("\n").endswith(f"/accelopt/{relative}") for line in f):
+            if not any(line.rstrip("\n").endswith(ours) for line in f):
                 return
         signal.pidfd_send_signal(pidfd, signal.SIGKILL)
     except OSError:

@@ -39,13 +39,13 @@ from benchmark.evaluation import cgroups, isolation, protocol
 from benchmark.evaluation.isolation import PROJECT_ROOT
 from benchmark.evaluation.sandbox_user import SETUP_COMMAND, SandboxUnavailable, UidLease, lease_uid
 
-# The whole environment a child sees. Nothing else from the parent's environment passes: no API keys, no
-# DATABASE_URL, no secret key, no proxy settings.
 # How often a waiting parent checks that the child's sandbox leader still runs, and how long it waits for a
 # killed leader to be reaped.
 _LEADER_CHECK_SECONDS = 0.5
 _REAP_SECONDS = 10.0
 
+# The whole environment a child sees. Nothing else from the parent's environment passes: no API keys, no
+# DATABASE_URL, no secret key, no proxy settings.
 _THREAD_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "NUMEXPR_NUM_THREADS")
 
 
@@ -249,11 +249,10 @@ class ChildProcess:
                     f"`{SETUP_COMMAND}`) as root") from None
             raise
         self.pgid = self.proc.pid  # start_new_session: the child (or its bwrap) leads its own session and group
+        for stream in (self.proc.stdin, self.proc.stdout, self.proc.stderr):
+            os.set_blocking(stream.fileno(), False)
         self.stderr = _StderrTail(self.proc.stderr.fileno())
         self.stderr.start()
-        os.set_blocking(self.proc.stderr.fileno(), False)
-        os.set_blocking(self.proc.stdin.fileno(), False)
-        os.set_blocking(self.proc.stdout.fileno(), False)
         if self._cancellation is not None and not self._cancellation._register(self):
             self.close()  # cancelled while it started
             raise EvaluationCancelled(role)
