@@ -7,6 +7,7 @@ origin check (ALLOWED_HOSTS) and the session/auth middleware to the consumers in
 from __future__ import annotations
 
 import os
+import sys
 
 from django.core.asgi import get_asgi_application
 
@@ -21,6 +22,7 @@ from django.conf import settings  # noqa: E402
 from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler  # noqa: E402
 
 from accelopt_site.routing import websocket_urlpatterns  # noqa: E402
+from accelopt_site.watchdog import start_server_watchdog  # noqa: E402
 from optimizer.worker import EmbeddedWorkerMiddleware  # noqa: E402
 
 # Django's own static handler (finders, Last-Modified/304): enough for one team on loopback, and it needs
@@ -40,3 +42,9 @@ application = EmbeddedWorkerMiddleware(
         }
     )
 )
+
+# The watchdog (accelopt_site/watchdog.py) beats on daphne's loop, scheduled as the embedded worker is; only
+# a process that runs that loop (the server) starts it, never tests or management commands importing this.
+_daphne_loop = getattr(sys.modules.get("daphne.server"), "twisted_loop", None)
+if _daphne_loop is not None:
+    _daphne_loop.call_soon_threadsafe(start_server_watchdog)

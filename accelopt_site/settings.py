@@ -14,6 +14,7 @@ from accelopt_site.env import (
     database_from_url,
     env_bool,
     env_choice,
+    env_int,
     env_list,
     env_secret,
     env_str,
@@ -122,6 +123,10 @@ ACCELOPT_PACKAGE_STATIC_FILES = {
 # Embedded mode: daphne serves /static/ itself (accelopt_site/asgi.py). Turn off when a reverse proxy
 # serves `manage.py collectstatic` output from STATIC_ROOT.
 ACCELOPT_SERVE_STATIC = env_bool("ACCELOPT_SERVE_STATIC", True)
+
+# A watchdog logs every thread's stack when the event loop or an evaluation worker makes no progress for this
+# long (accelopt_site/watchdog.py, docs/operations.md); 0 turns it off.
+ACCELOPT_STALL_SECONDS = env_int("ACCELOPT_STALL_SECONDS", 60, minimum=0, maximum=86400)
 
 # --- Misc -----------------------------------------------------------------------------------------
 

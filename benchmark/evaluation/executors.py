@@ -20,6 +20,7 @@ from concurrent.futures import Future, InvalidStateError, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
+from accelopt_site import watchdog
 from benchmark.evaluation.pipeline import evaluate
 from benchmark.evaluation.result import EvaluationResult
 from benchmark.evaluation.sandbox import Cancellation, Limits
@@ -125,7 +126,7 @@ class LocalExecutor(Executor):
             if future.done():  # withdrawn while it waited for a thread
                 return
             try:
-                with future.cancellation.active():
+                with future.cancellation.active(), watchdog.busy(_describe(request), _allowance_s(request)):
                     result = request.run()
             except BaseException as error:  # as ThreadPoolExecutor's own work items do
                 _settle(future, error=error)
@@ -142,6 +143,19 @@ class LocalExecutor(Executor):
 
     def describe(self) -> dict[str, Any]:
         return {"kind": self.kind, "workers": self.max_workers}
+
+
+def _describe(request: Any) -> str:
+    return f"evaluating {getattr(request, 'kernel_name', None) or 'a kernel'} on {request.platform}/{request.backend}"
+
+
+def _allowance_s(request: Any) -> float:
+    """How long an evaluation may hold a worker under its own limits: its children run side by side, each
+    ended at wall_seconds, and an attempt may be repeated infrastructure_retries times. Longer is a stall."""
+    limits = getattr(request, "limits", None)
+    if limits is None:
+        return 0.0
+    return limits.wall_seconds * (limits.infrastructure_retries + 1)
 
 
 class LocalFuture(Future):
