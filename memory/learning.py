@@ -14,6 +14,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -84,9 +85,31 @@ def _own_evidence(entry: MemoryEntry) -> None:
         )
 
 
-def _recount(entry: MemoryEntry) -> None:
+def _recount(entry: MemoryEntry, known_problems: Iterable[str] = ()) -> None:
+    """Count the entry's evidence, and make its title and family name every problem that evidence comes from
+    (`known_problems`: slugs its title may still name that the evidence no longer has, after an undone merge)."""
     entry.evidence_count = max(1, entry.evidence.count())
-    entry.save(update_fields=["evidence_count", "updated_at"])
+    slugs, families = _evidence_problems(entry)
+    entry.title = lessons.title_for_problems(entry.title, slugs, known_problems)
+    if families:
+        entry.family = lessons.family_text(families)
+    entry.save(update_fields=["evidence_count", "title", "family", "updated_at"])
+
+
+def _evidence_problems(entry: MemoryEntry) -> tuple[list[str], list[str]]:
+    """The slugs and families of the problems the entry's evidence comes from, its own problem first (none
+    for an entry a person wrote without a problem: its family is left as they wrote it)."""
+    slugs: list[str] = []
+    families: list[str] = []
+    problems = [entry.problem] if entry.problem_id and entry.problem else []
+    problems += [row.problem for row in entry.evidence.select_related("problem").order_by("created_at", "id")
+                 if row.problem_id and row.problem]
+    for problem in problems:
+        if problem.slug not in slugs:
+            slugs.append(problem.slug)
+        if problem.family:
+            families.append(problem.family)
+    return slugs, families
 
 
 def learn(
@@ -211,13 +234,14 @@ def unmerge_entry(duplicate: MemoryEntry, user: Any = None) -> MemoryEntry:
             raise ValueError(f"unmerge_entry: entry {duplicate.pk} is not merged into another entry")
         keep = MemoryEntry.objects.select_for_update().get(pk=duplicate.merged_into_id)
         mine = [duplicate.pk, *duplicate.merged_entries.values_list("pk", flat=True)]
+        named_before, _ = _evidence_problems(keep)  # keep's title may name problems that now leave with it
         MemoryEvidence.objects.filter(entry=keep, original_entry_id__in=mine).update(entry=duplicate)
         before = duplicate.versions.exclude(change=ChangeKind.MERGED).order_by("-number").first()
         status = before.status if before is not None and before.status != EntryStatus.MERGED else EntryStatus.ACTIVE
         duplicate.status, duplicate.merged_into = status, None
         duplicate.save(update_fields=["status", "merged_into", "updated_at"])
-        _recount(duplicate)
-        _recount(keep)
+        _recount(duplicate, named_before)
+        _recount(keep, named_before)
         _record_version(duplicate, ChangeKind.UNMERGED, user)
         _record_version(keep, ChangeKind.UNMERGED, user)
         # A curator undid it: the pair is not proposed again.

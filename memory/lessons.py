@@ -18,7 +18,7 @@ from __future__ import annotations
 import difflib
 import hashlib
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 
 AUTO_MERGE_SIMILARITY = 0.9  # merged automatically (curators can undo it)
 PROPOSE_SIMILARITY = 0.7  # proposed to curators on the memory page
@@ -98,3 +98,47 @@ def profile_bottleneck(profile: Mapping[str, object] | None) -> str:
         return ""
     engine, share = max(shares.items(), key=lambda item: (item[1], item[0]))
     return engine if share >= SATURATED else "memory"
+
+
+# --- what problems an entry speaks for ------------------------------------------------------------------
+
+FAMILY_SEPARATOR = ", "
+_NAMED_PROBLEMS = 4  # a title names this many problems, then "and N more"
+
+
+def split_families(family: str) -> list[str]:
+    """The families an entry's `family` field names ("elementwise, matmul" -> both; blank -> none)."""
+    return [part.strip() for part in (family or "").split(FAMILY_SEPARATOR.strip()) if part.strip()]
+
+
+def family_text(families: Iterable[str]) -> str:
+    """The `family` field of an entry learned on problems of these families: each once, in first-seen order."""
+    seen: list[str] = []
+    for family in families:
+        for part in split_families(family):
+            if part not in seen:
+                seen.append(part)
+    return FAMILY_SEPARATOR.join(seen)[:100]
+
+
+def problems_phrase(slugs: Sequence[str]) -> str:
+    """"silu", "silu and gelu", "silu, gelu and swiglu", "a, b, c, d and 3 more"."""
+    if len(slugs) > _NAMED_PROBLEMS:
+        return f"{', '.join(slugs[:_NAMED_PROBLEMS])} and {len(slugs) - _NAMED_PROBLEMS} more"
+    if len(slugs) <= 1:
+        return "".join(slugs)
+    return f"{', '.join(slugs[:-1])} and {slugs[-1]}"
+
+
+def title_for_problems(title: str, slugs: Sequence[str], known: Iterable[str] = ()) -> str:
+    """`title` with its mention of problems rewritten to name all of `slugs` ("X: slower on silu" learned
+    again on gelu -> "X: slower on silu and gelu"). The mention is the first run of problem names (any of
+    `slugs` or `known`, e.g. ones an undone merge took away) joined by commas or "and"; a title naming no
+    problem is general already and stays as it is."""
+    names = sorted({*slugs, *known}, key=len, reverse=True)  # longest first: "silu_mul" before "silu"
+    if not slugs or not names:
+        return title
+    one = "(?:" + "|".join(re.escape(name) for name in names) + ")"
+    more = r"(?:\d+ more)"
+    pattern = re.compile(rf"(?<![\w-]){one}(?:(?:,\s*|\s+and\s+|,\s*and\s+)(?:{one}|{more}))*(?![\w-])")
+    return pattern.sub(lambda _: problems_phrase(list(slugs)), title, count=1)[:300]

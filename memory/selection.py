@@ -13,6 +13,8 @@ import random
 from collections.abc import Iterable
 from typing import Protocol, TypeVar
 
+from memory.lessons import split_families
+
 # How close an entry is to the problem being optimized (higher is shown first).
 SAME_PROBLEM, SAME_FAMILY, UNRELATED = 2, 1, 0
 
@@ -55,7 +57,7 @@ def relevance(entry: SelectableEntry, *, problem: object = None, family: str = "
     """SAME_PROBLEM, SAME_FAMILY or UNRELATED; a blank `problem` or `family` matches nothing."""
     if problem not in (None, "") and entry.problem == problem:
         return SAME_PROBLEM
-    if family and entry.family == family:
+    if family and family in split_families(entry.family):  # a merged entry may speak for several families
         return SAME_FAMILY
     return UNRELATED
 

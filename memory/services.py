@@ -18,6 +18,7 @@ from django.http import Http404
 
 from accounts.roles import is_curator, is_engineer
 from benchmark.platforms import NKI
+from memory.lessons import FAMILY_SEPARATOR, split_families
 from memory.models import ChangeKind, EntryStatus, MemoryEntry, MemoryEntryVersion, Polarity, SourceKind
 from memory.selection import select_for_planner
 
@@ -80,8 +81,10 @@ def filter_entries(
             Q(title__icontains=text) | Q(summary__icontains=text) | Q(slow_kernel__icontains=text)
             | Q(fast_kernel__icontains=text)
         )
-    if family:
-        entries = entries.filter(family=family)
+    if family:  # one of the families an entry learned on several problems names ("elementwise, matmul")
+        sep = FAMILY_SEPARATOR
+        entries = entries.filter(Q(family=family) | Q(family__startswith=f"{family}{sep}")
+                                 | Q(family__endswith=f"{sep}{family}") | Q(family__contains=f"{sep}{family}{sep}"))
     if polarity:
         entries = entries.filter(polarity=polarity)
     if status:
@@ -103,7 +106,8 @@ def entry_families() -> list[str]:
     """The kernel families entries are filed under, sorted, for the browser's family filter."""
     # order_by first: with the model's default ordering, distinct() counted (family, created) pairs and listed
     # a family once per entry.
-    return [f for f in MemoryEntry.objects.order_by("family").values_list("family", flat=True).distinct() if f]
+    fields = MemoryEntry.objects.order_by("family").values_list("family", flat=True).distinct()
+    return sorted({family for field in fields for family in split_families(field)})
 
 
 # --- entries ------------------------------------------------------------------------------------------
