@@ -10,12 +10,10 @@ from pathlib import Path
 import pytest
 from django.core.management import call_command
 
-from benchmark.evaluation.neuron.summary import parse_summary
 from benchmark.hardware import TRN1
 from benchmark.nki import namespaces
 from benchmark.perf import PERF_MODEL_VERSION, estimate, prepare
 from benchmark.perf.calibration import (
-    DEFAULT_CACHE,
     FIT_GRID,
     OBJECTIVE_TOLERANCE,
     cached_trace,
@@ -26,10 +24,8 @@ from benchmark.perf.calibration import (
     write_calibration_csv,
 )
 from benchmark.suites.loader import load_suite
-from tests.neuron import recorded
 
 MINI_PROBLEMS = ("silu", "adamw", "rmsnorm_matmul", "matmul", "mamba", "bmm", "swiglu", "rope_single_freq_apply")
-ACCELOPT_NKIBENCH = Path("/work/ext/AccelOpt/NKIBench")
 CURRENT = {name: float(getattr(TRN1, name)) for name in FIT_GRID}
 
 
@@ -91,33 +87,3 @@ def test_fitting_tolerances_and_versions() -> None:
     assert fitting_tolerance(0.85, FIT_GRID["dma_efficiency"]) == pytest.approx(0.075)
     assert fitting_tolerance(0.9, FIT_GRID["sbuf_usable_fraction"]) == pytest.approx(0.05)
     assert next_version("perf-2") == "perf-3" and next_version("perf") == "perf-refit"
-
-
-def _full_traces_cached() -> bool:
-    if not ACCELOPT_NKIBENCH.is_dir():
-        return False
-
-    def missing(case, platform):
-        raise LookupError(case.key)
-
-    try:
-        for case in discover_cases(ACCELOPT_NKIBENCH):
-            cached_trace(case, "trn1", DEFAULT_CACHE, missing)
-    except LookupError:
-        return False
-    return True
-
-
-@pytest.mark.skipif(not _full_traces_cached(), reason="needs the AccelOpt checkout and the 14 full-size traces cached "
-                    "by `manage.py calibrate --nkibench /work/ext/AccelOpt/NKIBench` (var/perf_calibration)")
-def test_the_doubles_csv_refits_to_the_current_constants_within_their_fitting_tolerance(tmp_path) -> None:
-    """The chain a Trainium owner runs, on the doubles: the CSV made from their answers for the 14 full cases
-    (test_hardware_check checks it equals the measured one) refit on the same kernels' traces."""
-    rows = [calibration_row(c["problem"], c["shape"], c["summary"]["total_time"] * 1e6 / 1000.0,
-                            parse_summary({"kernel": c["summary"]})) for c in recorded.load()["cases"].values()]
-    csv = write_calibration_csv(rows, tmp_path / "doubles.csv")
-    text, record = refit(ACCELOPT_NKIBENCH, csv, tmp_path / "records", DEFAULT_CACHE)
-    assert record["reproduces"] and record["version"] == PERF_MODEL_VERSION, text
-    assert record["start_objective"] - record["objective"] <= OBJECTIVE_TOLERANCE
-    assert record["start_median_abs_log_error"] == pytest.approx(0.069, abs=0.001)  # docs/benchmarks.md, perf-10
-    assert len(record["cases"]) == 14
