@@ -10,10 +10,19 @@ import os
 import sys
 
 from django.core.asgi import get_asgi_application
+from django.core.exceptions import ImproperlyConfigured
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "accelopt_site.settings")
+# Every ACCELOPT_* setting checked before serving: a bad value stops daphne with the list of problems and the
+# accepted values, instead of failing a page later (accelopt_site/config_check.py).
+from accelopt_site.config_check import exit_if_misconfigured  # noqa: E402
+
 # Django must be set up before anything imports models (the consumers do, through routing).
-django_http_application = get_asgi_application()
+try:
+    django_http_application = get_asgi_application()
+except ImproperlyConfigured as error:  # a bad value settings.py reads itself: said plainly, no traceback
+    sys.exit(f"AccelOpt Studio cannot start: invalid configuration: {error}")
+exit_if_misconfigured("AccelOpt Studio")
 
 from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402

@@ -94,6 +94,7 @@ def background_baseline_cases() -> tuple[str, ...]:
     unknown = [case for case in cases if case not in ("mini", "full")]
     if unknown:
         raise ImproperlyConfigured(
-            f"ACCELOPT_BACKGROUND_BASELINES: unknown case(s) {', '.join(unknown)}; expected mini, full or none"
+            f"ACCELOPT_BACKGROUND_BASELINES must be one of mini, full, mini,full or none; got {value!r} "
+            f"(unknown: {', '.join(unknown)})"
         )
     return cases

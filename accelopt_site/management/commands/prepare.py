@@ -2,8 +2,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.core.exceptions import ImproperlyConfigured
 from django.core.management import call_command, get_commands
-from django.core.management.base import BaseCommand, CommandParser
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+from accelopt_site.config_check import check_configuration, unknown_variables
 
 # Steps other apps provide, run when they exist: (command, arguments). Kept here so `make run` never
 # needs editing when an app adds its first-run step; a missing command is skipped, a failing one stops.
@@ -23,6 +26,13 @@ class Command(BaseCommand):
         parser.add_argument("--skip-optional", action="store_true", help="only migrate, roles and admin")
 
     def handle(self, *args: Any, **options: Any) -> None:
+        # First: `make run` stops here, before migrating, on any invalid ACCELOPT_* value (all listed at once).
+        try:
+            check_configuration()
+        except ImproperlyConfigured as error:
+            raise CommandError(str(error)) from None
+        for name in unknown_variables():
+            self.stderr.write(f"warning: {name} is set but AccelOpt Studio reads no such setting (a typo?)")
         call_command("migrate", interactive=False, verbosity=0)
         self.stdout.write("Database migrated.")
         call_command("bootstrap_roles", stdout=self.stdout)
