@@ -1,6 +1,8 @@
-"""The evaluation queue at /ops/evaluations/: every evaluation queued or running, for which run, and, on a
-Ray cluster, where (node, worker process, attempt); below them, those cancelled in the last ten minutes (with
-their run or campaign). ?format=json gives the same rows as JSON.
+"""The evaluation queue at /ops/evaluations/: every evaluation queued or running, in the order they start, each
+with its place in line (queued ones: how many start before it) and how long it has waited or run, for which
+run, and, on a Ray cluster, where (node, worker process, attempt); below them, those cancelled in the last ten
+minutes (with their run or campaign). ?format=json gives the same rows as JSON; the page re-reads its table
+every few seconds, so the places and times move as evaluations finish.
 
 The database says what is pending (Evaluation rows not done, and the run that wrote each kernel); the Ray
 queue board (benchmark.evaluation.ray_cluster.cluster_queue) says where, from every process connected to
@@ -46,8 +48,9 @@ def cluster_entries() -> tuple[list[dict[str, Any]], str]:
 def queue_rows(user: Any) -> dict[str, Any]:
     pending = list(
         Evaluation.objects.filter(status__in=[EvaluationStatus.QUEUED, EvaluationStatus.RUNNING])
-        .select_related("kernel__problem").order_by("created", "id")[:MAX_ROWS]
+        .select_related("kernel__problem").order_by(*services.queue_order())[:MAX_ROWS]
     )
+    places = services.queue_places(pending)
     kernels = {e.kernel_id for e in pending}
     visible_kernels = set(services.visible_kernels(user).filter(pk__in=kernels).values_list("pk", flat=True))
     # The runs an evaluation is for: the run that wrote the kernel, and any active run starting from it.
@@ -72,7 +75,7 @@ def queue_rows(user: Any) -> dict[str, Any]:
         key = evaluation_key(kernel.sha256, references[problem.pk], evaluation.platform, evaluation.backend)
         where = (by_key.pop(key, None) or [{}])[0]
         shown = kernel.pk in visible_kernels
-        since = evaluation.started or evaluation.created
+        since = evaluation.started or evaluation.queued or evaluation.created
         rows.append({
             "evaluation_id": evaluation.pk if shown else None,
             "status": evaluation.status,
@@ -86,6 +89,10 @@ def queue_rows(user: Any) -> dict[str, Any]:
             "platform": evaluation.platform, "backend": evaluation.backend,
             "attempts": evaluation.attempts,
             "age_s": round((now - since).total_seconds(), 1) if since else None,
+            # Its place in line and how long it has waited or run (queued rows: since queued, not created).
+            "ahead": places[evaluation.pk].ahead if evaluation.pk in places else None,
+            "elapsed_s": round(places[evaluation.pk].elapsed_s, 1) if evaluation.pk in places else None,
+            "elapsed": services.elapsed_text(places[evaluation.pk].elapsed_s) if evaluation.pk in places else "",
             "node_ip": where.get("node_ip", ""), "node_id": where.get("node_id", ""),
             "worker_pid": where.get("worker_pid"), "attempt": where.get("attempt"), "driver": where.get("driver", ""),
         })

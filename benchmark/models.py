@@ -273,6 +273,9 @@ class Evaluation(models.Model):
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
     created = models.DateTimeField(auto_now_add=True)
+    # When it last entered the executor's queue: its place in line (benchmark.services.queue_places). A row run
+    # again keeps `created`, so that cannot say it.
+    queued = models.DateTimeField(null=True, blank=True)
     started = models.DateTimeField(null=True, blank=True)
     finished = models.DateTimeField(null=True, blank=True)
     # Review of a held result (benchmark.review): why and when it was held, who decided and when.

@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import glob
 import hashlib
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+import logging
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, InvalidStateError, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
@@ -125,6 +126,7 @@ class LocalExecutor(Executor):
         def work() -> None:
             if future.done():  # withdrawn while it waited for a thread
                 return
+            future.started()
             try:
                 with future.cancellation.active(), watchdog.busy(_describe(request), _allowance_s(request)):
                     result = request.run()
@@ -166,6 +168,27 @@ class LocalFuture(Future):
     def __init__(self) -> None:
         super().__init__()
         self.cancellation = Cancellation()
+        self._start_callbacks: list[Callable[[], None]] = []
+        self._has_started = False
+
+    def add_start_callback(self, callback: Callable[[], None]) -> None:
+        """Call `callback` (in the pool's thread) when a thread takes the evaluation, at once if one has: until
+        then it waits in the pool's queue, which is what the queue pages show."""
+        with self._condition:
+            if not self._has_started:
+                self._start_callbacks.append(callback)
+                return
+        callback()
+
+    def started(self) -> None:
+        with self._condition:
+            self._has_started = True
+            callbacks, self._start_callbacks = self._start_callbacks, []
+        for callback in callbacks:
+            try:
+                callback()
+            except Exception:  # a bookkeeping failure must not stop the evaluation
+                logging.getLogger(__name__).exception("evaluation start callback failed")
 
     def cancel(self) -> bool:
         if not Future.cancel(self):

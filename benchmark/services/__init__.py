@@ -7,6 +7,7 @@ below; each lives in the module of its concern, and the modules depend on each o
     access        who may see and change what: can_create_kernels, visible_problems/kernels,
                   get_problem/kernel/evaluation_for_user, parse_problem_address, get_problem_by_address,
                   get_problem_by_reference (id or address), find_problems, other_cases, kernel_evaluations
+    queue         where pending evaluations stand: queue_places, queue_order, QueuePlace, elapsed_text
     evaluations   the evaluation lifecycle and its executor: request_evaluation, check_platform_for, run_evaluation_now,
                   get/set_executor, save_result, cancel_evaluations, cancel_pending_evaluations, wait_for_evaluations, evaluation_is_stale,
                   evaluate_source, backend_version, limits_for, reference_limits, reference_size,
@@ -80,6 +81,7 @@ from benchmark.services.kernels import (
     upload_kernel,
 )
 from benchmark.services.ranking import (
+from benchmark.services.queue import QueuePlace, elapsed_text, queue_order, queue_places
     best_evaluation,
     best_of,
     current_evaluations,
@@ -105,5 +107,5 @@ __all__ = [
     "parse_problem_address", "preferred_evaluation", "problem_kernel_rows", "problems_with_baselines",
     "reference_limits", "reference_size", "request_evaluation", "run_evaluation_now", "save_result",
     "set_executor", "source_sha256", "theoretical_peaks", "upload_kernel", "visible_kernels",
-    "visible_problems", "wait_for_evaluations"
+    "visible_problems", "wait_for_evaluations", "QueuePlace", "elapsed_text", "queue_order", "queue_places",
 ]

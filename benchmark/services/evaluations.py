@@ -2,8 +2,9 @@
 them in the background, saving a result onto its row, and evaluating a source without storing anything.
 
 An evaluation's life: `request_evaluation` gets or creates the row. A finished row is returned as is,
-except an infrastructure error (ours), which runs again. Otherwise the row is marked running and, once the
-transaction commits, handed to the process-wide executor; the future's callback saves the result
+except an infrastructure error (ours), which runs again. Otherwise the row is marked queued (`queued`: its place
+in line, `benchmark.services.queue`) and, once the transaction commits, handed to the process-wide executor,
+which marks it running when a worker takes it; the future's callback saves the result
 (`save_result`). Tests and `wait=True` callers run it in the calling thread instead (`run_evaluation_now`);
 the kernel still runs in the sandbox's child processes either way.
 
@@ -301,7 +302,7 @@ def _needs_run(evaluation: Evaluation, abandoned_before: datetime | None = None)
     with _in_flight.lock:
         if evaluation.pk in _in_flight.futures:
             return False
-    since = evaluation.started or evaluation.created
+    since = evaluation.started or evaluation.queued or evaluation.created
     if since is None or (abandoned_before is not None and since < abandoned_before):
         return True
     return timezone.now() - since > timedelta(seconds=conf.stale_after_seconds())
@@ -343,8 +344,7 @@ def _submit(evaluation: Evaluation) -> None:
         request: Any = triton_request_for(evaluation)
     else:
         request = pipeline.EvaluationRequest(**evaluation_request_for(evaluation))
-    # "running" from the moment the executor has it: a pool gives no start signal back to this process.
-    _mark_running(evaluation)
+    _mark_queued(evaluation)
     evaluation_id = evaluation.pk
 
     def submit() -> None:
@@ -361,6 +361,33 @@ def _save_future(evaluation_id: int, future: Future) -> None:
     """Future callback (an executor thread): save the result, or record the failure as ours."""
     try:
         try:
+def _mark_queued(evaluation: Evaluation) -> None:
+    """Handed to the executor: queued (its place in line: `queued`) until a worker starts it (`_mark_started`)."""
+    evaluation.status = EvaluationStatus.QUEUED
+    evaluation.queued = timezone.now()
+    evaluation.started = None
+    evaluation.attempts += 1
+    evaluation.reference_digest = evaluation.kernel.problem.reference_digest
+    evaluation.save(update_fields=["status", "queued", "started", "attempts", "reference_digest"])
+
+
+def _mark_started(evaluation_id: int) -> None:
+    """The executor started the evaluation: running from now."""
+    try:
+        Evaluation.objects.filter(pk=evaluation_id, status=EvaluationStatus.QUEUED).update(
+            status=EvaluationStatus.RUNNING, started=timezone.now())
+    except Exception:  # the page shows it queued a while longer; the result is saved all the same
+        logger.exception("evaluation %s: could not mark it running", evaluation_id)
+
+
+def _started_in_worker(evaluation_id: int) -> None:
+    """A pool thread took the evaluation. It then waits minutes on the sandbox: give back its connection."""
+    try:
+        _mark_started(evaluation_id)
+    finally:
+        close_old_connections()
+
+
             result = future.result()
         except Exception as exc:  # the worker died or the executor broke: not the kernel's fault
             logger.warning("evaluation %s: executor failed: %s", evaluation_id, exc)
@@ -375,6 +402,12 @@ def _save_future(evaluation_id: int, future: Future) -> None:
 
 
 def _infrastructure_failure(exc: BaseException) -> dict[str, Any]:
+        when_started = getattr(future, "add_start_callback", None)
+        if when_started is not None:  # the local pool says when a thread takes it
+            when_started(lambda: _started_in_worker(evaluation_id))
+        else:  # Ray (its queue board says where it waits) and plain futures: running from the hand-over
+            _mark_started(evaluation_id)
+            evaluation.status, evaluation.started = EvaluationStatus.RUNNING, timezone.now()
     return {
         "status": "done",
         "compiled": None,
