@@ -338,29 +338,6 @@ def _mark_running(evaluation: Evaluation) -> None:
     evaluation.save(update_fields=["status", "started", "attempts", "reference_digest"])
 
 
-def _submit(evaluation: Evaluation) -> None:
-    executor = get_executor()
-    if evaluation.kernel.problem.is_triton:
-        request: Any = triton_request_for(evaluation)
-    else:
-        request = pipeline.EvaluationRequest(**evaluation_request_for(evaluation))
-    _mark_queued(evaluation)
-    evaluation_id = evaluation.pk
-
-    def submit() -> None:
-        future = executor.submit(request)
-        with _in_flight.lock:
-            _in_flight.futures[evaluation_id] = future
-        future.add_done_callback(lambda done: _save_future(evaluation_id, done))
-
-    # The callback saves from another thread: it must find the committed row, not a pending transaction.
-    transaction.on_commit(submit)
-
-
-def _save_future(evaluation_id: int, future: Future) -> None:
-    """Future callback (an executor thread): save the result, or record the failure as ours."""
-    try:
-        try:
 def _mark_queued(evaluation: Evaluation) -> None:
     """Handed to the executor: queued (its place in line: `queued`) until a worker starts it (`_mark_started`)."""
     evaluation.status = EvaluationStatus.QUEUED
@@ -388,6 +365,35 @@ def _started_in_worker(evaluation_id: int) -> None:
         close_old_connections()
 
 
+def _submit(evaluation: Evaluation) -> None:
+    executor = get_executor()
+    if evaluation.kernel.problem.is_triton:
+        request: Any = triton_request_for(evaluation)
+    else:
+        request = pipeline.EvaluationRequest(**evaluation_request_for(evaluation))
+    _mark_queued(evaluation)
+    evaluation_id = evaluation.pk
+
+    def submit() -> None:
+        future = executor.submit(request)
+        with _in_flight.lock:
+            _in_flight.futures[evaluation_id] = future
+        when_started = getattr(future, "add_start_callback", None)
+        if when_started is not None:  # the local pool says when a thread takes it
+            when_started(lambda: _started_in_worker(evaluation_id))
+        else:  # Ray (its queue board says where it waits) and plain futures: running from the hand-over
+            _mark_started(evaluation_id)
+            evaluation.status, evaluation.started = EvaluationStatus.RUNNING, timezone.now()
+        future.add_done_callback(lambda done: _save_future(evaluation_id, done))
+
+    # The callback saves from another thread: it must find the committed row, not a pending transaction.
+    transaction.on_commit(submit)
+
+
+def _save_future(evaluation_id: int, future: Future) -> None:
+    """Future callback (an executor thread): save the result, or record the failure as ours."""
+    try:
+        try:
             result = future.result()
         except Exception as exc:  # the worker died or the executor broke: not the kernel's fault
             logger.warning("evaluation %s: executor failed: %s", evaluation_id, exc)
@@ -402,12 +408,6 @@ def _started_in_worker(evaluation_id: int) -> None:
 
 
 def _infrastructure_failure(exc: BaseException) -> dict[str, Any]:
-        when_started = getattr(future, "add_start_callback", None)
-        if when_started is not None:  # the local pool says when a thread takes it
-            when_started(lambda: _started_in_worker(evaluation_id))
-        else:  # Ray (its queue board says where it waits) and plain futures: running from the hand-over
-            _mark_started(evaluation_id)
-            evaluation.status, evaluation.started = EvaluationStatus.RUNNING, timezone.now()
     return {
         "status": "done",
         "compiled": None,
