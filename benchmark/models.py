@@ -359,6 +359,15 @@ class Evaluation(models.Model):
         self.held_reason = reason
         self.held_at = timezone.now()
 
+    def get_error_kind_display(self) -> str:
+        """The kind's label, except a package missing where evaluations run: a configuration error to fix, not
+        "ours, retried" (benchmark.evaluation.requirements)."""
+        from benchmark.evaluation.requirements import CONFIGURATION_LABEL, is_missing_package
+
+        if self.error_kind == ErrorKind.INFRASTRUCTURE_ERROR and is_missing_package(self.error_message):
+            return CONFIGURATION_LABEL
+        return str(ErrorKind(self.error_kind).label) if self.error_kind in ErrorKind.values else self.error_kind
+
     @property
     def outcome(self) -> str:
         if self.is_pending:

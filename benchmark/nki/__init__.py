@@ -16,7 +16,10 @@ from __future__ import annotations
 # 1.1 (issue 17): 1.0 stayed through fixes to computed values (e.g. 821f31a: an overlapping reduction in a
 # split loop lost a value; 12a883f: queued PSUM matmuls accumulated in issue order), so results cached
 # under 1.0 may come from the wrong code. Nothing else changed with the bump.
-SIMULATOR_VERSION = "1.1"
+# 1.2 (issue 32): matmul products no longer depend on the CPU's BLAS kernel or thread count
+# (exact_matmul.py): each element is the float32 rounding of a fixed-order float64 sum, so the last bits of
+# matmul results moved (traces and the performance model's predictions did not).
+SIMULATOR_VERSION = "1.2"
 
 from . import errors  # noqa: E402
 from .errors import NKICompileError, NKIError, NKIRuntimeError  # noqa: E402

@@ -23,6 +23,7 @@ import numpy as np
 from . import alu
 from . import dtypes as dt
 from .errors import NKICompileError
+from .exact_matmul import matmul_tn
 
 Kind = Callable[[tuple, list[Any], tuple[bool, ...]], Any]
 _SCALARS = (int, float, bool, np.generic)
@@ -90,12 +91,12 @@ class LazyMatmul:
         self.shape = (stationary.shape[1], moving.shape[1])
 
     def compute(self) -> np.ndarray:
-        return self.stationary.T @ self.moving
+        return matmul_tn(self.stationary, self.moving)
 
     def into(self, out: np.ndarray) -> None:
-        if out.dtype == np.float32 and out.flags.c_contiguous and not (
+        if out.dtype == np.float32 and not (
                 np.may_share_memory(out, self.stationary) or np.may_share_memory(out, self.moving)):
-            np.matmul(self.stationary.T, self.moving, out=out)
+            matmul_tn(self.stationary, self.moving, out=out)
         else:
             out[...] = self.compute()
 
@@ -426,8 +427,9 @@ def write_fancy(base: np.ndarray, index: tuple, shape: tuple[int, ...], values: 
 
 
 def add_product(dst: np.ndarray, stationary: np.ndarray, moving: np.ndarray) -> None:
-    """One queued PSUM accumulation: dst += stationary.T @ moving (fp32 operands, `LazyMatmul.fp32_operands`)."""
-    dst += stationary.T @ moving
+    """One queued PSUM accumulation: dst += stationary.T @ moving (fp32 operands, `LazyMatmul.fp32_operands`);
+    the product's bits do not depend on the CPU (exact_matmul.py)."""
+    dst += matmul_tn(stationary, moving)
 
 
 def fill_tile(dst: np.ndarray, values: Any, windowed: bool, d: dt.DType, op: str) -> None:

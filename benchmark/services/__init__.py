@@ -39,6 +39,7 @@ from benchmark.services.access import (
     kernel_evaluations,
     other_cases,
     parse_problem_address,
+    source_audience,
     visible_kernels,
     visible_problems,
 )
@@ -80,8 +81,8 @@ from benchmark.services.kernels import (
     source_sha256,
     upload_kernel,
 )
-from benchmark.services.ranking import (
 from benchmark.services.queue import QueuePlace, elapsed_text, queue_order, queue_places
+from benchmark.services.ranking import (
     best_evaluation,
     best_of,
     current_evaluations,
@@ -95,6 +96,7 @@ from benchmark.services.queue import QueuePlace, elapsed_text, queue_order, queu
 from benchmark.services.suites import IMPORTED_SUITE, ImportSummary, LoadSummary, import_nkibench, load_suite
 
 __all__ = [
+    "source_audience",
     "FLASHINFER_SUITE", "FlashInferImportSummary", "FlashInferItems", "export_solution", "exportable_kernel",
     "flashinfer_items_from_paths", "flashinfer_items_from_payload", "flashinfer_items_from_texts", "import_flashinfer",
     "CUSTOM_SUITE", "IMPORTED_SUITE", "ImportSummary", "LoadSummary", "backend_version", "best_evaluation",

@@ -252,6 +252,14 @@ def backend_unavailable(backend: str, platform: str) -> str | None:
     requests are refused with it (issue 20). The cuda backend needs a GPU where evaluations run (issue 24):
     this host's NVIDIA device nodes with the local executor, a node declaring Ray `GPU` resources with a
     Ray cluster (ACCELOPT_RAY_ADDRESS), whatever the web host has."""
+    if backend in (Backend.CUDA, Backend.TRITON_INTERPRETER) and not conf.ray_address():
+        # PyTorch and Triton (the `triton` extra) missing here: refused with the install command before anything
+        # is queued. On a Ray cluster the node that runs the evaluation decides (triton_pipeline says it there).
+        from benchmark.evaluation.requirements import triton_unavailable
+
+        missing = triton_unavailable()
+        if missing:
+            return missing
     if backend == Backend.CUDA:
         return _cuda_unavailable()
     if backend != Backend.NEURON:
