@@ -19,7 +19,8 @@ axis), which no kernel choice can change:
   canonical NaN, so which NaN propagates does not matter either.
 
 Chosen over a float32 accumulation in a fixed order (as PSUM adds) because that costs one numpy call per
-contraction row: measured slower per 128x128x512 tile than this (measurements/matmul_determinism.py).
+contraction row: per 128x128x512 tile, measured 12-25x float32 BLAS against 3.4-4.4x for this
+(measurements/matmul_determinism.py; the simulator on the matmul mini cases: 1.3-1.7x).
 """
 
 from __future__ import annotations
