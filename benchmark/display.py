@@ -222,35 +222,100 @@ def format_counter(name: str, value: Any) -> str:
     return f"{value:.4g}"
 
 
+def is_correctness_only(evaluation: Evaluation) -> bool:
+    """A finished, correct result with no latency (the Triton interpreter's): correct, not a failure."""
+    return (not evaluation.is_pending and evaluation.correct is True and evaluation.latency_ms is None
+            and not evaluation.error_kind and not evaluation.is_stale)
+
+
+def _is_scalar(value: Any) -> bool:
+    return value is None or isinstance(value, str | int | float | bool)
+
+
+def _flat_counters(profile: dict[str, Any], prefix: str = "") -> list[tuple[str, Any]]:
+    """Scalars as (dotted name, value); nested dicts flattened (the cuda backend's "timing.median_ms"). Lists of
+    rows are left to `profile_tables`; other lists are shown joined, never as a Python repr."""
+    flat: list[tuple[str, Any]] = []
+    for name, value in profile.items():
+        key = f"{prefix}{name}"
+        if isinstance(value, dict):
+            flat.extend(_flat_counters(value, f"{key}."))
+        elif isinstance(value, list | tuple):
+            if value and all(isinstance(item, dict) for item in value):
+                continue  # a table of its own
+            if all(_is_scalar(item) for item in value):
+                flat.append((key, ", ".join(format_counter(key, item) for item in value)))
+        else:
+            flat.append((key, value))
+    return flat
+
+
 def profile_rows(evaluation: Evaluation) -> list[dict[str, str]]:
-    profile = evaluation.profile or {}
-    names = [n for n in PROFILE_FIELD_HELP if n in profile] + sorted(n for n in profile if n not in PROFILE_FIELD_HELP)
+    """The profile's counters as (name, value, help) rows. The Triton backends' "note" is not a counter: the
+    page states it in words (`correctness_only`)."""
+    profile = {k: v for k, v in (evaluation.profile or {}).items() if k != "note"}
+    counters = dict(_flat_counters(profile))
+    names = [n for n in PROFILE_FIELD_HELP if n in counters] + sorted(n for n in counters if n not in PROFILE_FIELD_HELP)
     return [
-        {"name": name, "value": format_counter(name, profile[name]), "help": PROFILE_FIELD_HELP.get(name, "")}
+        {"name": name, "value": format_counter(name, counters[name]), "help": PROFILE_FIELD_HELP.get(name, "")}
         for name in names
     ]
 
 
+def profile_tables(evaluation: Evaluation) -> list[dict[str, Any]]:
+    """Lists of rows in the profile (the Triton backends' per-workload numbers) as tables: a column per key,
+    values formatted like the counters, "—" for a number the backend could not give (no GPU)."""
+    tables = []
+    for name, value in (evaluation.profile or {}).items():
+        if not (isinstance(value, list | tuple) and value and all(isinstance(item, dict) for item in value)):
+            continue
+        columns = list(dict.fromkeys(key for item in value for key in item))
+        rows = [[_cell(column, item.get(column)) for column in columns] for item in value]
+        tables.append({"name": name, "columns": columns, "rows": rows})
+    return tables
+
+
+def _cell(name: str, value: Any) -> str:
+    if value is None:
+        return "—"
+    if name == "peak_fraction" or name == "spread":
+        return f"{value * 100:.1f}%" if isinstance(value, int | float) else str(value)
+    return format_counter(name, value) if _is_scalar(value) else ", ".join(map(str, value))
+
+
 def correctness_rows(evaluation: Evaluation) -> list[dict[str, Any]]:
-    """One row per seed: its value distribution and the relative L2 error of each output."""
+    """One row per seed (per workload and seed for a Triton problem): its inputs and the relative L2 error of
+    each output. An error is marked within tolerance by the tolerance when the result records one; otherwise
+    (the Triton backends compare with the definition's own per-dtype tolerances) by the evaluation's verdict,
+    so a correct result is never shown in red."""
     detail = evaluation.correctness or {}
-    errors: Iterable[Any] = detail.get("relative_l2_errors") or []
+    errors: list[Any] = list(detail.get("relative_l2_errors") or [])
     seeds = list(evaluation.seeds or [])
     distributions = list(detail.get("distributions") or [])
     tolerance = detail.get("tolerance")
+    workloads = [w.get("uuid", "") for w in (evaluation.profile or {}).get("workloads") or [] if isinstance(w, dict)]
+    per_workload = bool(workloads) and bool(seeds) and len(errors) == len(workloads) * len(seeds)
     rows = []
     for index, per_output in enumerate(errors):
-        rows.append(
-            {
-                "seed": seeds[index] if index < len(seeds) else None,
-                "distribution": distributions[index] if index < len(distributions) else "",
-                "errors": [
-                    {"value": error, "ok": error is not None and tolerance is not None and error <= tolerance}
-                    for error in per_output
-                ],
-            }
-        )
+        if per_workload:
+            seed, inputs = seeds[index % len(seeds)], f"workload {workloads[index // len(seeds)]}"
+        else:
+            seed = seeds[index] if index < len(seeds) else None
+            inputs = distributions[index] if index < len(distributions) else ""
+        rows.append({
+            "seed": seed,
+            "distribution": inputs,
+            # Without a tolerance: a correct result passed every row; an incorrect one stopped at its last row.
+            "errors": [{"value": error, "ok": _within(error, tolerance, evaluation.correct is True
+                                                      or index < len(errors) - 1)} for error in per_output],
+        })
     return rows
+
+
+def _within(error: float | None, tolerance: float | None, passed: bool) -> bool:
+    if error is None:
+        return False
+    return error <= tolerance if tolerance is not None else passed
 
 
 def problem_rows(problems: Iterable[Problem]) -> list[dict[str, Any]]:

@@ -21,9 +21,11 @@ from benchmark import review, services
 from benchmark.display import (
     breakdown_view,
     correctness_rows,
+    is_correctness_only,
     leaderboard_figure_html,
     problem_rows,
     profile_rows,
+    profile_tables,
     timeline_figure_html,
 )
 from benchmark.forms import FlashInferImportForm, KernelUploadForm
@@ -199,6 +201,7 @@ def kernel_detail(request: HttpRequest, pk: int) -> HttpResponse:
             "problem": kernel.problem,
             "evaluations": evaluations,
             "generated": generated.get(kernel.pk),
+            "source_audience": services.source_audience(kernel),
             **_evaluation_context(request, selected, generated),
             # A broken reference's line number is a line of the reference, not of this source.
             "source_error_line": selected.error_line
@@ -222,6 +225,8 @@ def _evaluation_context(
         "timeline_html": timeline_figure_html(evaluation.timeline) if evaluation and not evaluation.is_pending else "",
         "breakdown": breakdown_view(evaluation.breakdown) if evaluation and not evaluation.is_pending else None,
         "profile_rows": profile_rows(evaluation) if evaluation else [],
+        "profile_tables": profile_tables(evaluation) if evaluation else [],
+        "correctness_only": evaluation is not None and is_correctness_only(evaluation),
         "correctness_rows": correctness_rows(evaluation) if evaluation else [],
     }
 

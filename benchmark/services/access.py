@@ -42,6 +42,16 @@ def visible_kernels(user: Any) -> QuerySet[Kernel]:
     return Kernel.objects.filter(problem__in=visible_problems(user))
 
 
+def source_audience(kernel: Kernel) -> str:
+    """Who can read a kernel's source, in a sentence for its page: whoever can see its problem
+    (visible_kernels), so a public problem's kernels are readable by everyone, signed in or not."""
+    problem = kernel.problem
+    if problem.visibility == Visibility.PUBLIC:
+        return "Everyone, including visitors who are not signed in: its problem is public."
+    owner = problem.owner.get_username() if problem.owner else "its owner"
+    return f"Only {owner} and the site's admins: it solves a private problem (an uploaded reference)."
+
+
 def get_kernel_for_user(user: Any, pk: int, *, write: bool = False) -> Kernel:
     try:
         kernel = visible_kernels(user).select_related("problem", "author", "parent").get(pk=pk)

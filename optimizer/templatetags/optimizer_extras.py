@@ -38,4 +38,4 @@ def run_cost(run: object) -> str:
 
 @register.filter
 def speedup(value: float | None) -> str:
-    return "—" if value is None else f"{value:.2f}×"
+    return "—" if not value else f"{value:.2f}×"  # 0 is no speedup: no timed kernel

@@ -51,6 +51,15 @@ def _ms(value: float | None) -> str:
     return "—" if value is None else f"{value:.4g} ms"
 
 
+def _best(latency_ms: float | None, speedup: float | None, peak: float | None) -> str:
+    """An iteration's best kernel; a correctness-only backend (the Triton interpreter) times nothing, so it
+    says so instead of printing a zero speedup."""
+    if latency_ms is None:
+        return "no latency (the backend checks correctness only)" if not speedup else f"best x{speedup:.3f}"
+    speed = f"x{speedup:.3f}, " if speedup else ""
+    return f"best {_ms(latency_ms)} ({speed}peak {_percent(peak)})"
+
+
 class Command(BaseCommand):
     help = "Optimize a problem's kernel with the beam search and print the best speedup and peak fraction."
 
@@ -165,8 +174,9 @@ class Command(BaseCommand):
                 await sync_to_async(self.stdout.write)(
                     f"  iteration {summary['iteration']}/{state.config.iterations}: "
                     f"{summary['correct']}/{summary['candidates']} candidates correct, "
-                    f"{summary['rewrites']} rewrites remembered, best {_ms(summary['best_latency_ms'])} "
-                    f"(x{(summary['best_speedup'] or 0):.3f}, peak {_percent(best_peak.peak_fraction if best_peak else None)})"
+                    f"{summary['rewrites']} rewrites remembered, "
+                    + _best(summary["best_latency_ms"], summary["best_speedup"],
+                            best_peak.peak_fraction if best_peak else None)
                 )
             reported["iterations"] = len(state.history)
 
@@ -177,7 +187,7 @@ class Command(BaseCommand):
             self.stdout.write(f"stopped: budget ({BUDGET_FIELDS[run.stopped_by_budget][0]} budget reached)")
         elif run.status != RunStatus.SUCCEEDED:
             raise CommandError(f"run {run.pk} {run.status}: {run.error_message or status}")
-        speedup = run.best_speedup
+        speedup = run.best_speedup or None  # no timed kernel (a correctness-only backend): no "x0.000"
         self.stdout.write(
             f"best speedup x{speedup:.3f} ({_ms(run.start_latency_ms)} -> {_ms(run.best_latency_ms)}), "
             f"peak fraction {_percent(run.best_peak_fraction)}; kernel {run.best_kernel_id}, "
