@@ -1,6 +1,6 @@
 """Site URLs. Apps mount at the root and own their first path segment (benchmark: problems/, kernels/,
-leaderboard/; optimizer: runs/; memory: memory/). Reserved here: admin/, accounts/, api/, healthz, ops/,
-static/."""
+leaderboard/; optimizer: runs/; memory: memory/). Reserved here: admin/, accounts/, api/, docs/, healthz,
+ops/, static/."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from accelopt_site.evaluation_queue import evaluation_queue
 urlpatterns = [
     path("", views.home, name="home"),
     path("healthz", views.healthz, name="healthz"),
+    path("docs/<str:name>/", views.doc, name="doc"),
     path("ops/evaluations/", evaluation_queue, name="evaluation_queue"),
     path("admin/", admin.site.urls),
     path("accounts/", include("accounts.urls")),

@@ -63,34 +63,37 @@ class KernelUploadForm(forms.Form):
         )
 
     def clean(self) -> dict[str, Any]:
+        # Every missing piece is reported at once, on its own field: an empty form says both what problem and
+        # what kernel are missing, instead of one error per submit.
         data = super().clean()
         kernel_file, pasted = data.get("kernel_file"), (data.get("source") or "")
         if kernel_file and pasted.strip():
-            raise forms.ValidationError("give the kernel either as a file or pasted, not both")
-        if kernel_file:
+            self.add_error(None, "give the kernel either as a file or pasted, not both")
+        elif kernel_file:
             data["kernel_source"] = _read_text_upload(kernel_file, "kernel file")
             data["kernel_name"] = kernel_file.name
         elif pasted.strip():
             data["kernel_source"] = pasted.replace("\r\n", "\n")  # browsers send textarea lines with CRLF
             data["kernel_name"] = ""
-        else:
-            raise forms.ValidationError("upload a kernel file or paste its source")
+        elif "kernel_file" not in self.errors:
+            self.add_error("source", "upload a kernel file or paste its source")
         reference = data.get("reference_file")
         if data.get("problem") and reference:
-            raise forms.ValidationError("choose a problem or upload a reference, not both")
+            self.add_error(None, "choose a problem or upload a reference, not both")
         counts = [data.get(name) for name in ("vector_flops", "matmul_flops", "hbm_bytes")]
         data["peak_counts"] = None
         if any(count is not None for count in counts):
             if not reference:
-                raise forms.ValidationError("FLOP and byte counts are for your own reference; a built-in problem has its own")
-            if None in counts:
-                raise forms.ValidationError("give all three counts (vector FLOPs, matmul FLOPs, HBM bytes), or none")
-            data["peak_counts"] = tuple(counts)
+                self.add_error(None, "FLOP and byte counts are for your own reference; a built-in problem has its own")
+            elif None in counts:
+                self.add_error(None, "give all three counts (vector FLOPs, matmul FLOPs, HBM bytes), or none")
+            else:
+                data["peak_counts"] = tuple(counts)
         if reference:
             data["reference_source"] = _read_text_upload(reference, "reference file")
             data["reference_name"] = reference.name
         elif not data.get("problem") and "problem" not in self.errors:
-            raise forms.ValidationError("choose a problem, or upload your own reference file")
+            self.add_error("problem", "choose a problem, or upload your own reference file")
         return data
 
 

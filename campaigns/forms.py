@@ -11,10 +11,19 @@ from typing import Any
 from django import forms
 
 from benchmark.models import DEFAULT_SUITE, Backend, Platform
+from benchmark.services.evaluations import backend_unavailable
+from campaigns.estimates import CampaignScale, campaign_scale
 from campaigns.models import BUDGET_FIELDS
 from campaigns.services import ACCELOPT_DEFAULTS
 from optimizer import conf
-from optimizer.forms import AgentModelsAndBudgets
+from optimizer.forms import (
+    AgentModelsAndBudgets,
+    ReasonedSelect,
+    TaggedSelect,
+    backend_help,
+    platform_reasons,
+    platform_tags,
+)
 from optimizer.models import AgentKind
 from optimizer.search.config import BEAM, CURATED, MEMORY_MODES, STRATEGIES
 
@@ -39,8 +48,10 @@ class CampaignForm(AgentModelsAndBudgets):
                                      initial=ACCELOPT_DEFAULTS["memory_size"])
     strategy = forms.ChoiceField(choices=list(STRATEGIES.items()), initial=BEAM)
     memory_mode = forms.ChoiceField(choices=list(MEMORY_MODES.items()), initial=CURATED, label="Memory shown")
-    memory = forms.BooleanField(required=False, initial=True, label="Optimization memory",
-                                help_text="Off: the Planner is shown no entries and none are written.")
+    memory = forms.BooleanField(
+        required=False, initial=True, label="Optimization memory",
+        help_text="Checked: the Planner is shown memory entries (as “Memory shown” says) and each run adds what it "
+        "learns. Unchecked: it is shown none and none are written (the paper's no-memory ablation).")
     seed = forms.IntegerField(min_value=0, initial=0)
     max_concurrent_runs = forms.IntegerField(required=False, min_value=1, max_value=64, label="Runs at once",
                                              help_text="Default: what the worker drives at once.")
@@ -61,19 +72,47 @@ class CampaignForm(AgentModelsAndBudgets):
         self.fields["problems"].widget.attrs["size"] = 10
         cases = sorted({p.case for p in problems} | {"mini"}, key=lambda c: (c not in CASE_LABELS, c))
         self.fields["case"].choices = [(c, CASE_LABELS.get(c, c)) for c in cases]
+        self.problem_rows = problems
+        # Choices that cannot work on this server are shown disabled with the reason (as on the run form).
+        self.unavailable = {
+            "backend": {b: reason for b in Backend.values if (reason := backend_unavailable(b, Platform.TRN1))},
+            "platform": platform_reasons(),
+        }
+        self.fields["platform"].widget = TaggedSelect(self.unavailable["platform"], platform_tags())
+        self.fields["platform"].widget.choices = self.fields["platform"].choices
         self.fields["backend"] = forms.ChoiceField(
-            choices=[(b, label) for b, label in Backend.choices if b != Backend.NULL], initial=Backend.SIMULATOR
+            choices=[(b, label) for b, label in Backend.choices if b != Backend.NULL], initial=Backend.SIMULATOR,
+            widget=ReasonedSelect(self.unavailable["backend"]), help_text=backend_help(),
         )
         for role, spec in conf.llm_roles().items():
             self.fields[f"{role}_model"].initial = spec.model
 
     def clean(self) -> dict[str, Any]:
         data = super().clean()
+        for name, reasons in self.unavailable.items():
+            if data.get(name) in reasons:
+                self.add_error(name, reasons[data[name]])
         if not data.get("suite") and not data.get("problems"):
             raise forms.ValidationError("Choose a suite or at least one problem.")
         if data.get("suite") and data.get("problems"):
             raise forms.ValidationError("Choose a suite or problems, not both.")
         return data
+
+    def scale(self) -> CampaignScale:
+        """How many evaluations the form's settings mean here, and for how long (its defaults when unbound)."""
+        data = getattr(self, "cleaned_data", None) or {}
+
+        def value(name: str) -> Any:
+            return data[name] if data.get(name) not in (None, "") else self.fields[name].initial
+
+        search = {**ACCELOPT_DEFAULTS, **{name: value(name) for name in
+                                          ("iterations", "beam_width", "plans_per_candidate", "samples_per_plan")}}
+        case = value("case")
+        if data.get("suite"):
+            count = sum(1 for p in self.problem_rows if p.suite == data["suite"] and p.case == case)
+        else:
+            count = len(data.get("problems") or [])
+        return campaign_scale(search, problems=count, case=case, backend=value("backend"))
 
     def campaign_arguments(self) -> dict[str, Any]:
         data = self.cleaned_data

@@ -11,6 +11,7 @@ app_name = "campaigns"
 urlpatterns = [
     path("campaigns/", views.campaign_list, name="list"),
     path("campaigns/new/", views.campaign_create, name="create"),
+    path("campaigns/new/estimate/", views.campaign_estimate, name="estimate"),
     path("campaigns/compare/", views.campaign_compare, name="compare"),
     path("campaigns/<int:pk>/", views.campaign_detail, name="detail"),
     path("campaigns/<int:pk>/progress/", views.campaign_progress, name="progress"),

@@ -47,7 +47,16 @@ def campaign_create(request: HttpRequest) -> HttpResponse:
         else:
             messages.success(request, f"Campaign {campaign.pk} launched: {campaign.entries.count()} problems.")
             return redirect(campaign.get_absolute_url())
-    return render(request, "campaigns/campaign_form.html", {"form": form})
+    return render(request, "campaigns/campaign_form.html", {"form": form, "scale": form.scale()})
+
+
+@require_role(ENGINEER)
+@require_GET
+def campaign_estimate(request: HttpRequest) -> HttpResponse:
+    """The campaign form's size warning, re-rendered by htmx as its settings change."""
+    form = CampaignForm(request.GET, problems=launchable_problems(request.user))
+    form.is_valid()  # the estimate reads whatever is valid so far
+    return render(request, "campaigns/partials/scale.html", {"scale": form.scale()})
 
 
 def _progress_context(request: HttpRequest, campaign: Campaign) -> dict[str, Any]:

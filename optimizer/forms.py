@@ -10,11 +10,13 @@ from typing import Any
 
 from django import forms
 from django.core.exceptions import ValidationError
+from django.urls import reverse
+from django.utils.html import format_html
 
 from benchmark import services as benchmark_services
 from benchmark.models import Backend, Platform, Problem
-from benchmark.platforms import get_definition
-from benchmark.services.evaluations import backend_unavailable
+from benchmark.platforms import DEFINITIONS, get_definition
+from benchmark.services.evaluations import backend_unavailable, platform_unavailable
 from optimizer import conf, services
 from optimizer.models import AgentKind
 from optimizer.search import BUDGET_FIELDS
@@ -42,6 +44,43 @@ class ReasonedSelect(forms.Select):
             option["attrs"] = {**option["attrs"], "disabled": True, "title": reason}
             option["label"] = f"{label} (unavailable here)"
         return option
+
+
+class TaggedSelect(ReasonedSelect):
+    """A ReasonedSelect whose options carry data-* attributes (`tags`: value -> {name: value}), which the run
+    form's script reads to show only the options that fit the chosen problem and platform."""
+
+    def __init__(self, reasons: dict[str, str], tags: dict[str, dict[str, str]], *args: Any, **kwargs: Any) -> None:
+        super().__init__(reasons, *args, **kwargs)
+        self.tags = tags
+
+    def create_option(self, name: str, value: Any, label: Any, selected: Any, index: int, subindex: int | None = None,
+                      attrs: dict[str, Any] | None = None) -> dict[str, Any]:
+        option = super().create_option(name, value, label, selected, index, subindex, attrs)
+        tags = self.tags.get(str(getattr(value, "value", value)), {})
+        option["attrs"] = {**option["attrs"], **{f"data-{key}": item for key, item in tags.items()}}
+        return option
+
+
+def backend_help() -> str:
+    """The backend field's help: one sentence, the reasons left to each greyed option's tooltip."""
+    return format_html(
+        "Greyed-out backends cannot run on this server (hover one for why); the "
+        '<a href="{}">operations guide</a> says how to enable them.', reverse("doc", args=["operations"]),
+    )
+
+
+def platform_tags() -> dict[str, dict[str, str]]:
+    """Each platform's kernel language, default backend and backends, for the form scripts."""
+    return {
+        platform.value: {"language": d.language, "default-backend": d.default_backend.value,
+                         "backends": " ".join(b.value for b in d.backends)}
+        for platform, d in DEFINITIONS.items()
+    }
+
+
+def platform_reasons() -> dict[str, str]:
+    return {p.value: reason for p in Platform if (reason := platform_unavailable(p.value))}
 
 
 class AgentModelsAndBudgets(forms.Form):
@@ -97,11 +136,18 @@ class RunForm(AgentModelsAndBudgets):
         self.user = user
         self.fields["problem"].queryset = problems
         self.fields["problem"].label_from_instance = lambda p: f"{p.address} — {p.shape_text}" if p.shape_text else p.address
+        # The options say what fits them (run_form.js shows only those): a problem its language, a kernel its
+        # problem, a platform its language and backends. Without the script every option shows and clean()
+        # refuses a mismatch with the same words.
+        self.fields["problem"].widget = TaggedSelect({}, {str(p.pk): {"language": p.language} for p in problems})
+        self.fields["problem"].widget.choices = self.fields["problem"].choices
         mine = services.own_kernels(user).filter(problem__in=problems).select_related("problem").order_by("-created")[:200]
         self.fields["start"].choices = [
             (BASELINE, "The problem's baseline"),
             (UPLOAD, "Upload new (paste below)"),
         ] + [(str(k.pk), f"{k.display_name} ({k.problem.address}, #{k.pk})") for k in mine]
+        self.fields["start"].widget = TaggedSelect({}, {str(k.pk): {"problem": str(k.problem_id)} for k in mine})
+        self.fields["start"].widget.choices = self.fields["start"].choices
         default_roles = conf.llm_roles()
         for role in conf.ROLES:
             if role in default_roles:
@@ -110,17 +156,26 @@ class RunForm(AgentModelsAndBudgets):
         # service would refuse them with (services.llm_unavailable, backend_unavailable).
         self.unavailable = {
             "backend": {b: reason for b in Backend.values if (reason := backend_unavailable(b, Platform.TRN1))},
+            "platform": platform_reasons(),
             "agent": {AgentKind.LLM.value: reason} if (reason := self._llm_unavailable()) else {},
         }
+        self.fields["platform"].widget = TaggedSelect(self.unavailable["platform"], platform_tags())
+        self.fields["platform"].widget.choices = self.fields["platform"].choices
         self.fields["backend"] = forms.ChoiceField(
             choices=[(b, label) for b, label in Backend.choices if b != Backend.NULL], initial=Backend.SIMULATOR,
-            widget=ReasonedSelect(self.unavailable["backend"]),
+            widget=ReasonedSelect(self.unavailable["backend"]), help_text=backend_help(),
         )
         self.fields["agent"].widget = ReasonedSelect(self.unavailable["agent"])
         self.fields["agent"].widget.choices = self.fields["agent"].choices
-        for name, reasons in self.unavailable.items():
-            if reasons:
+        for name in ("platform", "agent"):
+            if reasons := self.unavailable[name]:
                 self.fields[name].help_text = " ".join(f"{value}: {reason}." for value, reason in reasons.items())
+        # A form opened for a Triton problem starts on that problem's platform and backend, not trn1's.
+        problem = self.initial.get("problem")
+        if problem is not None and not self.is_bound and problem.platforms:
+            platform = problem.platforms[0]
+            self.initial.setdefault("platform", platform.value)
+            self.initial.setdefault("backend", get_definition(platform).default_backend.value)
 
     def _llm_unavailable(self) -> str | None:
         # Models typed into the form count: only an endpoint missing for a role makes the agent unusable.

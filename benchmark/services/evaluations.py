@@ -273,6 +273,16 @@ def backend_unavailable(backend: str, platform: str) -> str | None:
     return f"the neuron backend cannot run here: {'; '.join(problems)}" if problems else None
 
 
+def platform_unavailable(platform: str) -> str | None:
+    """Why no backend can evaluate `platform` kernels here (None: at least one can), in the words of its default
+    backend's refusal. The forms show such a platform disabled with this reason."""
+    definition = get_definition(platform)
+    reasons = {b: backend_unavailable(b, platform) for b in definition.backends if b != Backend.NULL}
+    if not reasons or not all(reasons.values()):
+        return None
+    return reasons.get(definition.default_backend) or next(iter(reasons.values()))
+
+
 def _cuda_unavailable() -> str | None:
     try:
         executor = get_executor()
