@@ -12,6 +12,6 @@ from accounts.roles import roles_of
 def site(request: HttpRequest) -> dict[str, Any]:
     """`nav_links` and `user_roles` for every template; lazy, so pages that ignore them pay nothing."""
     return {
-        "nav_links": SimpleLazyObject(lambda: nav_links(request.path)),
+        "nav_links": SimpleLazyObject(lambda: nav_links(request.path, request.user)),
         "user_roles": SimpleLazyObject(lambda: roles_of(request.user)),
     }

@@ -3,18 +3,22 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from django.urls import NoReverseMatch, reverse
 
-# (label, URL name). Apps own the URL names; this list only decides the order.
-NAV_ITEMS: tuple[tuple[str, str], ...] = (
-    ("Leaderboard", "benchmark:leaderboard"),
-    ("Problems", "benchmark:problems"),
-    ("Kernels", "benchmark:kernels"),
-    ("Runs", "optimizer:runs"),
-    ("Campaigns", "campaigns:list"),
-    ("Memory", "memory:entries"),
-    ("API", "api:openapi-view"),
+from accounts.roles import ENGINEER, has_role
+
+# (label, URL name, role needed to open it or None). Apps own the URL names; this list decides the order,
+# and hides an entry from visitors the page would only send to the login page or a 403.
+NAV_ITEMS: tuple[tuple[str, str, str | None], ...] = (
+    ("Leaderboard", "benchmark:leaderboard", None),
+    ("Problems", "benchmark:problems", None),
+    ("Kernels", "benchmark:kernels", None),
+    ("Runs", "optimizer:runs", None),
+    ("Campaigns", "campaigns:list", None),
+    ("Memory", "memory:entries", ENGINEER),  # memory.views: every page needs the engineer role
+    ("API", "api:openapi-view", None),
 )
 
 
@@ -25,9 +29,11 @@ class NavLink:
     active: bool
 
 
-def nav_links(current_path: str) -> list[NavLink]:
+def nav_links(current_path: str, user: Any = None) -> list[NavLink]:
     links = []
-    for label, url_name in NAV_ITEMS:
+    for label, url_name, role in NAV_ITEMS:
+        if role is not None and not has_role(user, role):
+            continue
         try:
             url = reverse(url_name)
         except NoReverseMatch:
