@@ -1,5 +1,6 @@
 # AccelOpt Studio: the two commands a newcomer needs.
-#   make run    install (first time only), prepare the database, serve on http://$(HOST):$(PORT)/
+#   make run    install (first time only, with the triton extra when it installs), prepare the database, serve on
+#               http://$(HOST):$(PORT)/
 #   make test   install the dev tools and the scale extra (first time only), ruff check, pytest; tests/scale
 #               starts PostgreSQL, Redis and a Ray cluster itself (`.ci/run` installs the first two with apt)
 #   (both also run `make sandbox`: it installs bubblewrap if missing, as root, and checks that an
@@ -41,8 +42,13 @@ install-dev: $(DEV_STAMP)
 $(PY):
 	$(PYTHON) -m venv $(VENV)
 
+# The runtime includes the triton extra (PyTorch CPU and Triton: the Triton platforms' interpreter backend) when
+# this machine can install it; when it cannot (no wheel for this platform, no network), the base install goes on
+# and the Triton pages say what to install before anything is queued (docs/operations.md, "Triton platform").
 $(RUNTIME_STAMP): pyproject.toml | $(PY)
-	$(PIP) -e .
+	@if $(PIP) -e '.[triton]'; then echo "Installed AccelOpt Studio with the Triton extra (PyTorch CPU, Triton)."; \
+	else echo "make: the triton extra (PyTorch, Triton) did not install; installing without it. Triton kernels" \
+	  "cannot be evaluated until it is: $(BIN)/pip install -e '.[triton]'" >&2; $(PIP) -e .; fi
 	@touch $@
 
 # The dev extra includes the runtime dependencies, so it satisfies the runtime stamp as well. The tests also
@@ -51,9 +57,11 @@ $(DEV_STAMP): pyproject.toml | $(PY)
 	$(PIP) -e '.[dev,scale]'
 	@touch $@ $(RUNTIME_STAMP)
 
-# migrate, role groups, first admin (password printed once), built-in suites when their app exists.
+# migrate, role groups, first admin (password printed once), built-in suites when their app exists; then the
+# static files, collected and compressed for WhiteNoise (only after they change: compressing takes a minute).
 prepare: install
 	$(PY) manage.py prepare
+	$(PY) manage.py collect_static_if_changed
 
 # Installs bubblewrap when missing (apt-get, as root), lets the sandbox uids reach the interpreter, and checks
 # that an isolated evaluation child really starts (docs/operations.md, "Evaluation sandbox"). Idempotent;

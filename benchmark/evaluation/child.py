@@ -397,8 +397,12 @@ def main(argv: list[str]) -> int:
         except MemoryError as exc:
             reply, reply_arrays = {"ok": False, "kind": "resource_limit", "message": f"MemoryError: {exc}"}, {}
         except Exception as exc:  # noqa: BLE001 - our own bug: say so, the parent treats it as infrastructure
-            reply = {"ok": False, "kind": "infrastructure_error", "retry": True,
-                     "message": f"evaluation child failed in {op!r}: {type(exc).__name__}: {exc}",
+            from benchmark.evaluation.requirements import missing_module, missing_packages_message
+
+            missing = missing_module(exc)  # torch or triton not importable here: configuration, not retried
+            reply = {"ok": False, "kind": "infrastructure_error", "retry": missing is None,
+                     "message": missing_packages_message([missing]) if missing else
+                     f"evaluation child failed in {op!r}: {type(exc).__name__}: {exc}",
                      "detail": traceback.format_exc()[-8000:]}
             reply_arrays = {}
         try:

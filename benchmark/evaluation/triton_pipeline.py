@@ -20,6 +20,11 @@ from typing import Any
 
 from benchmark.evaluation.backends import TRITON_BACKEND_VERSIONS
 from benchmark.evaluation.inputs import MIN_SEEDS, draw_seeds
+from benchmark.evaluation.requirements import (
+    is_missing_package,
+    missing_packages_message,
+    missing_triton_packages,
+)
 from benchmark.evaluation.result import STATUS_FAILED, STATUS_OK, ErrorKind, EvaluationResult, project_version
 from benchmark.evaluation.sandbox import ChildError, ChildProcess, Limits
 from benchmark.platforms import TRITON, Backend, get_definition
@@ -57,6 +62,10 @@ def evaluate_triton(
         raise ValueError(f"at least {MIN_SEEDS} seeds are needed, got {len(seeds)}")
     seed_list = tuple(int(s) % 2**32 for s in seeds) if seeds is not None else draw_seeds(MIN_SEEDS)
     context, config = _context_and_config(solution, platform, backend, seed_list, _guards)
+    missing = missing_triton_packages()
+    if missing:  # a configuration problem of this host: said at once with the install command, never retried
+        return replace(EvaluationResult.failure(ErrorKind.INFRASTRUCTURE_ERROR, missing_packages_message(missing),
+                                                **context), wall_time_s=round(time.monotonic() - started, 4))
     header = {"definition": dict(definition), "workload": dict(workload)}
     attempts = 0
     while True:
@@ -72,7 +81,8 @@ def evaluate_triton(
             result = EvaluationResult.failure(ErrorKind.INFRASTRUCTURE_ERROR, f"the Triton pipeline failed: "
                                               f"{type(exc).__name__}: {exc}",
                                               error_detail=traceback.format_exc()[-8000:], **context)
-        if result.error_kind is not ErrorKind.INFRASTRUCTURE_ERROR or attempts > limits.infrastructure_retries:
+        if (result.error_kind is not ErrorKind.INFRASTRUCTURE_ERROR or attempts > limits.infrastructure_retries
+                or is_missing_package(result.error_message)):  # another attempt would miss the same package
             return replace(result, wall_time_s=round(time.monotonic() - started, 4), attempts=attempts)
 
 
@@ -113,7 +123,9 @@ def _ask(child: ChildProcess, request: dict[str, Any], context: dict[str, Any], 
         raise _fail(kind, f"{who}: {exc.message}", context, error_detail=exc.diagnostics[-4000:], **flags) from None
     if not reply["ok"]:
         if who == "reference":
-            raise _fail(ErrorKind.INFRASTRUCTURE_ERROR, f"the reference is broken: {reply.get('message', '')}",
+            message = str(reply.get("message", ""))  # a package missing in the child is not the reference's fault
+            raise _fail(ErrorKind.INFRASTRUCTURE_ERROR,
+                        message if is_missing_package(message) else f"the reference is broken: {message}",
                         context, **flags)
         raise _fail(_kind(reply["kind"]), reply.get("message", ""), context, error_line=reply.get("line"),
                     error_detail=reply.get("detail", ""), **flags)

@@ -21,7 +21,7 @@ from django.db import transaction
 
 from benchmark.models import Evaluation, Kernel, KernelOrigin, Problem, Visibility
 from benchmark.platforms import TRITON, Backend, get_definition
-from benchmark.services.evaluations import request_evaluation
+from benchmark.services.evaluations import backend_unavailable, request_evaluation
 from benchmark.services.kernels import create_kernel, kernel_source_limit
 from benchmark.services.solutions import solution_document
 from benchmark.sizes import human_bytes
@@ -234,6 +234,11 @@ def import_flashinfer(
                                   "FlashInfer-Bench problems for a GPU platform running Triton")
     except ValueError as error:
         raise ValidationError(str(error)) from None
+    if evaluate:
+        # Checked before storing anything: an import asked to evaluate what cannot run here stores nothing.
+        unavailable = backend_unavailable(get_definition(platform).default_backend.value, platform)
+        if unavailable:
+            raise ValidationError(f"nothing was imported: {unavailable}. Or import without evaluating.")
     summary = FlashInferImportSummary(suite=suite, platform=platform)
     with transaction.atomic():
         problems = _import_definitions(items, summary, user, suite)
