@@ -215,7 +215,14 @@ class ReferenceRole:
             return _failure("reference_error", exc, REFERENCE_FILENAME, "loading the reference failed: "), {}
         self.module = module
         declared = getattr(module, "EVAL_DISTRIBUTIONS", None)
-        return {"ok": True, "distributions": list(declared) if declared is not None else None}, {}
+        shapes = getattr(module, "OUTPUT_SHAPES", None)  # optional: forward()'s output shapes, checked at upload
+        try:
+            shapes = [[int(n) for n in shape] for shape in shapes] if shapes is not None else None
+        except (TypeError, ValueError):
+            return {"ok": False, "kind": "reference_error", "message": "OUTPUT_SHAPES must be a list of shapes "
+                    f"(tuples of integers), one per output of forward(); got {shapes!r}"[:500]}, {}
+        return {"ok": True, "distributions": list(declared) if declared is not None else None,
+                "output_shapes": shapes}, {}
 
     def render(self, header: dict[str, Any], arrays: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
         import random

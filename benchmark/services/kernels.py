@@ -10,13 +10,18 @@ from pathlib import Path
 from typing import Any
 
 from django.core.exceptions import PermissionDenied, ValidationError
+from django.db import transaction
 from django.utils.text import slugify
 
+from benchmark import conf
+from benchmark.evaluation.sandbox import Limits
+from benchmark.evaluation.sizing import ReferenceCheck
+from benchmark.evaluation.sizing import check_reference as run_reference_check
 from benchmark.evaluation.static_check import MAX_SOURCE_BYTES
 from benchmark.models import DEFAULT_LANGUAGE, Evaluation, Kernel, KernelOrigin, Problem, Visibility
 from benchmark.platforms import platforms_for
 from benchmark.services.access import can_create_kernels
-from benchmark.services.evaluations import check_platform_for, reference_size, request_evaluation
+from benchmark.services.evaluations import check_platform_for, request_evaluation
 from benchmark.services.solutions import TRITON_ENTRY_POINT
 from benchmark.sizes import human_bytes
 
@@ -101,23 +106,46 @@ COUNTED_METHOD = (
 GIVEN_METHOD = "given on the upload"
 
 
+def check_reference(reference_source: str) -> ReferenceCheck:
+    """A user's reference run once in the evaluation sandbox (benchmark.evaluation.sizing.check_reference): with
+    the large memory limit, so a full-size one fits, and the small time limit, so an upload waits seconds."""
+    seconds = conf.timeout_seconds(False)
+    return run_reference_check(reference_source, Limits(wall_seconds=float(seconds), cpu_seconds=seconds,
+                                                        memory_bytes=conf.memory_bytes(True)))
+
+
+def _refuse_broken_reference(checked: ReferenceCheck) -> None:
+    if checked.error:
+        where = f"line {checked.line} of the reference: " if checked.line else "the reference: "
+        raise ValidationError(f"your reference file is broken, so no problem was made from it. {where}{checked.error}")
+
+
 def create_custom_problem(
     user: Any, reference_source: str, *, name: str = "", peak_counts: tuple[int, int, int] | None = None,
+    checked: ReferenceCheck | None = None,
 ) -> Problem:
     """A private problem from a user's own reference file (NKIBench's reference format).
 
     When it is created its size is measured by running the reference once in the sandbox (`hbm_bytes`:
     the bytes of its inputs and outputs), so its evaluations get the limits of its size. Its peak counts
     are `peak_counts` (vector FLOPs, matmul FLOPs, HBM bytes) when the upload gives them, else counted:
-    the measured bytes and no FLOPs, the HBM roofline (`peak_counts_method` says which).
+    the measured bytes and no FLOPs, the HBM roofline (`peak_counts_method` says which). The same run checks
+    it: a reference that does not import, raises, or returns no numeric arrays (or not the OUTPUT_SHAPES it
+    declares) is refused with its error and line, and nothing is stored. `checked`: that run, if the caller made it.
     """
     if not reference_source.strip():
         raise ValidationError("the reference file is empty")
     sha = source_sha256(reference_source)
     base = slugify(Path(name).stem if name else "") or "reference"
+    slug = f"{base[:80]}-{sha[:8]}"
+    if checked is None and not Problem.objects.filter(suite=CUSTOM_SUITE, slug=slug, case="custom").exists():
+        # Checked before anything is stored: a broken reference is its author's to fix, refused with its error
+        # and line, and leaves no private problem behind (issue 32). Outside any transaction: it takes seconds.
+        checked = check_reference(reference_source)
+        _refuse_broken_reference(checked)
     problem, created = Problem.objects.get_or_create(
         suite=CUSTOM_SUITE,
-        slug=f"{base[:80]}-{sha[:8]}",
+        slug=slug,
         case="custom",
         defaults={
             "title": Path(name).stem if name else "Uploaded reference",
@@ -131,7 +159,7 @@ def create_custom_problem(
         problem.peak_counts_method = GIVEN_METHOD
         problem.save(update_fields=["vector_flops", "matmul_flops", "hbm_bytes", "peak_counts_method"])
     elif created:
-        problem.hbm_bytes = reference_size(reference_source)
+        problem.hbm_bytes = (checked or check_reference(reference_source)).io_bytes
         if problem.hbm_bytes:
             problem.vector_flops = problem.matmul_flops = 0
             problem.peak_counts_method = COUNTED_METHOD
@@ -171,9 +199,33 @@ def upload_kernel(
                 f"a reference file in NKIBench's format is an NKI problem, not for {platform}; for Triton, "
                 "import a FlashInfer-Bench definition (manage.py import_flashinfer or /problems/import-flashinfer/)"
             )
-        problem = create_custom_problem(user, reference_source, name=reference_name, peak_counts=peak_counts)
+        new_problem = not _custom_problem_exists(reference_source, reference_name)
+        checked = check_reference(reference_source) if new_problem else None
+        if checked is not None:
+            _refuse_broken_reference(checked)
+        # The problem and its kernel together: a kernel refused here (empty, too big) leaves no problem behind.
+        with transaction.atomic():
+            problem = create_custom_problem(user, reference_source, name=reference_name, peak_counts=peak_counts,
+                                            checked=checked)
+            platform = platform or problem.default_platform
+            check_platform_for(problem, platform)
+            kernel, created = create_kernel(problem, kernel_source, origin=KernelOrigin.UPLOADED, author=user,
+                                            name=kernel_name)
+        try:
+            evaluation = request_evaluation(kernel, platform, user=user, wait=wait) if evaluate else None
+        except ValidationError:
+            if new_problem:  # refused before anything was queued (e.g. the backend cannot run here): undo it all
+                problem.delete()
+            raise
+        return kernel, created, evaluation
     platform = platform or problem.default_platform
     check_platform_for(problem, platform)
     kernel, created = create_kernel(problem, kernel_source, origin=KernelOrigin.UPLOADED, author=user, name=kernel_name)
     evaluation = request_evaluation(kernel, platform, user=user, wait=wait) if evaluate else None
     return kernel, created, evaluation
+
+
+def _custom_problem_exists(reference_source: str, name: str) -> bool:
+    base = slugify(Path(name).stem if name else "") or "reference"
+    slug = f"{base[:80]}-{source_sha256(reference_source)[:8]}"
+    return Problem.objects.filter(suite=CUSTOM_SUITE, slug=slug, case="custom").exists()

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from django.core.files.uploadedfile import SimpleUploadedFile
 
+from benchmark.evaluation.sizing import ReferenceCheck
 from benchmark.models import Problem
 from benchmark.services import kernels as kernel_services
 
@@ -22,7 +23,7 @@ def _upload(client, engineer, **counts):
 
 
 def test_counts_given_on_the_form_make_the_peak_and_are_named(client, engineer, fake_pipeline, monkeypatch):
-    monkeypatch.setattr(kernel_services, "reference_size", lambda source: 512 * 1024)
+    monkeypatch.setattr(kernel_services, "check_reference", lambda source: ReferenceCheck(io_bytes=512 * 1024))
     response = _upload(client, engineer, vector_flops=65536, matmul_flops=0, hbm_bytes=524288)
     assert response.status_code == 302, response.content.decode()[-2000:]
     problem = Problem.objects.get(suite="custom")
@@ -33,7 +34,7 @@ def test_counts_given_on_the_form_make_the_peak_and_are_named(client, engineer, 
 
 
 def test_without_counts_the_bytes_are_measured_and_the_method_says_so(client, engineer, fake_pipeline, monkeypatch):
-    monkeypatch.setattr(kernel_services, "reference_size", lambda source: 512 * 1024)
+    monkeypatch.setattr(kernel_services, "check_reference", lambda source: ReferenceCheck(io_bytes=512 * 1024))
     assert _upload(client, engineer).status_code == 302
     problem = Problem.objects.get(suite="custom")
     assert problem.peak_counts == (0, 0, 512 * 1024) and problem.has_peak_counts
