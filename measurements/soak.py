@@ -487,7 +487,8 @@ def summarize(database: Path, record: Record, minutes: float, clients: int, limi
     return [
         "--- soak summary ---",
         f"duration {minutes:g} min of use from {clients} clients + 1 campaign thread, then {drained_s:.0f} s "
-        f"draining; background baselines: {background}",
+        f"draining; background baselines: {background}; load average at the end "
+        f"{' '.join(f'{load:.1f}' for load in os.getloadavg())} on {os.cpu_count()} CPUs",
         f"requests: {sum(requests.values())} ({', '.join(f'{kind} {count}' for kind, count in requests.items())}); "
         f"websocket frames read: {frames}",
         f"runs: {len(runs)} started by clients; all runs by status: {dict(run_states)}; "
