@@ -1,6 +1,6 @@
 """ASGI entry point: `daphne accelopt_site.asgi:application`.
 
-HTTP goes to Django (with /static/ served in-process in the embedded mode); websockets go through the
+HTTP goes to Django (with /static/ served in-process by WhiteNoise in the embedded mode); websockets go through the
 origin check (ALLOWED_HOSTS) and the session/auth middleware to the consumers in accelopt_site/routing.py.
 """
 
@@ -27,20 +27,14 @@ exit_if_misconfigured("AccelOpt Studio")
 from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
-from django.conf import settings  # noqa: E402
-from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler  # noqa: E402
 
 from accelopt_site.routing import websocket_urlpatterns  # noqa: E402
 from accelopt_site.watchdog import start_server_watchdog  # noqa: E402
 from optimizer.worker import EmbeddedWorkerMiddleware  # noqa: E402
 
-# Django's own static handler (finders, Last-Modified/304): enough for one team on loopback, and it needs
-# no collectstatic step. Behind a reverse proxy set ACCELOPT_SERVE_STATIC=0 and serve STATIC_ROOT there.
-http_application = (
-    ASGIStaticFilesHandler(django_http_application)
-    if settings.ACCELOPT_SERVE_STATIC
-    else django_http_application
-)
+# /static/ is served by WhiteNoise, a middleware in settings.MIDDLEWARE (compressed, far-future cached);
+# behind a reverse proxy set ACCELOPT_SERVE_STATIC=0 and serve STATIC_ROOT there.
+http_application = django_http_application
 
 # The embedded run worker (optimizer.worker) starts with the server unless ACCELOPT_EMBEDDED_WORKER=0.
 application = EmbeddedWorkerMiddleware(

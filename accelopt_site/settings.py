@@ -7,6 +7,7 @@ in-memory channel layer, no internet needed. DATABASE_URL and REDIS_URL switch o
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 
 from accelopt_site.env import (
@@ -61,6 +62,8 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    # Static files, compressed and cached (see "Static files" below); removed when a proxy serves them.
+    "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -110,6 +113,7 @@ LOGOUT_REDIRECT_URL = "home"
 STATIC_URL = "static/"
 STATICFILES_DIRS = [BASE_DIR / "static"]
 STATIC_ROOT = VAR_DIR / "staticfiles"
+STATIC_ROOT.mkdir(exist_ok=True)  # WhiteNoise indexes it at start, collected or not
 STATICFILES_FINDERS = [
     "django.contrib.staticfiles.finders.FileSystemFinder",
     "django.contrib.staticfiles.finders.AppDirectoriesFinder",
@@ -120,9 +124,24 @@ STATICFILES_FINDERS = [
 ACCELOPT_PACKAGE_STATIC_FILES = {
     "vendor/plotly.min.js": ("plotly", "package_data/plotly.min.js"),
 }
-# Embedded mode: daphne serves /static/ itself (accelopt_site/asgi.py). Turn off when a reverse proxy
-# serves `manage.py collectstatic` output from STATIC_ROOT.
+# Embedded mode: WhiteNoise serves /static/ from daphne itself: what `manage.py collectstatic` (run by
+# `make prepare`) wrote to STATIC_ROOT, under content-hashed names with gzip and brotli copies, cached by
+# browsers for a year; anything not collected comes from the finders, uncompressed (accelopt_site/staticstorage.py).
+# Turn off when a reverse proxy serves STATIC_ROOT.
 ACCELOPT_SERVE_STATIC = env_bool("ACCELOPT_SERVE_STATIC", True)
+if not ACCELOPT_SERVE_STATIC:
+    MIDDLEWARE.remove("whitenoise.middleware.WhiteNoiseMiddleware")
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {"BACKEND": "accelopt_site.staticstorage.StaticStorage"},
+}
+WHITENOISE_USE_FINDERS = True
+# Django warns for every sync-iterated file response under ASGI; WhiteNoise's are files of at most a few MB
+# (compressed), which Django reads in a worker thread: expected here, not a problem to report per file.
+warnings.filterwarnings("ignore", message="StreamingHttpResponse must consume synchronous iterators")
+# Pages only ever name the hashed copies once collected; the plain names come from the finders. Keeping one
+# copy halves collectstatic's compression work.
+WHITENOISE_KEEP_ONLY_HASHED_FILES = True
 
 # A watchdog logs every thread's stack when the event loop or an evaluation worker makes no progress for this
 # long (accelopt_site/watchdog.py, docs/operations.md); 0 turns it off.

@@ -1,7 +1,11 @@
-"""Static assets are served by the ASGI app itself (DEBUG off, no internet, no collectstatic)."""
+"""Static assets are served by the ASGI app itself (DEBUG off, no internet): from the finders when nothing was
+collected, and once `make prepare` collected them, under hashed names, compressed, cached for a year."""
 
 from __future__ import annotations
 
+import asyncio
+import re
+from io import StringIO
 from pathlib import Path
 
 import pytest
@@ -56,10 +60,34 @@ async def test_unknown_asset_is_404():
     assert (await fetch("/static/vendor/nothing.js"))["status"] == 404
 
 
-def test_collectstatic_gathers_plotly_for_a_reverse_proxy(tmp_path, settings):
+def test_prepare_collects_compressed_hashed_files_once_and_serves_them_cached(tmp_path, settings):
+    from django.core.handlers.asgi import ASGIHandler
     from django.core.management import call_command
+    from django.templatetags.static import static
 
     settings.STATIC_ROOT = tmp_path / "collected"
-    call_command("collectstatic", interactive=False, verbosity=0)
-    assert (tmp_path / "collected" / "vendor" / "plotly.min.js").stat().st_size > 1_000_000
-    assert (tmp_path / "collected" / "django_htmx" / "ext" / "hx-ws-2.min.js").is_file()
+    out = StringIO()
+    call_command("collect_static_if_changed", stdout=out)
+    plotly = static("vendor/plotly.min.js")
+    assert re.fullmatch(r"/static/vendor/plotly\.min\.[0-9a-f]{12}\.js", plotly)
+    collected = tmp_path / "collected" / plotly.removeprefix("/static/")
+    assert collected.stat().st_size > 1_000_000 and Path(f"{collected}.br").is_file()
+    # Nothing changed: the next `make run` does not compress everything again.
+    call_command("collect_static_if_changed", stdout=out)
+    assert out.getvalue().count("Static files collected.") == 1 and "collected and compressed already" in out.getvalue()
+    # A fresh handler indexes the new STATIC_ROOT (WhiteNoise reads it when the middleware starts).
+    headers = asyncio.run(_headers(ASGIHandler(), plotly, b"br, gzip"))
+    assert headers[b"content-encoding"] == b"br" and b"immutable" in headers[b"cache-control"]
+    assert int(headers[b"content-length"]) < 1_500_000  # 4.7 MB of JavaScript, compressed
+
+
+async def _headers(app, path: str, encodings: bytes) -> dict[bytes, bytes]:
+    scope = {"type": "http", "method": "GET", "path": path, "query_string": b"",
+             "headers": [(b"host", b"127.0.0.1"), (b"accept-encoding", encodings)]}
+    communicator = ApplicationCommunicator(app, scope)
+    await communicator.send_input({"type": "http.request", "body": b""})
+    start = await communicator.receive_output(30)
+    while (await communicator.receive_output(30)).get("more_body", False):
+        pass
+    assert start["status"] == 200
+    return {name.lower(): value for name, value in start["headers"]}
