@@ -13,8 +13,9 @@ from typing import Any
 from django.contrib import messages
 from django.core.exceptions import ValidationError
 from django.core.paginator import Paginator
-from django.http import Http404, HttpRequest, HttpResponse
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
+from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from accounts.roles import ENGINEER, require_role
@@ -178,6 +179,27 @@ def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
         run_links=run_links(run, request.user),  # e.g. its campaign (apps above the optimizer register them)
     )
     return render(request, "optimizer/run_detail.html", context)
+
+
+@require_GET
+def run_memory(request: HttpRequest, pk: int) -> HttpResponse:
+    """The memory panel, re-fetched when a memory.added event arrives."""
+    run = services.get_run_for_user(request.user, pk)
+    memory_entries, memory_count = services.run_memory(request.user, run)
+    return render(request, "optimizer/partials/run_memory.html",
+                  {"run": run, "memory_entries": memory_entries, "memory_count": memory_count})
+
+
+@never_cache
+@require_GET
+def run_queue(request: HttpRequest, pk: int) -> JsonResponse:
+    """Where the run's kernels waiting for their evaluation stand, as JSON by kernel sha (?sha=..., those the
+    page shows as waiting): {"state": "queued"|"running", "ahead": n, "elapsed_s": s}. The page polls it while
+    any kernel waits, so a wait reads "queued (n ahead)" and its time grows instead of a frozen "written"."""
+    run = services.get_run_for_user(request.user, pk)
+    places = services.run_queue(run, request.GET.getlist("sha"))
+    return JsonResponse({"finished": run.is_finished,
+                         "kernels": {sha: place.as_dict() for sha, place in places.items()}})
 
 
 @require_GET

@@ -38,6 +38,7 @@ from optimizer.services.launch import (
 )
 from optimizer.services.lifecycle import cancel_run, continue_refusal, continue_run, pause_run, resume_run
 from optimizer.services.reads import (
+    RunLesson,
     chart_points,
     current_beam,
     evaluation_versions,
@@ -49,6 +50,7 @@ from optimizer.services.reads import (
     lineage,
     run_lineage,
     run_memory,
+    run_queue,
 )
 
 __all__ = [
@@ -57,6 +59,6 @@ __all__ = [
     "check_budget", "create_run", "launchable_problems", "llm_unavailable", "own_kernels", "parse_budget",
     "cancel_run", "continue_refusal", "continue_run", "pause_run", "resume_run",
     "chart_points", "current_beam", "evaluation_versions", "event_page", "get_candidate", "get_run_kernel",
-    "get_run_with_kernels", "iteration_plans", "lineage", "run_lineage", "run_memory",
+    "get_run_with_kernels", "iteration_plans", "lineage", "run_lineage", "run_memory", "RunLesson", "run_queue",
     "estimate_llm_cost", "max_agent_calls", "events_after",
 ]

@@ -3,14 +3,16 @@ kernels and the evaluation versions."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from django.core.exceptions import ValidationError
 from django.http import Http404
 
-from benchmark.models import Evaluation, Kernel
-from benchmark.services import backend_version
-from memory.models import MemoryEntry
+from benchmark.models import Evaluation, EvaluationStatus, Kernel
+from benchmark.services import QueuePlace, backend_version, queue_places
+from memory.models import MemoryEntry, MemoryEvidence
 from memory.services import visible_entries
 from optimizer.events import events_after
 from optimizer.models import (
@@ -20,6 +22,8 @@ from optimizer.models import (
     RunEvent,
 )
 from optimizer.services.access import get_run_for_user
+
+MAX_QUEUE_SHAS = 200  # a page asks for the kernels it shows waiting: one iteration's, a few dozen
 
 
 def event_page(run: Run, after: int = 0, limit: int = 100) -> tuple[list[RunEvent], int | None]:
@@ -90,11 +94,52 @@ def chart_points(run: Run) -> list[dict[str, Any]]:
     return points
 
 
-def run_memory(user: Any, run: Run, limit: int = 50) -> tuple[list[MemoryEntry], int]:
-    """The memory entries a run wrote that `user` may read (largest speedup first, at most `limit`), and
-    how many it wrote in all: the count is shown to everyone, the entries only to memory readers."""
-    entries = list(visible_entries(user).filter(source_run_id=run.pk).order_by("-speedup")[:limit])
-    return entries, MemoryEntry.objects.filter(source_run_id=run.pk).count()
+@dataclass(frozen=True)
+class RunLesson:
+    """A memory entry holding lessons a run learned, and how they got there: "new" (the run wrote the entry),
+    "learned again" (an entry held before got the run's evidence) or "merged" (the run's entry was merged into
+    this one, which holds its evidence now); `lessons`: how many of the run's lessons it holds."""
+
+    entry: MemoryEntry
+    how: str
+    lessons: int
+
+
+def run_memory(user: Any, run: Run, limit: int = 50) -> tuple[list[RunLesson], int]:
+    """The entries holding the lessons a run learned that `user` may read (largest speedup first, at most
+    `limit`), and how many entries hold them in all: the count is shown to everyone, the entries only to memory
+    readers. Read from the evidence, where a lesson counts now, so a lesson that strengthened or was merged
+    into an entry held before lists that entry, and each entry once."""
+    held: dict[int, dict[str, Any]] = {}
+    for entry_id, original_id in MemoryEvidence.objects.filter(source_run_id=run.pk).values_list(
+            "entry_id", "original_entry_id"):
+        row = held.setdefault(entry_id, {"lessons": 0, "merged": False})
+        row["lessons"] += 1
+        row["merged"] |= original_id != entry_id
+    # Entries a run wrote before evidence was kept have no evidence row: their own row says so.
+    filed = MemoryEvidence.objects.filter(original_entry__source_run_id=run.pk).values("original_entry_id")
+    for entry_id in MemoryEntry.objects.filter(source_run_id=run.pk).exclude(pk__in=filed).values_list("pk", flat=True):
+        held.setdefault(entry_id, {"lessons": 1, "merged": False})
+    entries = visible_entries(user).filter(pk__in=held).order_by("-speedup", "id")[:limit]
+    lessons = []
+    for entry in entries:
+        row = held[entry.pk]
+        how = "merged" if row["merged"] else "new" if entry.source_run_id == run.pk else "learned again"
+        lessons.append(RunLesson(entry, how, row["lessons"]))
+    return lessons, len(held)
+
+
+def run_queue(run: Run, shas: Sequence[str]) -> dict[str, QueuePlace]:
+    """Where the run's kernels with these shas stand while their evaluation (on the run's platform and backend)
+    is pending: by sha; kernels already evaluated are left out. At most MAX_QUEUE_SHAS are looked up."""
+    pending = Evaluation.objects.filter(
+        kernel__problem_id=run.problem_id, kernel__sha256__in=list(shas)[:MAX_QUEUE_SHAS], platform=run.platform,
+        backend=run.backend, backend_version=backend_version(run.backend),
+        status__in=[EvaluationStatus.QUEUED, EvaluationStatus.RUNNING],
+    ).select_related("kernel")
+    pending = list(pending)
+    places = queue_places(pending)
+    return {e.kernel.sha256: places[e.pk] for e in pending if e.pk in places}
 
 
 def iteration_plans(run: Run, index: int) -> tuple[Iteration, list[dict[str, Any]]]:

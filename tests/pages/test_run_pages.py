@@ -162,7 +162,7 @@ def test_a_finished_run_page_shows_its_best_kernel_lineage_and_memory_entries(lo
     start, middle, end = (lineage.index(name) for name in ("double baseline", "child", "grandchild"))
     assert start < middle < end
     assert f'href="/runs/{run.pk}/kernels/{best.pk}/diff/"' in lineage
-    assert "Add zero twice" in html and "Stored (1)" in html
+    assert "Add zero twice" in html and "1 entry holds this run's lessons" in html
 
 
 def test_a_kernel_held_for_review_is_never_shown_as_correct(login, engineer, problem) -> None:
