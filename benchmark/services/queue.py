@@ -32,14 +32,19 @@ class QueuePlace:
 
     def as_dict(self) -> dict[str, Any]:
         return {"state": self.state, "ahead": self.ahead, "elapsed_s": round(self.elapsed_s, 1),
-                "text": self.text}
+                "label": self.label, "text": self.text}
+
+    @property
+    def label(self) -> str:
+        """"queued (2 ahead)", "queued (next)" or "running"."""
+        if self.state == "running":
+            return "running"
+        return f"queued ({f'{self.ahead} ahead' if self.ahead else 'next'})"
 
     @property
     def text(self) -> str:
         """What a page says: "queued (2 ahead) · 14 s", "queued (next) · 3 s", "running · 1 min 05 s"."""
-        if self.state == "running":
-            return f"running · {elapsed_text(self.elapsed_s)}"
-        return f"queued ({f'{self.ahead} ahead' if self.ahead else 'next'}) · {elapsed_text(self.elapsed_s)}"
+        return f"{self.label} · {elapsed_text(self.elapsed_s)}"
 
 
 def elapsed_text(seconds: float) -> str:
