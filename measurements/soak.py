@@ -101,6 +101,7 @@ class Record:
     evaluations: set[int] = field(default_factory=set)
     frames: int = 0
     evidence: list[str] = field(default_factory=list)
+    slow_healthz: list[str] = field(default_factory=list)  # when, how long, and the checks' own times
 
     def count(self, kind: str, number: int = 1) -> None:
         with self.lock:
@@ -265,20 +266,24 @@ class Soak:
 
     # --- /healthz --------------------------------------------------------------------------------------
 
-    def poll_healthz(self, stop: threading.Event, limit_s: float, on_slow: Callable[[float], None]) -> None:
+    def poll_healthz(self, stop: threading.Event, limit_s: float, on_slow: Callable[[float, str], None]) -> None:
         while not stop.is_set():
             started = time.monotonic()
+            body: Any = {}
             try:
                 with urllib.request.urlopen(self.base + "/healthz", timeout=10) as response:
-                    response.read()
+                    body = json.loads(response.read())
                     latency = time.monotonic() - started if response.status == 200 else float("inf")
-            except OSError:
+            except (OSError, ValueError):
                 latency = float("inf")
             with self.record.lock:
                 self.record.healthz.append((started, latency))
                 self.record.requests["healthz"] += 1
             if latency > limit_s:
-                on_slow(latency)
+                # The checks time themselves: a slow answer with fast checks waited before the view ran.
+                inside = ", ".join(f"{part} {body[part]['latency_ms']:.0f} ms" for part in ("database", "channel_layer")
+                                   if isinstance(body, dict) and "latency_ms" in body.get(part, {}))
+                on_slow(latency, inside or "no answer")
             stop.wait(max(0.0, HEALTHZ_EVERY_S - (time.monotonic() - started)))
 
 
@@ -387,12 +392,14 @@ def soak(minutes: float, clients: int, directory: Path, *, healthz_limit_s: floa
     stop_polling = threading.Event()
     last_dump = [0.0]
 
-    def on_slow(latency: float) -> None:
+    def on_slow(latency: float, inside: str) -> None:
+        with record.lock:
+            record.slow_healthz.append(f"{time.strftime('%H:%M:%S')} {latency:.2f} s ({inside})")
         # Stacks while it is slow, at most one set a minute and three in all (the log keeps them).
         if len(record.evidence) < 3 and time.monotonic() - last_dump[0] > 60:
             last_dump[0] = time.monotonic()
             text = take_stacks(server)
-            record.evidence.append(f"/healthz took {latency:.2f} s at {time.strftime('%H:%M:%S')}: {text}")
+            record.evidence.append(f"/healthz took {latency:.2f} s ({inside}) at {time.strftime('%H:%M:%S')}: {text}")
             out(record.evidence[-1].splitlines()[0])
 
     threads = [threading.Thread(target=runner.poll_healthz, args=(stop_polling, healthz_limit_s, on_slow),
@@ -475,8 +482,7 @@ def summarize(database: Path, record: Record, minutes: float, clients: int, limi
         requests = dict(sorted(record.requests.items()))
         runs, frames = sorted(record.runs), record.frames
         slowest = {kind: (percentile(values, 0.99), max(values)) for kind, values in sorted(record.seconds.items())}
-        slow_polls = [time.strftime("%H:%M:%S", time.localtime(time.time() - time.monotonic() + at)) + f" {latency:.2f} s"
-                      for at, latency in record.healthz if latency > limit_s]
+        slow_polls = list(record.slow_healthz)
     answered = [latency for latency in latencies if latency != float("inf")]
     run_states = Counter(status for (status,) in query(database, "SELECT status FROM optimizer_run"))
     evaluations = query(database, "SELECT status, COALESCE(error_kind, ''), COUNT(*) FROM benchmark_evaluation "
@@ -498,7 +504,7 @@ def summarize(database: Path, record: Record, minutes: float, clients: int, limi
         f"/healthz: {len(latencies)} polls, median {statistics.median(answered) * 1e3 if answered else float('nan'):.0f}"
         f" ms, p99 {percentile(answered, 0.99) * 1e3:.0f} ms, max {max(latencies, default=0) * 1e3:.0f} ms, "
         f"over {limit_s:g} s: {sum(latency > limit_s for latency in latencies)}, unanswered: "
-        f"{len(latencies) - len(answered)}" + (f" (slow at {', '.join(slow_polls[:10])})" if slow_polls else ""),
+        f"{len(latencies) - len(answered)}" + (f"; slow: {'; '.join(slow_polls[:10])}" if slow_polls else ""),
         "other requests' p99/max: " + ", ".join(f"{kind} {p99:.2f}/{top:.2f} s" for kind, (p99, top) in slowest.items()),
     ]
 
