@@ -204,9 +204,10 @@ def gpu_probe() -> dict:
         lease = lease_uid() if os.geteuid() == 0 else None
         started = time.monotonic()
         try:
-            argv = isolation.command([sys.executable, "-s", "-B", "-P", "-c", _GPU_PROBE], limits.scratch_bytes, placed)
+            argv = isolation.run_as(lease, isolation.command([sys.executable, "-s", "-B", "-P", "-c", _GPU_PROBE],
+                                                             limits.scratch_bytes, placed))
             done = subprocess.run(argv, capture_output=True, text=True, timeout=90, check=False, cwd="/",
-                                  env=child_environment(isolation.SCRATCH, placed), **isolation.popen_credentials(lease))
+                                  env=child_environment(isolation.SCRATCH, placed))
             report[label] = {"ok": done.returncode == 0, "stdout": done.stdout.strip()[-500:],
                              "stderr": done.stderr.strip()[-1500:], "s": round(time.monotonic() - started, 1)}
         except (OSError, subprocess.SubprocessError) as exc:

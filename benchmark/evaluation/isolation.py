@@ -2,7 +2,7 @@
 
 Every child (unless `ACCELOPT_SANDBOX_ALLOW_ROOT=1`) is started as
 
-    [as the leased uid U: Popen user=U, group=U, no supplementary groups; a root parent only]
+    [setpriv --reuid=U --regid=U --clear-groups --   (as the leased uid U; a root parent only)]
     unshare --user --map-current-user --net --
     bwrap --unshare-user --unshare-ipc --unshare-pid --unshare-uts --unshare-cgroup-try
           --die-with-parent --new-session --disable-userns --hostname sandbox
@@ -207,13 +207,25 @@ def command(argv: Sequence[str], scratch_bytes: int, extras: SandboxExtras | Non
             *bwrap_arguments(found["bwrap"], scratch_bytes, extras), "--", *argv]
 
 
-def popen_credentials(lease: UidLease | None) -> dict[str, object]:
-    """Popen's user/group arguments: set in C between fork and exec (no preexec_fn, which is unsafe with
-    threads). Real, effective and saved ids all change, so there is no way back to root, and the kernel
-    clears every capability."""
+def run_as(lease: UidLease | None, argv: Sequence[str]) -> list[str]:
+    """`argv` started as the lease's uid by util-linux's `setpriv`, after the exec.
+
+    Why not Popen's user/group arguments: with them CPython must fork() (vfork cannot change ids), and
+    fork() in the threaded server runs every pthread_atfork handler, among them OpenBLAS's, which joins
+    its worker threads while this thread holds the GIL. A worker finishing a job for another thread can
+    miss that handshake and never exit, and the thread that job belongs to then waits for the GIL: the
+    whole server deadlocks (docs/architecture.md, "Starting children"). Without ids to change, Popen
+    uses vfork(): no atfork handler runs and only CPython's C code runs before the exec.
+    setpriv changes real, effective and saved ids and drops supplementary groups, so there is no way
+    back to root and the kernel clears every capability (`make sandbox` checks this).
+    """
     if lease is None:
-        return {}
-    return {"user": lease.uid, "group": lease.gid, "extra_groups": []}
+        return list(argv)
+    setpriv = shutil.which("setpriv", path="/usr/bin:/bin")
+    if setpriv is None:
+        raise SandboxUnavailable(f"`setpriv` (util-linux) is not installed; it starts children as their own "
+                                 f"uid. Fix: {INSTALL_HINT}")
+    return [setpriv, f"--reuid={lease.uid}", f"--regid={lease.gid}", "--clear-groups", "--", *argv]
 
 
 _PROBE_CODE = "import os, sys; sys.stdout.write(f'{os.getuid()} {os.getpid()}')"
@@ -224,10 +236,10 @@ _checked = False
 
 def probe(lease: UidLease | None, scratch_bytes: int = 16 * 1024**2, timeout: float = 60.0) -> None:
     """Start the interpreter in the sandbox exactly as a child is started; SandboxUnavailable if it fails."""
-    argv = command([sys.executable, "-s", "-B", "-P", "-S", "-c", _PROBE_CODE], scratch_bytes)
+    argv = run_as(lease, command([sys.executable, "-s", "-B", "-P", "-S", "-c", _PROBE_CODE], scratch_bytes))
     try:
         done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, check=False, cwd="/",
-                              env={"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"}, **popen_credentials(lease))
+                              env={"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"})
     except PermissionError as exc:
         raise SandboxUnavailable(f"could not start `unshare` as uid {lease.uid if lease else os.getuid()} "
                                  f"({exc.strerror}). Fix: {INSTALL_HINT}; {OPT_OUT_HINT}") from None

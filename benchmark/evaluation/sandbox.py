@@ -37,7 +37,7 @@ import numpy as np
 
 from benchmark.evaluation import cgroups, isolation, protocol
 from benchmark.evaluation.isolation import PROJECT_ROOT
-from benchmark.evaluation.sandbox_user import SETUP_COMMAND, SandboxUnavailable, UidLease, lease_uid
+from benchmark.evaluation.sandbox_user import SETUP_COMMAND, UidLease, lease_uid
 
 # How often a waiting parent checks that the child's sandbox leader still runs, and how long it waits for a
 # killed leader to be reaped.
@@ -236,17 +236,14 @@ class ChildProcess:
                                                      cpus=limits.cpus)
             if self.cgroup is not None:
                 argv = self.cgroup.joining(argv)
+            # No ids to change, no preexec_fn: CPython starts it with vfork(), never fork() (isolation.run_as).
             self.proc = subprocess.Popen(
-                argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=cwd,
-                env=child_environment(home, extras), start_new_session=True, close_fds=True,
-                **isolation.popen_credentials(self.lease),
+                isolation.run_as(self.lease, argv), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE, cwd=cwd, env=child_environment(home, extras), start_new_session=True,
+                close_fds=True,
             )
-        except BaseException as exc:
+        except BaseException:  # a uid that cannot run `unshare` is found by ensure_available's probe
             self._release()
-            if isinstance(exc, PermissionError) and self.lease is not None:
-                raise SandboxUnavailable(
-                    f"uid {self.lease.uid} cannot execute `unshare` ({exc.strerror}); run `make sandbox` (or "
-                    f"`{SETUP_COMMAND}`) as root") from None
             raise
         self.pgid = self.proc.pid  # start_new_session: the child (or its bwrap) leads its own session and group
         for stream in (self.proc.stdin, self.proc.stdout, self.proc.stderr):

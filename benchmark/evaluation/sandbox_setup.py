@@ -245,9 +245,9 @@ def check_isolation(root: bool) -> str:
     try:
         isolation.probe(lease)
         code = _INSIDE.format(imports=", ".join(_PROBE_IMPORTS), var=str(var_dir()))
-        argv = isolation.command([sys.executable, "-s", "-B", "-P", "-c", code], 16 * 1024**2)
+        argv = isolation.run_as(lease, isolation.command([sys.executable, "-s", "-B", "-P", "-c", code], 16 * 1024**2))
         done = subprocess.run(argv, capture_output=True, text=True, timeout=120, check=False, cwd="/",
-                              env=child_environment(isolation.SCRATCH), **isolation.popen_credentials(lease))
+                              env=child_environment(isolation.SCRATCH))
     finally:
         if lease is not None:
             lease.release()
