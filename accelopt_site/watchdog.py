@@ -31,6 +31,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from benchmark.evaluation import executors
+
 logger = logging.getLogger(__name__)
 
 LOOP = "event loop"
@@ -182,6 +184,7 @@ def start_server_watchdog() -> Watchdog | None:
         return current()
     watchdog = Watchdog(stall_seconds, native_dump=True).start()
     _current["watchdog"] = watchdog
+    executors.report_busy_with(busy)
     _current["heartbeat"] = asyncio.get_running_loop().create_task(loop_heartbeat(watchdog))
     logger.info("watchdog: logs every thread's stack after %g s without progress", stall_seconds)
     return watchdog

@@ -13,6 +13,7 @@ imported only then.
 
 from __future__ import annotations
 
+import contextlib
 import glob
 import hashlib
 import logging
@@ -21,10 +22,26 @@ from concurrent.futures import Future, InvalidStateError, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from accelopt_site import watchdog
 from benchmark.evaluation.pipeline import evaluate
 from benchmark.evaluation.result import EvaluationResult
 from benchmark.evaluation.sandbox import Cancellation, Limits
+
+BusyReporter = Callable[[str, float], contextlib.AbstractContextManager[None]]
+
+
+def _no_report(what: str, allowance_s: float) -> contextlib.AbstractContextManager[None]:
+    return contextlib.nullcontext()
+
+
+_report_busy: BusyReporter = _no_report
+
+
+def report_busy_with(reporter: BusyReporter | None) -> None:
+    """What a pool thread enters while it holds an evaluation: (what it is, how long it may last). The
+    server's watchdog installs its own (accelopt_site/watchdog.py), so a worker that never lets go is
+    logged; the engine itself knows no watchdog. None: report nothing."""
+    global _report_busy
+    _report_busy = reporter or _no_report
 
 
 def source_digest(source: str) -> str:
@@ -128,7 +145,7 @@ class LocalExecutor(Executor):
                 return
             future.started()
             try:
-                with future.cancellation.active(), watchdog.busy(_describe(request), _allowance_s(request)):
+                with future.cancellation.active(), _report_busy(_describe(request), _allowance_s(request)):
                     result = request.run()
             except BaseException as error:  # as ThreadPoolExecutor's own work items do
                 _settle(future, error=error)

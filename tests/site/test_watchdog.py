@@ -17,6 +17,7 @@ import pytest
 
 from accelopt_site import watchdog as watchdog_module
 from accelopt_site.watchdog import Watchdog, loop_heartbeat
+from benchmark.evaluation import executors
 from benchmark.evaluation.executors import LocalExecutor
 from benchmark.evaluation.sandbox import Limits
 
@@ -42,7 +43,9 @@ def _wait_for(condition, timeout: float = 10.0) -> bool:
 def watchdog():
     dog = Watchdog(STALL_S, check_interval_s=0.05).start()
     watchdog_module._current["watchdog"] = dog
+    executors.report_busy_with(watchdog_module.busy)  # as start_server_watchdog does
     yield dog
+    executors.report_busy_with(None)
     watchdog_module._current.pop("watchdog", None)
     dog.stop()
 
