@@ -28,6 +28,7 @@ from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 
+from accelopt_site.health import HealthzFront  # noqa: E402
 from accelopt_site.routing import websocket_urlpatterns  # noqa: E402
 from accelopt_site.watchdog import start_server_watchdog  # noqa: E402
 from optimizer.worker import EmbeddedWorkerMiddleware  # noqa: E402
@@ -40,7 +41,7 @@ http_application = django_http_application
 application = EmbeddedWorkerMiddleware(
     ProtocolTypeRouter(
         {
-            "http": http_application,
+            "http": HealthzFront(http_application),
             "websocket": AllowedHostsOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
         }
     )

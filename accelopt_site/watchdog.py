@@ -4,6 +4,8 @@ evaluation worker stops making progress for longer than ACCELOPT_STALL_SECONDS.
 * The event loop: a heartbeat coroutine on daphne's loop beats once a second. No beat for the stall time
   means something blocks the loop (a synchronous call in a coroutine, a lock, a deadlock): every page,
   websocket and /healthz is then frozen.
+* Django's sync thread: a coroutine beats from it once a second (through sync_to_async), so a request whose
+  synchronous code never returns, which holds up every other page, is found too.
 * Evaluation workers (the local executor's threads, benchmark.evaluation.executors): a worker marks
   itself busy when it picks an evaluation up and idle when it is done. An idle worker never stalls; a busy
   one stalls once it has held one evaluation longer than that evaluation can last under its own sandbox
@@ -31,11 +33,14 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from asgiref.sync import sync_to_async
+
 from benchmark.evaluation import executors
 
 logger = logging.getLogger(__name__)
 
 LOOP = "event loop"
+SYNC_THREAD = "Django's sync thread"  # where every request's middleware runs (asgiref, thread_sensitive)
 LOOP_BEAT_S = 1.0
 
 
@@ -154,6 +159,14 @@ async def loop_heartbeat(watchdog: Watchdog, interval_s: float = LOOP_BEAT_S) ->
         await asyncio.sleep(interval_s)
 
 
+async def sync_thread_heartbeat(watchdog: Watchdog, interval_s: float = LOOP_BEAT_S) -> None:
+    """Beat from Django's one sync thread, forever: it stalls when a request's synchronous code never
+    returns, and then every page waits behind it while the loop itself still beats."""
+    while True:
+        await sync_to_async(watchdog.beat)(SYNC_THREAD)
+        await asyncio.sleep(interval_s)
+
+
 # --- the process's one watchdog -----------------------------------------------------------------------
 
 _current: dict[str, Any] = {}
@@ -185,6 +198,8 @@ def start_server_watchdog() -> Watchdog | None:
     watchdog = Watchdog(stall_seconds, native_dump=True).start()
     _current["watchdog"] = watchdog
     executors.report_busy_with(busy)
-    _current["heartbeat"] = asyncio.get_running_loop().create_task(loop_heartbeat(watchdog))
+    loop = asyncio.get_running_loop()
+    _current["heartbeats"] = [loop.create_task(loop_heartbeat(watchdog)),
+                              loop.create_task(sync_thread_heartbeat(watchdog))]
     logger.info("watchdog: logs every thread's stack after %g s without progress", stall_seconds)
     return watchdog
