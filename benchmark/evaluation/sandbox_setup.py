@@ -8,9 +8,10 @@ What it changes, and only when needed (docs/operations.md, "Evaluation sandbox")
    as root; `unshare` comes with util-linux, which every Debian has);
 2. creates the directory of uid leases, /run/accelopt-sandbox (0700, root's);
 3. adds "others may traverse" (o+x: enter by name, never list or read) to each directory on the way to the
-   Python interpreter, its installation, the virtualenv and the project that lacks it: children run as
-   uids of their own, and bubblewrap opens those paths as that uid. Here that is only /root (mode 0700),
-   because the interpreter lives under /root/.pyenv;
+   Python interpreter, its installation, the virtualenv and the project that lacks it, saying so and why
+   before it changes anything: children run as uids of their own, and bubblewrap resolves those paths as
+   that uid (even the ones it binds by descriptor). Here that is only /root (mode 0700), because the
+   interpreter lives under /root/.pyenv; an interpreter outside a private home needs no change;
 4. removes all access for others from the project's var directory (defence in depth: children cannot
    see it at all).
 
@@ -35,6 +36,7 @@ import shutil
 import stat
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 from benchmark.evaluation import cgroups, isolation
@@ -191,19 +193,27 @@ def ensure_lock_directory(check_only: bool) -> list[str]:
     return [f"mkdir -m 0700 {LOCK_DIRECTORY}  (uid leases of running evaluation children)"]
 
 
-def open_directories(check_only: bool) -> list[str]:
+def open_directories(check_only: bool, announce: Callable[[str], None] = print) -> list[str]:
+    """Add o+x to each directory on the way to the interpreter and the project that lacks it, saying what
+    and why *before* changing it. bubblewrap resolves every path it binds as the child's uid (its
+    `--ro-bind-fd` too: it follows the descriptor's path), so there is no way to bind an interpreter
+    that uid cannot reach; an interpreter outside a private home (/usr, /usr/local, /opt) needs none."""
     needed = paths_the_sandbox_needs()
     changes = []
     for directory in directories_to_open(needed):
         mode = stat.S_IMODE(os.stat(directory).st_mode)
-        changes.append(f"chmod o+x {directory}  (was {stat.filemode(mode | stat.S_IFDIR)}, no listing for others)")
+        change = f"chmod o+x {directory}  (was {stat.filemode(mode | stat.S_IFDIR)}, no listing for others)"
+        changes.append(change)
+        exposed = reachable_neighbours(directory, needed)
         if check_only:
             continue
+        announce(f"sandbox setup: changing {directory} outside the checkout: evaluation children run as uids of "
+                 f"their own, which must reach the Python interpreter under it; `chmod o+x` lets any user enter "
+                 f"it by name (never list it)"
+                 + (f"; entries then readable by name: {', '.join(exposed)}" if exposed else "")
+                 + ". To avoid it, install Python outside a private home (e.g. /usr/local), make the venv with "
+                   f"it, and `chmod o-x {directory}`")
         os.chmod(directory, mode | stat.S_IXOTH)
-        exposed = reachable_neighbours(directory, needed)
-        if exposed:
-            changes.append(f"  note: these entries of {directory} are now readable by any user who knows their "
-                           f"names (their own modes allow it): {', '.join(exposed)}")
     return changes
 
 
