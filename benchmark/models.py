@@ -17,6 +17,7 @@ from django.db.models import F, Q
 from django.urls import reverse
 from django.utils import timezone
 
+from benchmark.evaluation.requirements import CONFIGURATION_LABEL, is_missing_package
 from benchmark.evaluation.result import ErrorKind
 from benchmark.platforms import DEFAULT_BACKEND, DEFAULT_PLATFORM, TRITON, Backend, Platform, platforms_for
 
@@ -359,12 +360,15 @@ class Evaluation(models.Model):
         self.held_reason = reason
         self.held_at = timezone.now()
 
-    def get_error_kind_display(self) -> str:
-        """The kind's label, except a package missing where evaluations run: a configuration error to fix, not
+    @property
+    def lacks_a_package(self) -> bool:
+        """A package missing where evaluations run: a configuration error for the operator to fix, never
         "ours, retried" (benchmark.evaluation.requirements)."""
-        from benchmark.evaluation.requirements import CONFIGURATION_LABEL, is_missing_package
+        return self.error_kind == ErrorKind.INFRASTRUCTURE_ERROR and is_missing_package(self.error_message)
 
-        if self.error_kind == ErrorKind.INFRASTRUCTURE_ERROR and is_missing_package(self.error_message):
+    def get_error_kind_display(self) -> str:
+        """The kind's label; a missing package says so (lacks_a_package)."""
+        if self.lacks_a_package:
             return CONFIGURATION_LABEL
         return str(ErrorKind(self.error_kind).label) if self.error_kind in ErrorKind.values else self.error_kind
 

@@ -4,6 +4,7 @@ is a configuration error naming it and the install command, tried once, never "o
 
 from __future__ import annotations
 
+import html
 import importlib.util
 from pathlib import Path
 
@@ -62,7 +63,8 @@ def test_an_nki_problem_page_says_nothing_of_triton(client, engineer, nki_proble
     assert "triton-unavailable" not in client.get(nki_problem.get_absolute_url()).content.decode()
 
 
-def test_an_evaluation_meeting_a_missing_package_is_a_configuration_error_tried_once(no_torch, triton_problem):
+def test_an_evaluation_meeting_a_missing_package_is_a_configuration_error_tried_once(no_torch, triton_problem,
+                                                                                      client, engineer):
     import json
 
     definition = json.loads((FIXTURES / "studio_axpy_h16.json").read_text())
@@ -77,6 +79,12 @@ def test_an_evaluation_meeting_a_missing_package_is_a_configuration_error_tried_
     evaluation.refresh_from_db()
     assert evaluation.get_error_kind_display() == CONFIGURATION_LABEL == evaluation.outcome
     assert "retried" not in evaluation.outcome.replace("not retried", "")
+    # On its page: what to do, never "this failure is ours" with a Retry.
+    client.login(username=engineer.username, password=TEST_PASSWORD)
+    page = client.get(f"/evaluations/{evaluation.pk}/fragment/").content.decode()
+    assert 'data-testid="missing-package"' in page and "Evaluate again" in page
+    assert html.escape(TRITON_INSTALL) in page
+    assert "This failure is ours" not in page and ">Retry<" not in page
 
 
 def test_only_our_packages_count_as_missing():
