@@ -17,6 +17,8 @@ import contextlib
 import glob
 import hashlib
 import logging
+import threading
+import weakref
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, InvalidStateError, ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -136,9 +138,15 @@ class LocalExecutor(Executor):
             raise ValueError(f"LocalExecutor needs at least 1 worker, got {max_workers}")
         self.max_workers = max_workers
         self._pool = ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="accelopt-eval")
+        self._live: weakref.WeakSet[LocalFuture] = weakref.WeakSet()
+        # At exit, before concurrent.futures joins the pool's threads (which would first run everything still
+        # queued: a SIGTERM'd server then lived on for as long as its queue took), stop what runs and drop the
+        # rest. concurrent.futures registers its own join through this same hook; ours, later, runs first.
+        threading._register_atexit(_stop_at_exit, weakref.ref(self))
 
     def submit(self, request: EvaluationRequest) -> Future[EvaluationResult]:
         future = LocalFuture()
+        self._live.add(future)
 
         def work() -> None:
             if future.done():  # withdrawn while it waited for a thread
@@ -158,10 +166,20 @@ class LocalExecutor(Executor):
         return future
 
     def shutdown(self, wait: bool = True) -> None:
+        """wait: finish everything submitted. Otherwise cancel it all, killing the running evaluations'
+        sandbox children, so the pool's threads end within moments."""
+        if not wait:
+            for future in list(self._live):
+                future.cancel()
         self._pool.shutdown(wait=wait, cancel_futures=not wait)
 
     def describe(self) -> dict[str, Any]:
         return {"kind": self.kind, "workers": self.max_workers}
+
+
+def _stop_at_exit(executor: weakref.ref[LocalExecutor]) -> None:
+    if (alive := executor()) is not None:
+        alive.shutdown(wait=False)
 
 
 def _describe(request: Any) -> str:
