@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import ctypes
 import json
 import os
 import selectors
@@ -155,6 +156,50 @@ def child_environment(private_dir: str, extras: isolation.SandboxExtras | None =
     return env
 
 
+_PR_SET_CHILD_SUBREAPER = 36  # <linux/prctl.h>
+_adopting = threading.Lock()
+_adopted = False
+
+
+def _adopt_orphans() -> None:
+    """Make this process the reaper of what its children leave behind (once per process).
+
+    bubblewrap's outer process exits as soon as its pid 1 reports the sandboxed command's status, without
+    reaping that pid 1; orphaned, it went to the host's pid 1, which in a container may never reap it (a
+    zombie per four evaluations, measured). As the subreaper this process gets it, and close() reaps it."""
+    global _adopted
+    with _adopting:
+        if not _adopted:
+            libc = ctypes.CDLL(None, use_errno=True)
+            if libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
+                raise OSError(ctypes.get_errno(), "prctl(PR_SET_CHILD_SUBREAPER)")
+            _adopted = True
+
+
+def _reap_orphans(uid: int) -> None:
+    """Reap (killing first, if alive) this process's children that run as `uid`: what a child leased that
+    uid left behind, adopted by _adopt_orphans. Popen's own children are never touched: a sandbox leader
+    is reaped before its uid is released, and no other child runs as a leased uid."""
+    me = str(os.getpid())
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/status") as f:
+                fields = dict(line.split(":", 1) for line in f if ":" in line)
+        except OSError:
+            continue
+        if fields.get("PPid", "").strip() != me or fields.get("Uid", "").split()[:1] != [str(uid)]:
+            continue
+        pid = int(entry)
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)  # our unreaped child: its pid cannot have been reused
+        end = time.monotonic() + 1.0
+        with contextlib.suppress(ChildProcessError):
+            while os.waitpid(pid, os.WNOHANG) == (0, 0) and time.monotonic() < end:
+                time.sleep(0.005)
+
+
 class _StderrTail(threading.Thread):
     """Keeps the last bytes the child wrote to stderr (kernel prints, Python crash reports).
 
@@ -224,6 +269,7 @@ class ChildProcess:
         try:
             if self.isolated:
                 if os.geteuid() == 0:
+                    _adopt_orphans()
                     self.lease = lease_uid()
                 isolation.ensure_available(self.lease)
                 argv = isolation.command(argv, limits.scratch_bytes, extras)
@@ -475,6 +521,8 @@ class ChildProcess:
         self.stderr.stop()
         if not self.stderr.is_alive():  # never close a descriptor a live thread may still read
             self.proc.stderr.close()
+        if self.lease is not None and self.proc.returncode is not None:
+            _reap_orphans(self.lease.uid)  # before the uid goes back: it names what is this child's
         self._release()
         if self._cancellation is not None:
             self._cancellation._forget(self)
