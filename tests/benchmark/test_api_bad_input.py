@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from benchmark.models import Evaluation, Kernel
+from benchmark.models import Evaluation, Kernel, Problem
 from tests.benchmark.bad_inputs import BAD_INPUTS, BadInput
 
 
@@ -17,7 +17,13 @@ def test_a_bad_upload_is_stored_with_its_failure_kind_message_and_line(
     baseline_evaluations = Evaluation.objects.filter(kernel=silu_mini.baseline_kernel).count()
     payload = {"source": case.kernel, "name": f"{case.name}.py"}
     payload.update({"reference_source": case.reference} if case.reference else {"problem": "silu:mini"})
+    problems, kernels = Problem.objects.count(), Kernel.objects.count()
     response = client.post("/api/kernels", payload, content_type="application/json", headers=bearer(engineer))
+    if case.name == "broken_reference":  # the user's reference is checked at upload: refused, nothing kept
+        assert response.status_code == 400, response.content
+        assert "line 12 of the reference" in response.json()["detail"] and "undefined_scale" in response.json()["detail"]
+        assert (Problem.objects.count(), Kernel.objects.count()) == (problems, kernels)
+        return
     assert response.status_code == 201, response.content
     evaluation = response.json()["evaluation"]
     assert evaluation["status"] == "done"
