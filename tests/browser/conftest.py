@@ -8,6 +8,7 @@ exceptions, and the test fails if there are any.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import subprocess
@@ -61,7 +62,14 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     if os.environ.get("ACCELOPT_BROWSER_URL"):
         yield os.environ["ACCELOPT_BROWSER_URL"]
         return
-    var = tmp_path_factory.mktemp("browser-var")
+    with seeded_server(tmp_path_factory.mktemp("browser-var")) as base:
+        yield base
+
+
+@contextlib.contextmanager
+def seeded_server(var: Path, **settings: str) -> Iterator[str]:
+    """A daphne server, started as `make run` starts it, on a fresh database in `var` seeded by seed.py;
+    `settings`: ACCELOPT_* values over the defaults below. Yields its base URL."""
     env = {
         **os.environ,
         "ACCELOPT_VAR_DIR": str(var),
@@ -72,6 +80,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         # first-contact test starts a server of its own with the background pass on.
         "ACCELOPT_BACKGROUND_BASELINES": "none",
         "PYTHONUNBUFFERED": "1",
+        **settings,
     }
     env.pop("REDIS_URL", None)
     subprocess.run([sys.executable, str(REPO / "tests" / "browser" / "seed.py")], env=env, cwd=REPO, check=True,

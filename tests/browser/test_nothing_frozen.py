@@ -9,17 +9,14 @@ lists the entries that hold them (written by the first run), each once, before a
 
 from __future__ import annotations
 
-import os
 import re
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
-from tests.browser.conftest import REPO, Pages, _free_port, _wait_until_up
+from tests.browser.conftest import Pages, seeded_server
 from tests.browser.run_form import fill_new_run_form
 
 RUN_TIMEOUT_MS = 300_000
@@ -43,34 +40,10 @@ new MutationObserver(() => {
 @pytest.fixture(scope="module")
 def one_worker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """A fresh seeded server whose evaluations run one at a time."""
-    var = tmp_path_factory.mktemp("one-worker")
-    env = {
-        **os.environ, "ACCELOPT_VAR_DIR": str(var), "DATABASE_URL": f"sqlite:///{var / 'db.sqlite3'}",
-        "DJANGO_SETTINGS_MODULE": "accelopt_site.settings", "ACCELOPT_EMBEDDED_WORKER": "1",
-        "ACCELOPT_BACKGROUND_BASELINES": "none", "ACCELOPT_EVALUATION_WORKERS": "1",
-        # A kernel that never returns holds the one worker this long: the line behind it is there to see.
-        "ACCELOPT_EVALUATION_TIMEOUT_S": str(SLOW_S), "PYTHONUNBUFFERED": "1",
-    }
-    env.pop("REDIS_URL", None)
-    subprocess.run([sys.executable, str(REPO / "tests" / "browser" / "seed.py")], env=env, cwd=REPO, check=True,
-                   capture_output=True, timeout=300)
-    port = _free_port()
-    log = (var / "daphne.log").open("w")
-    process = subprocess.Popen(
-        [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), "accelopt_site.asgi:application"],
-        env=env, cwd=REPO, stdout=log, stderr=subprocess.STDOUT,
-    )
-    base = f"http://127.0.0.1:{port}"
-    try:
-        _wait_until_up(f"{base}/healthz", process)
+    # A kernel that never returns holds the one worker for SLOW_S: the line behind it is there to see.
+    with seeded_server(tmp_path_factory.mktemp("one-worker"), ACCELOPT_EVALUATION_WORKERS="1",
+                       ACCELOPT_EVALUATION_TIMEOUT_S=str(SLOW_S)) as base:
         yield base
-    finally:
-        process.terminate()
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-        log.close()
 
 
 @pytest.fixture
