@@ -163,6 +163,8 @@ def test_a_finished_run_page_shows_its_best_kernel_lineage_and_memory_entries(lo
     assert start < middle < end
     assert f'href="/runs/{run.pk}/kernels/{best.pk}/diff/"' in lineage
     assert "Add zero twice" in html and "1 entry holds this run's lessons" in html
+    # Its stream only replays what happened: the label says so, and run_stream.js never turns it to "live".
+    assert 'data-finished="1">finished: its events, replayed</span>' in html
 
 
 def test_a_kernel_held_for_review_is_never_shown_as_correct(login, engineer, problem) -> None:

@@ -44,7 +44,8 @@
   function status(event, text) {
     var stream = event.target.closest("[data-run]");
     var label = stream && document.getElementById("run-" + stream.dataset.run + "-stream-status");
-    if (label) { label.textContent = text; }
+    // A finished run's page only replays its events: it never reads "live".
+    if (label && !label.dataset.finished) { label.textContent = text; }
   }
   document.addEventListener("htmx:wsOpen", function (event) { status(event, "live"); });
   document.addEventListener("htmx:wsClose", function (event) {
