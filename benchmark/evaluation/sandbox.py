@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import collections
 import contextlib
-import ctypes
 import json
 import os
 import selectors
@@ -44,6 +43,7 @@ from benchmark.evaluation.sandbox_user import SETUP_COMMAND, UidLease, lease_uid
 # killed leader to be reaped.
 _LEADER_CHECK_SECONDS = 0.5
 _REAP_SECONDS = 10.0
+_LEADER_EXIT_SECONDS = 1.0  # a leader whose child died reaps it and exits within milliseconds
 
 # The whole environment a child sees. Nothing else from the parent's environment passes: no API keys, no
 # DATABASE_URL, no secret key, no proxy settings.
@@ -156,48 +156,28 @@ def child_environment(private_dir: str, extras: isolation.SandboxExtras | None =
     return env
 
 
-_PR_SET_CHILD_SUBREAPER = 36  # <linux/prctl.h>
-_adopting = threading.Lock()
-_adopted = False
-
-
-def _adopt_orphans() -> None:
-    """Make this process the reaper of what its children leave behind (once per process).
-
-    bubblewrap's outer process exits as soon as its pid 1 reports the sandboxed command's status, without
-    reaping that pid 1; orphaned, it went to the host's pid 1, which in a container may never reap it (a
-    zombie per four evaluations, measured). As the subreaper this process gets it, and close() reaps it."""
-    global _adopted
-    with _adopting:
-        if not _adopted:
-            libc = ctypes.CDLL(None, use_errno=True)
-            if libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
-                raise OSError(ctypes.get_errno(), "prctl(PR_SET_CHILD_SUBREAPER)")
-            _adopted = True
-
-
-def _reap_orphans(uid: int) -> None:
-    """Reap (killing first, if alive) this process's children that run as `uid`: what a child leased that
-    uid left behind, adopted by _adopt_orphans. Popen's own children are never touched: a sandbox leader
-    is reaped before its uid is released, and no other child runs as a leased uid."""
-    me = str(os.getpid())
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
+def _kill_children_of(leader: int) -> bool:
+    """SIGKILL the processes `leader` started (bubblewrap's init); whether there were any. Pinned by
+    pidfds, so a pid that exited and was reused meanwhile is left alone (its parent is no longer ours)."""
+    try:
+        with open(f"/proc/{leader}/task/{leader}/children") as f:
+            children = [int(pid) for pid in f.read().split()]
+    except OSError:
+        return False
+    for pid in children:
         try:
-            with open(f"/proc/{entry}/status") as f:
-                fields = dict(line.split(":", 1) for line in f if ":" in line)
+            pidfd = os.pidfd_open(pid)
         except OSError:
             continue
-        if fields.get("PPid", "").strip() != me or fields.get("Uid", "").split()[:1] != [str(uid)]:
-            continue
-        pid = int(entry)
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGKILL)  # our unreaped child: its pid cannot have been reused
-        end = time.monotonic() + 1.0
-        with contextlib.suppress(ChildProcessError):
-            while os.waitpid(pid, os.WNOHANG) == (0, 0) and time.monotonic() < end:
-                time.sleep(0.005)
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                if int(f.read().rsplit(")", 1)[1].split()[1]) == leader:
+                    signal.pidfd_send_signal(pidfd, signal.SIGKILL)
+        except OSError:
+            pass
+        finally:
+            os.close(pidfd)
+    return bool(children)
 
 
 class _StderrTail(threading.Thread):
@@ -269,7 +249,6 @@ class ChildProcess:
         try:
             if self.isolated:
                 if os.geteuid() == 0:
-                    _adopt_orphans()
                     self.lease = lease_uid()
                 isolation.ensure_available(self.lease)
                 argv = isolation.command(argv, limits.scratch_bytes, extras)
@@ -464,9 +443,17 @@ class ChildProcess:
     # -- shutdown ---------------------------------------------------------------------------------
 
     def kill(self) -> None:
-        """SIGKILL the whole process group and everything in the child's memory cgroup, then reap the leader."""
+        """SIGKILL the whole process group and everything in the child's memory cgroup, then reap the leader.
+
+        The sandbox's pid 1 (the leader's one child, bubblewrap's init) dies first, alone: its death ends its
+        PID namespace, and the leader reaps it and exits. Killed with the rest, it often saw the child die
+        first and reported that to the leader, which then exited without reaping it: a zombie handed to the
+        host's pid 1, which in a container may never reap it (one close in four, measured)."""
         if self.proc.returncode is None:
             self.killed_by_us = True
+            if _kill_children_of(self.proc.pid):
+                self._reap(_LEADER_EXIT_SECONDS)
+        if self.proc.returncode is None:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(self.pgid, signal.SIGKILL)
         if (group := self.cgroup) is not None:  # what escaped the group (see _wait_until_ready)
@@ -484,13 +471,13 @@ class ChildProcess:
         if (group := self.cgroup) is not None:  # read once: the owning thread may be releasing it
             group.kill_members()
 
-    def _reap(self) -> None:
-        """Reap the killed leader; after _REAP_SECONDS leave it unreaped (its pid stays ours) rather than wait
+    def _reap(self, seconds: float = _REAP_SECONDS) -> None:
+        """Reap the killed leader; after `seconds` leave it unreaped (its pid stays ours) rather than wait
         forever on a process the kernel cannot kill."""
         with self._reap_lock:
             if self.proc.returncode is not None:
                 return
-            end, pause = time.monotonic() + _REAP_SECONDS, 0.0005
+            end, pause = time.monotonic() + seconds, 0.0005
             while True:
                 try:
                     pid, status, usage = os.wait4(self.proc.pid, os.WNOHANG)
@@ -521,8 +508,6 @@ class ChildProcess:
         self.stderr.stop()
         if not self.stderr.is_alive():  # never close a descriptor a live thread may still read
             self.proc.stderr.close()
-        if self.lease is not None and self.proc.returncode is not None:
-            _reap_orphans(self.lease.uid)  # before the uid goes back: it names what is this child's
         self._release()
         if self._cancellation is not None:
             self._cancellation._forget(self)
