@@ -18,10 +18,14 @@ platforms):
 
 from __future__ import annotations
 
+import asyncio
 import difflib
 import hashlib
 import random
 import re
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
 from benchmark.platforms import NKI, get_definition
 from optimizer.agents.base import (
@@ -69,11 +73,29 @@ class OfflineAgents:
     def __init__(self, catalog: tuple[Rewrite, ...] | None = None) -> None:
         self.catalog = catalog  # None: the catalog of each problem's kernel language
         self._proposed: dict[str, set[tuple[str, int]]] = {}  # kernel source digest -> (rewrite, site) planned
+        self._thread: ThreadPoolExecutor | None = None
 
     def catalog_for(self, platform: str) -> tuple[Rewrite, ...]:
         return self.catalog if self.catalog is not None else CATALOGS[get_definition(platform).language]
 
+    # plan and write parse and walk the kernel's AST for every rewrite in the catalog: seconds of CPU for a
+    # large kernel. They run on a thread of their own, so the event loop they are awaited from (daphne's,
+    # for the embedded run worker) keeps answering pages, websockets and /healthz meanwhile (it stalled up
+    # to 3 s in the soak). One thread, in the order asked: what plan proposes depends on what it proposed
+    # before (_proposed), and a run's choices must not depend on thread timing.
+
     async def plan(self, request: PlanRequest) -> AgentResult[list[str]]:
+        return await self._off_the_loop(self._plan, request)
+
+    async def write(self, request: WriteRequest) -> AgentResult[str]:
+        return await self._off_the_loop(self._write, request)
+
+    async def _off_the_loop(self, function: Callable[[Any], Any], request: Any) -> Any:
+        if self._thread is None:  # its thread ends when these agents are garbage-collected
+            self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="accelopt-offline-agent")
+        return await asyncio.get_running_loop().run_in_executor(self._thread, function, request)
+
+    def _plan(self, request: PlanRequest) -> AgentResult[list[str]]:
         options = []
         for order, rewrite in enumerate(self.catalog_for(request.problem.platform)):
             for index, site in enumerate(rewrite.sites(request.kernel.source)):
@@ -92,7 +114,7 @@ class OfflineAgents:
         plans = [plan_text(rewrite, index, site.description) for *_, index, rewrite, site in chosen]
         return AgentResult(plans)
 
-    async def write(self, request: WriteRequest) -> AgentResult[str]:
+    def _write(self, request: WriteRequest) -> AgentResult[str]:
         parsed = parse_plan(request.plan)
         if parsed is None:
             return AgentResult(None, unusable=f"the offline executor only applies catalog rewrites; plan: {request.plan[:80]!r}")
