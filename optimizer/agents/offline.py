@@ -67,13 +67,15 @@ def memory_score(rewrite: Rewrite, memory: tuple[MemoryItem, ...]) -> int:
     return score
 
 
+_AGENT_THREAD = ThreadPoolExecutor(max_workers=1, thread_name_prefix="accelopt-offline-agents")
+
+
 class OfflineAgents:
     label = LABEL
 
     def __init__(self, catalog: tuple[Rewrite, ...] | None = None) -> None:
         self.catalog = catalog  # None: the catalog of each problem's kernel language
         self._proposed: dict[str, set[tuple[str, int]]] = {}  # kernel source digest -> (rewrite, site) planned
-        self._thread: ThreadPoolExecutor | None = None
 
     def catalog_for(self, platform: str) -> tuple[Rewrite, ...]:
         return self.catalog if self.catalog is not None else CATALOGS[get_definition(platform).language]
@@ -81,8 +83,9 @@ class OfflineAgents:
     # plan and write parse and walk the kernel's AST for every rewrite in the catalog: seconds of CPU for a
     # large kernel. They run on a thread of their own, so the event loop they are awaited from (daphne's,
     # for the embedded run worker) keeps answering pages, websockets and /healthz meanwhile (it stalled up
-    # to 3 s in the soak). One thread, in the order asked: what plan proposes depends on what it proposed
-    # before (_proposed), and a run's choices must not depend on thread timing.
+    # to 3 s in the soak). One thread for the process, in the order asked: what plan proposes depends on
+    # what it proposed before (_proposed), and a run's choices must not depend on thread timing; and no
+    # thread is started from the loop per run (Thread.start waits there for the new thread to run).
 
     async def plan(self, request: PlanRequest) -> AgentResult[list[str]]:
         return await self._off_the_loop(self._plan, request)
@@ -91,9 +94,7 @@ class OfflineAgents:
         return await self._off_the_loop(self._write, request)
 
     async def _off_the_loop(self, function: Callable[[Any], Any], request: Any) -> Any:
-        if self._thread is None:  # its thread ends when these agents are garbage-collected
-            self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="accelopt-offline-agent")
-        return await asyncio.get_running_loop().run_in_executor(self._thread, function, request)
+        return await asyncio.get_running_loop().run_in_executor(_AGENT_THREAD, function, request)
 
     def _plan(self, request: PlanRequest) -> AgentResult[list[str]]:
         options = []
