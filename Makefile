@@ -67,7 +67,7 @@ prepare: install
 # that an isolated evaluation child really starts (docs/operations.md, "Evaluation sandbox"). Idempotent;
 # prints what it changed; fails, stopping make, if children cannot be isolated.
 sandbox: install
-	$(PY) -m benchmark.evaluation.sandbox_setup
+	$(PY) -m engine.evaluator.sandbox.setup
 
 serve: install
 	@echo "AccelOpt Studio on http://$(HOST):$(PORT)/  (Ctrl-C to stop)"

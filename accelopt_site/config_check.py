@@ -80,14 +80,14 @@ def _llm() -> None:
 
 
 def _sandbox() -> None:
-    from benchmark.evaluation.sandbox_user import root_allowed, uid_range
+    from engine.evaluator.sandbox.user import root_allowed, uid_range
 
     root_allowed()
     uid_range()
 
 
 def _neuron() -> None:
-    from benchmark.evaluation.neuron.host import NeuronHost
+    from engine.platforms.nki.neuron.host import NeuronHost
 
     NeuronHost.from_environment()
 

@@ -5,7 +5,7 @@ minutes (with their run or campaign). ?format=json gives the same rows as JSON; 
 every few seconds, so the places and times move as evaluations finish.
 
 The database says what is pending (Evaluation rows not done, and the run that wrote each kernel); the Ray
-queue board (benchmark.evaluation.ray_cluster.cluster_queue) says where, from every process connected to
+queue board (engine.evaluator.ray_cluster.cluster_queue) says where, from every process connected to
 the cluster; the two meet on `evaluation_key`. With the local executor there is no "where" beyond "in
 the process that asked". A visitor sees a run's id and a kernel only where they may see them elsewhere.
 """
@@ -22,9 +22,9 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET
 
 from benchmark import conf, services
-from benchmark.evaluation.executors import evaluation_key, source_digest
-from benchmark.evaluation.result import ErrorKind
 from benchmark.models import Evaluation, EvaluationStatus
+from engine.evaluator.executors import evaluation_key, source_digest
+from engine.evaluator.result import ErrorKind
 from optimizer.models import Run, RunStatus
 from optimizer.services import visible_runs
 
@@ -38,7 +38,7 @@ def cluster_entries() -> tuple[list[dict[str, Any]], str]:
         return [], ""
     try:
         services.get_executor()  # connects this process to the cluster on first use
-        from benchmark.evaluation.ray_cluster import cluster_queue
+        from engine.evaluator.ray_cluster import cluster_queue
 
         return cluster_queue(), ""
     except Exception as error:  # the page still lists the database's rows

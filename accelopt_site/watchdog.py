@@ -6,7 +6,7 @@ evaluation worker stops making progress for longer than ACCELOPT_STALL_SECONDS.
   websocket and /healthz is then frozen.
 * Django's sync thread: a coroutine beats from it once a second (through sync_to_async), so a request whose
   synchronous code never returns, which holds up every other page, is found too.
-* Evaluation workers (the local executor's threads, benchmark.evaluation.executors): a worker marks
+* Evaluation workers (the local executor's threads, engine.evaluator.executors): a worker marks
   itself busy when it picks an evaluation up and idle when it is done. An idle worker never stalls; a busy
   one stalls once it has held one evaluation longer than that evaluation can last under its own sandbox
   limits (its allowance) plus the stall time: the sandbox should have ended it by then.
@@ -35,7 +35,7 @@ from typing import Any
 
 from asgiref.sync import sync_to_async
 
-from benchmark.evaluation import executors
+from engine.evaluator import executors
 
 logger = logging.getLogger(__name__)
 

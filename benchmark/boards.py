@@ -21,9 +21,9 @@ from typing import Any
 
 from benchmark.leaderboard import ReferenceResult, reference_for
 from benchmark.models import DEFAULT_SUITE, Backend, Evaluation, Problem
-from benchmark.platforms import DEFAULT_PLATFORM
 from benchmark.provenance import generating_runs
 from benchmark.services.evaluations import backend_version
+from engine.platforms.registry import DEFAULT_PLATFORM
 
 CASES = ("full", "mini")  # the full board first: the published shapes, where AccelOpt's results are
 

@@ -69,8 +69,8 @@ def ray_address() -> str:
 
 def ray_resources() -> dict[str, Any]:
     """What one evaluation reserves on a Ray node, per backend: `ResourceSpec`s from JSON over the defaults in
-    benchmark.evaluation.ray_cluster, e.g. {"simulator": {"num_cpus": 1, "memory_mb": 2048}}."""
-    from benchmark.evaluation.ray_cluster import parse_resources  # pure: Ray itself is not imported
+    engine.evaluator.ray_cluster, e.g. {"simulator": {"num_cpus": 1, "memory_mb": 2048}}."""
+    from engine.evaluator.ray_cluster import parse_resources  # pure: Ray itself is not imported
 
     data = _setting("ACCELOPT_RAY_RESOURCES", lambda: env_json("ACCELOPT_RAY_RESOURCES", {}))
     try:

@@ -112,10 +112,10 @@ def _mib(nbytes: float) -> str:
 
 
 def breakdown_view(breakdown: Any) -> dict[str, Any] | None:
-    """Where the predicted time goes (benchmark.perf.explain.Breakdown.to_dict()), as the evaluation panel shows
+    """Where the predicted time goes (engine.platforms.nki.perf.explain.Breakdown.to_dict()), as the evaluation panel shows
     it: the verdict, one row per engine and per wait, the DMA queues and spills, and a bar figure of the
     critical path's shares. None when there is no breakdown (a measured result, or one from before it)."""
-    from benchmark.perf.explain import ENGINE_NAMES, LABELS, PATH_CATEGORIES
+    from engine.platforms.nki.perf.explain import ENGINE_NAMES, LABELS, PATH_CATEGORIES
 
     if not isinstance(breakdown, dict) or not breakdown.get("path_share"):
         return None
@@ -152,7 +152,7 @@ def breakdown_view(breakdown: Any) -> dict[str, Any] | None:
 
 def critical_path_figure_html(path_share: dict[str, float]) -> str:
     """A bar per critical-path category (engines, spill reloads, stalls): its share of the path."""
-    from benchmark.perf.explain import LABELS, PATH_CATEGORIES
+    from engine.platforms.nki.perf.explain import LABELS, PATH_CATEGORIES
 
     shown = [name for name in PATH_CATEGORIES if path_share.get(name, 0.0) > 0]
     if not shown:

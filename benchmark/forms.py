@@ -9,10 +9,10 @@ from django import forms
 from django.core.files.uploadedfile import UploadedFile
 
 from benchmark.models import Platform, Problem
-from benchmark.platforms import TRITON, platforms_for
 from benchmark.services import kernel_source_limit
 from benchmark.services.flashinfer import MAX_FILE_BYTES as FLASHINFER_MAX_FILE_BYTES
 from benchmark.sizes import human_bytes
+from engine.platforms.registry import TRITON, platforms_for
 
 
 def _read_text_upload(upload: UploadedFile, what: str) -> str:

@@ -17,7 +17,6 @@ import csv
 import math
 from dataclasses import dataclass, field
 from functools import lru_cache
-from pathlib import Path
 from typing import Any
 
 from benchmark.models import (
@@ -29,10 +28,11 @@ from benchmark.models import (
     Problem,
     Visibility,
 )
-from benchmark.platforms import DEFAULT_PLATFORM, NKI, get_definition
 from benchmark.provenance import generating_runs
+from engine.platforms.nki.suites.loader import SUITES_DIR
+from engine.platforms.registry import DEFAULT_PLATFORM, NKI, get_definition
 
-REFERENCE_CSV = Path(__file__).resolve().parent / "suites" / "nkibench" / "accelopt_trn1_best.csv"
+REFERENCE_CSV = SUITES_DIR / "nkibench" / "accelopt_trn1_best.csv"
 # Backends whose latencies rank: NKI's simulator and hardware, and a GPU's measurement. The Triton
 # interpreter reports no latency; a kernel it judged correct shows as "correctness only: no GPU", unranked.
 RANKED_BACKENDS = (Backend.SIMULATOR, Backend.NEURON, Backend.CUDA)

@@ -18,8 +18,8 @@ from benchmark.boards import CASES as BOARD_CASES
 from benchmark.boards import best_over_time, build_board
 from benchmark.display import best_over_time_figure_html, board_figure_html
 from benchmark.models import Platform
-from benchmark.platforms import DEFAULT_PLATFORM, NKI, get_definition
 from benchmark.services.baselines import baseline_progress
+from engine.platforms.registry import DEFAULT_PLATFORM, NKI, get_definition
 
 CASES = ("mini", "full")
 

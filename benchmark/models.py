@@ -1,7 +1,7 @@
 """Problems, kernels and their evaluations: the state behind the benchmark pages, API and CLI.
 
 Models hold state only; evaluating, caching and importing live in `benchmark.services`. Platform, Backend
-and ErrorKind are defined once in the pure layer (`benchmark.platforms`, `benchmark.evaluation.result`);
+and ErrorKind are defined once in the pure layer (`engine.platforms.registry`, `engine.evaluator.result`);
 the fields here take their choices from them, and they are importable from here too.
 """
 
@@ -17,9 +17,16 @@ from django.db.models import F, Q
 from django.urls import reverse
 from django.utils import timezone
 
-from benchmark.evaluation.requirements import CONFIGURATION_LABEL, is_missing_package
-from benchmark.evaluation.result import ErrorKind
-from benchmark.platforms import DEFAULT_BACKEND, DEFAULT_PLATFORM, TRITON, Backend, Platform, platforms_for
+from engine.evaluator.requirements import CONFIGURATION_LABEL, is_missing_package
+from engine.evaluator.result import ErrorKind
+from engine.platforms.registry import (
+    DEFAULT_BACKEND,
+    DEFAULT_PLATFORM,
+    TRITON,
+    Backend,
+    Platform,
+    platforms_for,
+)
 
 # A problem is addressed as `[SUITE/]SLUG[:CASE]`; without a case the mini one is meant, because it
 # evaluates in seconds (the published full shapes take minutes in the simulator).
@@ -45,7 +52,7 @@ class Visibility(models.TextChoices):
 
 
 # The kernel language of NKIBench's problems; a Triton problem says "triton" (the languages are the
-# `PlatformDefinition.language` values of benchmark.platforms).
+# `PlatformDefinition.language` values of engine.platforms.registry).
 DEFAULT_LANGUAGE = DEFAULT_PLATFORM.definition.language
 
 
@@ -80,7 +87,7 @@ class Problem(models.Model):
     # Which platforms may evaluate its kernels: those whose definition has this language.
     language = models.CharField(max_length=16, default=DEFAULT_LANGUAGE, db_index=True)
     # FlashInfer-Bench's definition (axes, inputs, outputs, reference) and workloads, as their JSON objects;
-    # empty for an NKI problem. The Triton evaluation core (benchmark.triton) reads them.
+    # empty for an NKI problem. The Triton evaluation core (engine.platforms.triton) reads them.
     definition = models.JSONField(default=dict, blank=True)
     workloads = models.JSONField(default=list, blank=True)
     # The suite's current baseline; older baselines stay as kernels when the suite's source changes.
@@ -330,7 +337,7 @@ class Evaluation(models.Model):
 
     @property
     def breakdown(self) -> dict | None:
-        """Where the model's time goes (benchmark.perf.explain), kept in `result`; None when the backend
+        """Where the model's time goes (engine.platforms.nki.perf.explain), kept in `result`; None when the backend
         measured the kernel (nothing explains a measured number) or the result predates it."""
         value = (self.result or {}).get("breakdown") if isinstance(self.result, dict) else None
         return value if isinstance(value, dict) and value.get("path_share") else None
@@ -363,7 +370,7 @@ class Evaluation(models.Model):
     @property
     def lacks_a_package(self) -> bool:
         """A package missing where evaluations run: a configuration error for the operator to fix, never
-        "ours, retried" (benchmark.evaluation.requirements)."""
+        "ours, retried" (engine.evaluator.requirements)."""
         return self.error_kind == ErrorKind.INFRASTRUCTURE_ERROR and is_missing_package(self.error_message)
 
     def get_error_kind_display(self) -> str:

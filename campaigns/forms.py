@@ -15,6 +15,7 @@ from benchmark.services.evaluations import backend_unavailable
 from campaigns.estimates import CampaignScale, campaign_scale
 from campaigns.models import BUDGET_FIELDS
 from campaigns.services import ACCELOPT_DEFAULTS
+from engine.search.config import BEAM, CURATED, MEMORY_MODES, STRATEGIES
 from optimizer import conf
 from optimizer.forms import (
     AgentModelsAndBudgets,
@@ -25,7 +26,6 @@ from optimizer.forms import (
     platform_tags,
 )
 from optimizer.models import AgentKind
-from optimizer.search.config import BEAM, CURATED, MEMORY_MODES, STRATEGIES
 
 CASE_LABELS = {"mini": "mini (seconds per evaluation)", "full": "full (the published shapes)"}
 

@@ -23,7 +23,7 @@ FINISHED_CAMPAIGN_STATUSES = frozenset(
     {CampaignStatus.FINISHED, CampaignStatus.CANCELLED, CampaignStatus.STOPPED_BUDGET}
 )
 
-# The four budgets, named as optimizer.search.budget.BUDGET_FIELDS and the Run's fields: None = no limit.
+# The four budgets, named as engine.search.budget.BUDGET_FIELDS and the Run's fields: None = no limit.
 BUDGET_FIELDS = ("max_tokens", "max_cost_usd", "max_wall_time_s", "max_evaluations")
 
 

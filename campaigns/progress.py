@@ -1,6 +1,6 @@
 """What a campaign's pages, exports and comparisons show, read from the database.
 
-Fraction of peak is the problem's theoretical peak time over a kernel's latency (benchmark.evaluation's
+Fraction of peak is the problem's theoretical peak time over a kernel's latency (engine.evaluator's
 EvaluationResult.peak_fraction), so a problem's peak time, known from any one evaluation, turns every latency
 of its run into a fraction of peak. The suite's headline is the geometric mean of the problems' fractions
 (as AccelOpt reports it); a problem whose run has not started or not improved counts with its baseline, so
@@ -19,8 +19,8 @@ from django.db.models import Count, Q, Sum
 from benchmark.models import Evaluation
 from campaigns.models import Campaign, CampaignEntry, EntryStatus
 from campaigns.scheduler import campaign_budget, campaign_usage
+from engine.search.budget import progress
 from optimizer.models import AgentCall, Iteration, Run
-from optimizer.search.budget import progress
 
 
 def geomean(values: list[float]) -> float | None:

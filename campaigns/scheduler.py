@@ -9,7 +9,7 @@ campaign problems go in order, each run bounded by its iterations and budgets. (
 at iteration granularity would need a worker that parks a run after every step and reopens it from its
 checkpoint, agents and memory included, for each iteration: more work per step for no better order.)
 
-Budgets. A campaign's four budgets (optimizer.search.budget: tokens, dollars, wall time, evaluations) cover
+Budgets. A campaign's four budgets (engine.search.budget: tokens, dollars, wall time, evaluations) cover
 all its runs together, checked with the optimizer's own checker over the sum of its runs' usage. A run the
 scheduler launches gets an equal share of what no run holds yet of each as its own budget (it stops itself
 cleanly, "stopped: budget", when it reaches one), so the runs' caps together never exceed the campaign's; and every time one of its runs publishes events the scheduler compares the campaign's
@@ -37,9 +37,9 @@ from django.utils import timezone
 from benchmark import services as benchmark_services
 from benchmark.models import Evaluation, EvaluationStatus
 from campaigns.models import Campaign, CampaignEntry, CampaignStatus, EntryStatus
+from engine.search.budget import BUDGET_FIELDS, Budget, BudgetReached, Usage, budget_reached
 from optimizer import services as optimizer_services
 from optimizer.models import Run, RunStatus
-from optimizer.search.budget import BUDGET_FIELDS, Budget, BudgetReached, Usage, budget_reached
 
 logger = logging.getLogger(__name__)
 

@@ -21,11 +21,11 @@ from benchmark import services as benchmark_services
 from benchmark.models import Backend, Platform, Problem
 from campaigns.models import Campaign, CampaignEntry, CampaignStatus
 from campaigns.scheduler import advance, stop_campaign
+from engine.search import SearchConfig
+from engine.search.budget import Budget, launch_notes
 from optimizer import conf as optimizer_conf
 from optimizer.models import AgentKind, Run
 from optimizer.run_links import RunLink
-from optimizer.search import SearchConfig
-from optimizer.search.budget import Budget, launch_notes
 from optimizer.services import estimate_llm_cost, max_agent_calls
 
 __all__ = [

@@ -5,7 +5,7 @@
 These comparisons need files that are not ours to commit (AccelOpt's references, kernels and summary), so
 they are not tests: `make test` must pass on any clone (issue 32). What they check:
 
-1. the directory reads (benchmark.suites.read_nkibench_dir) as our fourteen problems, each one case equal to
+1. the directory reads (engine.platforms.nki.suites.read_nkibench_dir) as our fourteen problems, each one case equal to
    our "full" case, with the same peak counts and a baseline kernel;
 2. each of our mini references computes AccelOpt's math: their reference, rendered at our mini shapes, gives
    the same outputs on the same seeded inputs (relative L2 < 1e-6);
@@ -33,7 +33,7 @@ sys.path.insert(0, str(REPO))
 
 
 def check_directory(directory: Path) -> list[str]:
-    from benchmark.suites import load_suite, read_nkibench_dir
+    from engine.platforms.nki.suites import load_suite, read_nkibench_dir
 
     imported, suite, failures = read_nkibench_dir(directory), load_suite(), []
     if sorted(s.slug for s in imported) != sorted(p.slug for p in suite.problems):
@@ -67,9 +67,9 @@ def _seeded_inputs(module: object) -> list:
 
 
 def check_references(directory: Path) -> list[str]:
-    from benchmark.evaluation.checks import relative_l2
-    from benchmark.suites import load_suite, read_nkibench_dir
-    from benchmark.suites.specs import render_reference
+    from engine.evaluator.checks import relative_l2
+    from engine.platforms.nki.suites import load_suite, read_nkibench_dir
+    from engine.platforms.nki.suites.specs import render_reference
 
     suite, failures = load_suite("nkibench"), []
     theirs_by_slug = {spec.slug: spec for spec in read_nkibench_dir(directory)}
@@ -93,9 +93,9 @@ def check_references(directory: Path) -> list[str]:
 def check_refit(directory: Path) -> list[str]:
     from django.core.management import call_command
 
-    from benchmark.evaluation.neuron.summary import parse_summary
-    from benchmark.perf import PERF_MODEL_VERSION
-    from benchmark.perf.calibration import (
+    from engine.platforms.nki.neuron.summary import parse_summary
+    from engine.platforms.nki.perf import PERF_MODEL_VERSION
+    from engine.platforms.nki.perf.calibration import (
         DEFAULT_CACHE,
         OBJECTIVE_TOLERANCE,
         calibration_row,

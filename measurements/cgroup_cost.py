@@ -17,7 +17,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmark.evaluation import cgroups  # noqa: E402
+from engine.evaluator.sandbox import cgroups  # noqa: E402
 
 
 def main() -> None:

@@ -16,7 +16,7 @@ import statistics
 import time
 from pathlib import Path
 
-from benchmark.perf import PERF_MODEL_VERSION, estimate, prepare
+from engine.platforms.nki.perf import PERF_MODEL_VERSION, estimate, prepare
 
 
 def main() -> None:

@@ -18,8 +18,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmark.evaluation import EvaluationRequest, Limits, LocalExecutor  # noqa: E402
-from benchmark.suites import load_suite  # noqa: E402
+from engine.evaluator import EvaluationRequest, Limits, LocalExecutor  # noqa: E402
+from engine.platforms.nki.suites import load_suite  # noqa: E402
 
 LIMITS = {
     "mini": Limits(wall_seconds=120, cpu_seconds=120, memory_bytes=4 * 1024**3),

@@ -18,9 +18,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmark.evaluation import EvaluationRequest, Limits, LocalExecutor  # noqa: E402
-from benchmark.suites import load_suite  # noqa: E402
-from benchmark.suites.specs import render_reference  # noqa: E402
+from engine.evaluator import EvaluationRequest, Limits, LocalExecutor  # noqa: E402
+from engine.platforms.nki.suites import load_suite  # noqa: E402
+from engine.platforms.nki.suites.specs import render_reference  # noqa: E402
 
 
 def peak_mib(who: int) -> float:

@@ -1,4 +1,4 @@
-"""What explaining a predicted latency costs (benchmark/perf/explain.py, issue 19), and what it says.
+"""What explaining a predicted latency costs (engine/platforms/nki/perf/explain.py, issue 19), and what it says.
 
 For every cached NKIBench trace (`manage.py calibrate --cache DIR` writes them as pickles), times
 `estimate(prepared)` with and without the breakdown, alternating, and prints the medians, their ratio and the
@@ -15,7 +15,7 @@ import statistics
 import time
 from pathlib import Path
 
-from benchmark.perf import estimate, prepare
+from engine.platforms.nki.perf import estimate, prepare
 
 
 def main() -> None:

@@ -2,7 +2,7 @@
 
 Inputs: the cached simulator traces of the 14 baselines (made by `python manage.py calibrate --nkibench DIR`,
 kept under var/perf_calibration/) and measurements/data/trn1_nkibench_baselines.csv. Output: the best values of
-the [FIT] constants of benchmark/hardware.py, and the calibration table they give. Copy the values into
+the [FIT] constants of engine/platforms/nki/hardware.py, and the calibration table they give. Copy the values into
 hardware.py by hand (and bump PERF_MODEL_VERSION): the table stays the one place constants live.
 
     .venv/bin/python measurements/fit_perf_model.py --nkibench /work/ext/AccelOpt/NKIBench [--rounds 3]
@@ -26,9 +26,9 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmark.hardware import TRN1, NeuronCoreSpec  # noqa: E402
-from benchmark.perf import estimate, prepare  # noqa: E402
-from benchmark.perf.calibration import (  # noqa: E402
+from engine.platforms.nki.hardware import TRN1, NeuronCoreSpec  # noqa: E402
+from engine.platforms.nki.perf import estimate, prepare  # noqa: E402
+from engine.platforms.nki.perf.calibration import (  # noqa: E402
     DEFAULT_CACHE,
     DEFAULT_CSV,
     cached_trace,

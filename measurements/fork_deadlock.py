@@ -21,8 +21,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SCRIPT = textwrap.dedent('''
     import subprocess, sys, threading
     import numpy as np
-    from benchmark.evaluation import isolation
-    from benchmark.evaluation.sandbox_user import lease_uid
+    from engine.evaluator import isolation
+    from engine.evaluator.sandbox.user import lease_uid
 
     way, starts = sys.argv[1], int(sys.argv[2])
     stop = threading.Event()

@@ -4,7 +4,7 @@ method, and print latency, spread, fraction of peak and speedup per kernel.
 
 Needs only Python 3, numpy, PyTorch and Triton (no Django, no sandbox: our own script, run on our own machine,
 so the reference and the kernels share this process). The repository root is put on sys.path and
-`benchmark.triton` imported directly.
+`engine.platforms.triton` imported directly.
 
     PYTHONUNBUFFERED=1 python3 measurements/gpu_check.py --out gpu.json
     python3 measurements/gpu_check.py --solutions DIR --out gpu.json   # also FIB solution JSONs under DIR
@@ -56,9 +56,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def build_items(args: argparse.Namespace) -> tuple[list[tuple], list[str]]:
     """(definition, workload, solution, label) per item, and what could not be set up (with why)."""
-    from benchmark.triton import catalog
-    from benchmark.triton.flashinfer import FormatError, load_solution
-    from benchmark.triton.machine import json_files, read_problem_files, shrink
+    from engine.platforms.triton import catalog
+    from engine.platforms.triton.flashinfer import FormatError, load_solution
+    from engine.platforms.triton.machine import json_files, read_problem_files, shrink
 
     names = catalog.SMALL_WORKLOADS if args.interpret else catalog.GPU_WORKLOADS
     definitions = {}
@@ -136,9 +136,9 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     import tempfile
 
-    from benchmark.triton.local import evaluate_case
-    from benchmark.triton.machine import roofline_spec
-    from benchmark.triton.timing import gpu_environment
+    from engine.platforms.triton.local import evaluate_case
+    from engine.platforms.triton.machine import roofline_spec
+    from engine.platforms.triton.timing import gpu_environment
 
     device = "cpu" if args.interpret else "cuda"
     environment = {"mode": "interpret" if args.interpret else "cuda", "python": sys.version.split()[0]}

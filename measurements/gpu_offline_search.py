@@ -4,7 +4,7 @@ every candidate evaluated by the cuda backend's method (correctness on seeded in
 CUDA-event timing with the L2 flushed, and the roofline), and the search tree printed.
 
 Needs only Python 3, numpy, PyTorch and Triton. Our own script on our own machine, so kernels run in this
-process (benchmark.triton.local.evaluate_case, as measurements/gpu_check.py), not in the evaluation sandbox.
+process (engine.platforms.triton.local.evaluate_case, as measurements/gpu_check.py), not in the evaluation sandbox.
 
     PYTHONUNBUFFERED=1 python3 measurements/gpu_offline_search.py \
         --solution .fib/solutions/rmsnorm/rmsnorm_h128/gpt-o3_triton_35b90e.json --out search.json
@@ -12,7 +12,7 @@ process (benchmark.triton.local.evaluate_case, as measurements/gpu_check.py), no
     python3 measurements/gpu_offline_search.py --interpret --iterations 1   # no GPU: correctness only
 
 Without --solution it starts from our sample solution of --sample (default rmsnorm_h128). The definition and
-workload come from --definitions / --workloads (default benchmark/triton/samples/...): on a GPU the largest
+workload come from --definitions / --workloads (default engine/platforms/triton/samples/...): on a GPU the largest
 workload of the definition (or --workload UUID), on the interpreter the smallest with its var axes cut to 16,
 and the search then runs correctness_only (no latency: nothing is ranked by speed) and says so.
 --budget-s (default 180, counted from the start) stops the search cleanly between steps, and the best kernel
@@ -76,7 +76,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 @dataclass
 class CandidateEvaluation:
-    """One kernel's evaluation as the search reads it (the shape of benchmark.evaluation.EvaluationResult)."""
+    """One kernel's evaluation as the search reads it (the shape of engine.evaluator.EvaluationResult)."""
 
     correct: bool
     latency_ms: float | None
@@ -87,9 +87,9 @@ class CandidateEvaluation:
 
 
 class CaseEvaluator:
-    """The search's Evaluator over benchmark.triton.local.evaluate_case: one kernel at a time (one GPU), the
+    """The search's Evaluator over engine.platforms.triton.local.evaluate_case: one kernel at a time (one GPU), the
     start solution's entry file replaced by the candidate's source, statuses mapped onto the failure taxonomy
-    as the sandboxed cuda backend maps them (benchmark.triton.machine.ERROR_KINDS)."""
+    as the sandboxed cuda backend maps them (engine.platforms.triton.machine.ERROR_KINDS)."""
 
     def __init__(self, definition: Any, workload: Any, solution: Any, *, device: str, seeds: tuple[int, ...],
                  spec: Any, workdir: Path) -> None:
@@ -99,8 +99,8 @@ class CaseEvaluator:
         self.count = 0
 
     def evaluate(self, source: str) -> Any:
-        from benchmark.triton.local import evaluate_case
-        from optimizer.search import source_sha
+        from engine.platforms.triton.local import evaluate_case
+        from engine.search import source_sha
 
         self.count += 1
         solution = replace(self.solution, sources={**self.solution.sources, self.solution.entry_file: source})
@@ -115,7 +115,7 @@ class CaseEvaluator:
         return result
 
     async def evaluate_many(self, sources: list[str]) -> list[CandidateEvaluation]:
-        from benchmark.triton.machine import CHECKED_CORRECT, ERROR_KINDS
+        from engine.platforms.triton.machine import CHECKED_CORRECT, ERROR_KINDS
 
         evaluations = []
         for source in sources:
@@ -134,9 +134,9 @@ class CaseEvaluator:
 
 def load_problem(args: argparse.Namespace) -> tuple[Any, Any, Any, str]:
     """(definition, workload, start solution, label), or SystemExit naming what is missing."""
-    from benchmark.triton import catalog
-    from benchmark.triton.flashinfer import FormatError, load_solution
-    from benchmark.triton.machine import elements, read_problem_files, shrink
+    from engine.platforms.triton import catalog
+    from engine.platforms.triton.flashinfer import FormatError, load_solution
+    from engine.platforms.triton.machine import elements, read_problem_files, shrink
 
     if args.solution is not None:
         try:
@@ -170,9 +170,9 @@ def load_problem(args: argparse.Namespace) -> tuple[Any, Any, Any, str]:
 async def search(args: argparse.Namespace, evaluator: CaseEvaluator, definition: Any, platform: str,
                  start_source: str, budget_s: float) -> tuple[Any, Any]:
     """The run: OfflineAgents over the platform's catalog, the beam search, a list memory; (state, events)."""
-    from optimizer.agents.base import ProblemContext
-    from optimizer.agents.offline import OfflineAgents
-    from optimizer.search import (
+    from engine.agents.base import ProblemContext
+    from engine.agents.offline import OfflineAgents
+    from engine.search import (
         BeamSearch,
         Budget,
         InMemoryCheckpoint,
@@ -198,7 +198,7 @@ async def search(args: argparse.Namespace, evaluator: CaseEvaluator, definition:
 
 def search_tree(state: Any, events: Any, evaluator: CaseEvaluator) -> list[dict[str, Any]]:
     """Per iteration its candidates: rewrite, parent, status, latency, speedups, fraction of peak, chosen."""
-    from optimizer.agents.offline import parse_plan
+    from engine.agents.offline import parse_plan
 
     start_ms = state.start_latency_ms
     plans: dict[str, tuple[str, str]] = {}
@@ -312,8 +312,8 @@ def main(argv: list[str] | None = None) -> int:
         print("gpu_offline_search: no NVIDIA GPU visible to PyTorch (torch.cuda.is_available() is False). Run it "
               "on a GPU machine, or pass --interpret for a CPU correctness-only search.", file=sys.stderr)
         return 2
-    from benchmark.triton.machine import roofline_spec
-    from benchmark.triton.timing import gpu_environment
+    from engine.platforms.triton.machine import roofline_spec
+    from engine.platforms.triton.timing import gpu_environment
 
     environment: dict[str, Any] = {"mode": "interpret" if args.interpret else "cuda", "python": sys.version.split()[0]}
     spec = None

@@ -123,8 +123,8 @@ def host_report() -> dict:
     import shutil
     import stat
 
-    from benchmark.evaluation import isolation
-    from benchmark.evaluation.triton_pipeline import driver_library_dirs
+    from engine.evaluator.sandbox import isolation
+    from engine.platforms.triton.pipeline import driver_library_dirs
 
     bwrap = shutil.which("bwrap")
     version = None
@@ -146,7 +146,7 @@ def prepare_root_host() -> list[str]:
     """As root: what `make sandbox` changes (lease directory, o+x on the way to Python and the project)."""
     if os.geteuid() != 0:
         return []
-    from benchmark.evaluation.sandbox_setup import ensure_lock_directory, open_directories
+    from engine.evaluator.sandbox.setup import ensure_lock_directory, open_directories
 
     return ensure_lock_directory(False) + open_directories(False)
 
@@ -154,8 +154,8 @@ def prepare_root_host() -> list[str]:
 def start_isolation(allow_fallback: bool) -> tuple[str, str | None]:
     """(how children are isolated, why the sandbox failed or None); exits through SystemExit(3) when it
     cannot start and the fallback was not allowed."""
-    from benchmark.evaluation import isolation
-    from benchmark.evaluation.sandbox_user import (
+    from engine.evaluator.sandbox import isolation
+    from engine.evaluator.sandbox.user import (
         ALLOW_ROOT_VARIABLE,
         SandboxUnavailable,
         lease_uid,
@@ -191,10 +191,10 @@ def gpu_probe() -> dict:
     """One bare CUDA start in the sandbox with the cuda backend's placement; on failure, once more with /sys."""
     from dataclasses import replace
 
-    from benchmark.evaluation import isolation
-    from benchmark.evaluation.sandbox import Limits, child_environment
-    from benchmark.evaluation.sandbox_user import lease_uid
-    from benchmark.evaluation.triton_pipeline import cuda_placement
+    from engine.evaluator.sandbox import isolation
+    from engine.evaluator.sandbox.process import Limits, child_environment
+    from engine.evaluator.sandbox.user import lease_uid
+    from engine.platforms.triton.pipeline import cuda_placement
 
     limits, extras = cuda_placement(Limits())
     report: dict = {"device_binds": [d for d, _ in extras.devices], "read_only": [d for d, _ in extras.read_only],
@@ -231,7 +231,7 @@ def use_sys_too() -> None:
     """This run only: the cuda backend's placement plus /sys (read-only), when the probe showed CUDA needs it."""
     from dataclasses import replace
 
-    from benchmark.evaluation import triton_pipeline
+    from engine.platforms.triton import pipeline as triton_pipeline
 
     original = triton_pipeline.cuda_placement
 
@@ -244,7 +244,7 @@ def use_sys_too() -> None:
 
 def cases(interpret: bool) -> list[tuple[str, str, str, str | None]]:
     """(label, kernel source, workload name, expected error kind or None for correct)."""
-    from benchmark.triton import catalog
+    from engine.platforms.triton import catalog
 
     big = "rmsnorm_h128_b7" if interpret else "rmsnorm_h128_b520128"
     return [("rmsnorm_h128 (our sample)", catalog.kernel_source("rmsnorm_h128"), big, None),
@@ -253,15 +253,15 @@ def cases(interpret: bool) -> list[tuple[str, str, str, str | None]]:
 
 
 def evaluate(source: str, workload: str, backend: str, platform: str) -> Any:
-    from benchmark.evaluation.sandbox import Limits
-    from benchmark.evaluation.triton_pipeline import evaluate_triton
-    from benchmark.triton import catalog
-    from benchmark.triton.flashinfer import (
+    from engine.evaluator.sandbox.process import Limits
+    from engine.platforms.triton import catalog
+    from engine.platforms.triton.flashinfer import (
         definition_to_dict,
         solution_from_kernel,
         solution_to_dict,
         workload_to_dict,
     )
+    from engine.platforms.triton.pipeline import evaluate_triton
 
     definition = catalog.definition("rmsnorm_h128")
     solution = solution_from_kernel(source, name="gpu_sandbox_check", definition=definition.name, author="check")
@@ -275,15 +275,15 @@ def compile_only(args: argparse.Namespace, report: dict) -> int:
     import shutil
     import tempfile
 
-    from benchmark.evaluation.triton_compile_only import write_libcuda_stub
-    from benchmark.evaluation.triton_pipeline import compile_triton
-    from benchmark.triton import catalog
-    from benchmark.triton.flashinfer import (
+    from engine.platforms.triton import catalog
+    from engine.platforms.triton.compile_only import write_libcuda_stub
+    from engine.platforms.triton.flashinfer import (
         definition_to_dict,
         solution_from_kernel,
         solution_to_dict,
         workload_to_dict,
     )
+    from engine.platforms.triton.pipeline import compile_triton
 
     stub = None
     if args.libcuda_stub:
@@ -318,14 +318,14 @@ def compile_only(args: argparse.Namespace, report: dict) -> int:
 def compile_preflight(platform: str) -> dict:
     """On the GPU host, before the evaluations: our sample through the compile-only cuda child (Triton's compile
     and launcher build in the sandbox, here with the real libcuda), so a failure below says whether they passed."""
-    from benchmark.evaluation.triton_pipeline import compile_triton
-    from benchmark.triton import catalog
-    from benchmark.triton.flashinfer import (
+    from engine.platforms.triton import catalog
+    from engine.platforms.triton.flashinfer import (
         definition_to_dict,
         solution_from_kernel,
         solution_to_dict,
         workload_to_dict,
     )
+    from engine.platforms.triton.pipeline import compile_triton
 
     definition = catalog.definition("rmsnorm_h128")
     solution = solution_from_kernel(catalog.kernel_source("rmsnorm_h128"), name="gpu_sandbox_check",
@@ -385,7 +385,7 @@ def main(argv: list[str] | None = None) -> int:
         if not any(v.get("ok") for v in report["gpu_probe"].values() if isinstance(v, dict) and "ok" in v):
             print(f"\n{BANNER}\nCUDA DOES NOT START INSIDE THE SANDBOX HERE (see the gpu probe above)\n{BANNER}", flush=True)
             if args.allow_root_fallback:  # still measure the cuda backend itself, labelled as unisolated
-                from benchmark.evaluation.sandbox_user import ALLOW_ROOT_VARIABLE
+                from engine.evaluator.sandbox.user import ALLOW_ROOT_VARIABLE
 
                 os.environ[ALLOW_ROOT_VARIABLE] = "1"
                 report["isolation"] = f"NONE: {ALLOW_ROOT_VARIABLE}=1 (--allow-root-fallback: CUDA failed in the sandbox)"

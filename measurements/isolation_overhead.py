@@ -23,9 +23,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmark.evaluation import Limits, evaluate  # noqa: E402
-from benchmark.evaluation.sandbox_user import ALLOW_ROOT_VARIABLE  # noqa: E402
-from benchmark.suites import load_suite  # noqa: E402
+from engine.evaluator import Limits, evaluate  # noqa: E402
+from engine.evaluator.sandbox.user import ALLOW_ROOT_VARIABLE  # noqa: E402
+from engine.platforms.nki.suites import load_suite  # noqa: E402
 
 LIMITS = Limits(wall_seconds=120, cpu_seconds=120, memory_bytes=4 * 1024**3)
 NULL_KERNEL = "import numpy as np\n\ndef kernel(*args):\n    return args[0] * 1.0\n"
@@ -56,7 +56,7 @@ def one(kernel: str, reference: str, backend: str, isolated: bool) -> float:
 
 
 def child_startup(isolated: bool) -> float:
-    from benchmark.evaluation.sandbox import ChildProcess
+    from engine.evaluator.sandbox.process import ChildProcess
 
     if not isolated:
         os.environ[ALLOW_ROOT_VARIABLE] = "1"

@@ -1,4 +1,4 @@
-"""What the CPU-independent matmul (benchmark/nki/exact_matmul.py) costs, against numpy's float32 BLAS matmul.
+"""What the CPU-independent matmul (engine/platforms/nki/simulator/semantics/exact_matmul.py) costs, against numpy's float32 BLAS matmul.
 
     .venv/bin/python measurements/matmul_determinism.py [--repeats 7] [--full rmsnorm_matmul,add_rmsnorm_matmul]
 
@@ -25,8 +25,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmark.nki import exact_matmul, semantics  # noqa: E402
-from benchmark.nki.blas import single_threaded_blas  # noqa: E402
+from engine.platforms.nki.simulator.semantics import exact_matmul, semantics  # noqa: E402
+from engine.platforms.nki.simulator.speed.blas import single_threaded_blas  # noqa: E402
 
 
 def blas32(stationary: np.ndarray, moving: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
@@ -65,7 +65,7 @@ def tile(repeats: int) -> None:
 
 
 def _problem(spec: Any, case: str) -> Callable[[], Any]:
-    from benchmark.nki import simulate
+    from engine.platforms.nki.simulator import simulate
     from tests.versions.digests import _module
 
     reference = _module(spec.reference_source(case), f"timing_reference_{spec.slug}")
@@ -80,8 +80,8 @@ def _problem(spec: Any, case: str) -> Callable[[], Any]:
 
 
 def problems(repeats: int, full: list[str]) -> None:
-    from benchmark.nki import namespaces
-    from benchmark.suites import load_suite
+    from engine.platforms.nki.simulator.semantics import namespaces
+    from engine.platforms.nki.suites import load_suite
 
     namespaces.install()
     suite = load_suite("nkibench")

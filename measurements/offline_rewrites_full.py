@@ -27,8 +27,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import numpy as np  # noqa: E402
 
-from benchmark.suites.loader import load_suite  # noqa: E402
-from optimizer.agents.rewrites import CATALOG  # noqa: E402
+from engine.platforms.nki.rewrites import CATALOG  # noqa: E402
+from engine.platforms.nki.suites.loader import load_suite  # noqa: E402
 
 
 def _module(source: str, name: str) -> types.ModuleType:
@@ -39,9 +39,9 @@ def _module(source: str, name: str) -> types.ModuleType:
 
 def run_child(slug: str, case: str, kernel_path: str) -> dict:
     """Simulate one kernel on one problem's case; its predicted latency and relative L2 error."""
-    from benchmark.evaluation.checks import relative_l2
-    from benchmark.nki import install, simulate
-    from benchmark.perf import estimate
+    from engine.evaluator.checks import relative_l2
+    from engine.platforms.nki.perf import estimate
+    from engine.platforms.nki.simulator import install, simulate
 
     install()
     spec = load_suite("nkibench").problem(slug)

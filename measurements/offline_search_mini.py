@@ -19,11 +19,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmark.evaluation import LocalExecutor  # noqa: E402
-from benchmark.suites.loader import load_suite  # noqa: E402
-from optimizer.agents.base import ProblemContext  # noqa: E402
-from optimizer.agents.offline import OfflineAgents  # noqa: E402
-from optimizer.search import (  # noqa: E402
+from engine.agents.base import ProblemContext  # noqa: E402
+from engine.agents.offline import OfflineAgents  # noqa: E402
+from engine.evaluator import LocalExecutor  # noqa: E402
+from engine.platforms.nki.suites.loader import load_suite  # noqa: E402
+from engine.search import (  # noqa: E402
     BeamSearch,
     InMemoryCheckpoint,
     ListEventSink,

@@ -18,12 +18,12 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmark.hardware import TRN1  # noqa: E402
-from benchmark.nki.trace import MemorySpace, Trace  # noqa: E402
-from benchmark.perf import prepare  # noqa: E402
-from benchmark.perf.costs import instruction_costs  # noqa: E402
-from benchmark.perf.schedule import replay  # noqa: E402
-from benchmark.perf.spills import plan_spills  # noqa: E402
+from engine.platforms.nki.hardware import TRN1  # noqa: E402
+from engine.platforms.nki.perf import prepare  # noqa: E402
+from engine.platforms.nki.perf.costs import instruction_costs  # noqa: E402
+from engine.platforms.nki.perf.schedule import replay  # noqa: E402
+from engine.platforms.nki.perf.spills import plan_spills  # noqa: E402
+from engine.platforms.nki.simulator.trace import MemorySpace, Trace  # noqa: E402
 
 
 def open_groups(trace: Trace) -> tuple[int, int]:

@@ -20,8 +20,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmark.evaluation import EvaluationRequest, Limits, LocalExecutor  # noqa: E402
-from benchmark.suites import load_suite  # noqa: E402
+from engine.evaluator import EvaluationRequest, Limits, LocalExecutor  # noqa: E402
+from engine.platforms.nki.suites import load_suite  # noqa: E402
 
 FULL_LIMITS = Limits(wall_seconds=1800, cpu_seconds=1800, memory_bytes=12 * 1024**3)
 

@@ -27,9 +27,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmark.evaluation import EvaluationRequest, Limits, LocalExecutor  # noqa: E402
-from benchmark.suites import load_suite  # noqa: E402
 from deploy.local import start_ray_head, start_ray_worker  # noqa: E402
+from engine.evaluator import EvaluationRequest, Limits, LocalExecutor  # noqa: E402
+from engine.platforms.nki.suites import load_suite  # noqa: E402
 
 LIMITS = Limits(wall_seconds=120, cpu_seconds=120, memory_bytes=2 * 1024**3)
 
@@ -94,7 +94,7 @@ def main() -> None:
 
     import ray
 
-    from benchmark.evaluation.ray_executor import RayExecutor
+    from engine.evaluator.ray_executor import RayExecutor
 
     directory = Path(tempfile.mkdtemp(prefix="ray-throughput-"))
     head, address = start_ray_head(directory, num_cpus=0)

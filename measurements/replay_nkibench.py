@@ -4,7 +4,7 @@
     .venv/bin/python measurements/replay_nkibench.py /path/to/AccelOpt/NKIBench [--problems silu,mamba]
 
 Per problem, in this process, one after another: a plain simulation; a simulation that records the program
-(benchmark.nki.program); the checks the verifier runs once per evaluation (structure, bounds, hardware rules
+(engine.platforms.nki.simulator.verification.program); the checks the verifier runs once per evaluation (structure, bounds, hardware rules
 and the cost trace against the program, replay.check_program) with the first replay; a second replay on
 other inputs (what every further seed costs); and the program's wire size (JSON header plus constant arrays,
 what the kernel child sends). Both replays are compared bit for bit with simulations on the same inputs.
@@ -29,7 +29,7 @@ sys.path.insert(0, str(REPO))
 
 
 def _mini_cases(only: set[str]) -> list[tuple[str, Any, Any]]:
-    from benchmark.suites import load_suite
+    from engine.platforms.nki.suites import load_suite
     from tests.versions.digests import _module
 
     cases = []
@@ -68,9 +68,9 @@ def _same(a: tuple, b: tuple) -> bool:
 
 
 def measure(problem: str, reference: Any, kernel: Any) -> dict[str, Any]:
-    from benchmark.nki import simulate
-    from benchmark.nki.program import wire
-    from benchmark.nki.replay import check_program, replay
+    from engine.platforms.nki.simulator import simulate
+    from engine.platforms.nki.simulator.verification.program import wire
+    from engine.platforms.nki.simulator.verification.replay import check_program, replay
 
     first, second = _inputs(reference, 0), _inputs(reference, 1)
     started = time.perf_counter()
@@ -106,7 +106,7 @@ def main() -> None:
     parser.add_argument("nkibench", nargs="?", type=Path, help="AccelOpt's NKIBench directory (full cases)")
     parser.add_argument("--problems", default="", help="comma-separated problems")
     args = parser.parse_args()
-    from benchmark.nki import namespaces
+    from engine.platforms.nki.simulator.semantics import namespaces
 
     namespaces.install()
     only = {p for p in args.problems.split(",") if p}

@@ -42,7 +42,7 @@ def main() -> None:
     from django.conf import settings
     from django.core.management import call_command
 
-    import benchmark.evaluation as pipeline
+    import engine.evaluator as pipeline
     from optimizer import services
     from optimizer.adapters import RunRecorder
     from optimizer.models import AgentCall, Candidate, Run, RunEvent

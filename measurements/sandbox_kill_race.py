@@ -25,7 +25,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmark.evaluation import Limits, evaluate  # noqa: E402
+from engine.evaluator import Limits, evaluate  # noqa: E402
 from tests.evaluation.conftest import ADD_REFERENCE, children_of_this_process  # noqa: E402
 from tests.evaluation.test_infrastructure import SLOW_CORRECT_KERNEL  # noqa: E402
 

@@ -86,7 +86,7 @@ def run_child(part: str, reference: Path, kernel: Path, trace: bool, warm_gib: f
         ref.forward(*inputs)
         return {"ref_s": time.perf_counter() - start, "ref_cpu_s": time.process_time() - cpu,
                 "ref_rss_mb": _peak_rss_mb()}
-    from benchmark.nki import install, simulate
+    from engine.platforms.nki.simulator import install, simulate
 
     install()
     nki_inputs = list(ref.transform_to_nki_inputs(inputs))

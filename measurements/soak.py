@@ -377,7 +377,7 @@ def soak(minutes: float, clients: int, directory: Path, *, healthz_limit_s: floa
     env = server_environment(var, background, worker_concurrency)
     started = time.monotonic()
     # As `make run`: the sandbox first (it checks that an isolated child starts), then prepare, then daphne.
-    done = subprocess.run([sys.executable, "-m", "benchmark.evaluation.sandbox_setup"], cwd=REPO, env=env,
+    done = subprocess.run([sys.executable, "-m", "engine.evaluator.sandbox.setup"], cwd=REPO, env=env,
                           capture_output=True, text=True, timeout=600)
     if done.returncode != 0:
         raise StartError(f"make sandbox's step failed:\n{done.stdout[-2000:]}{done.stderr[-2000:]}")

@@ -6,7 +6,7 @@ A speed change to the simulator must not change what it computes or what the per
 run this in both trees (e.g. a `git worktree` of the older commit) and compare the lines. Each line is
 `problem trace-digest output-digest`, each a SHA-256 prefix over every trace column (instructions and
 access rows), the op names, loop contexts and tensor table, and the raw output bytes. `--workers 2`
-simulates with split loops (benchmark/nki/parallel.py), which must print the same lines as `--workers 1`.
+simulates with split loops (engine/platforms/nki/simulator/speed/parallel.py), which must print the same lines as `--workers 1`.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from simulate_nkibench import _cases, _load  # noqa: E402
 
 
 def digest(reference: Path, kernel: Path, workers: int = 1) -> tuple[str, str]:
-    from benchmark.nki import install, simulate
+    from engine.platforms.nki.simulator import install, simulate
 
     ref = _load(reference, "nkibench_reference")
     np.random.seed(0)

@@ -30,7 +30,7 @@ import torch  # noqa: E402
 import triton  # noqa: E402
 import triton.testing  # noqa: E402
 
-from optimizer.agents.rewrites.triton import TRITON_CATALOG  # noqa: E402
+from engine.platforms.triton.rewrites import TRITON_CATALOG  # noqa: E402
 from tests.triton_agents.kernels import CASES  # noqa: E402
 
 # GPU-sized inputs per case (fp32, as the tests' references): sizes off the blocks on purpose.

@@ -24,8 +24,9 @@ sys.path.insert(0, TREE)
 
 def main() -> None:
     import benchmark
-    from benchmark.nki import namespaces, simulate
-    from benchmark.nki.replay import check_program, replay
+    from engine.platforms.nki.simulator import simulate
+    from engine.platforms.nki.simulator.semantics import namespaces
+    from engine.platforms.nki.simulator.verification.replay import check_program, replay
     from measurements.replay_nkibench import _full_cases, _inputs
 
     if not benchmark.__file__.startswith(TREE):

@@ -17,7 +17,7 @@ from ninja.errors import HttpError
 
 from accounts.auth import api_role
 from accounts.roles import CURATOR, ENGINEER
-from benchmark.platforms import NKI, TRITON
+from engine.platforms.registry import NKI, TRITON
 from memory import services
 from memory.models import EntryStatus, MemoryEntry, Polarity
 

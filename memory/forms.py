@@ -6,7 +6,7 @@ from typing import Any
 
 from django import forms
 
-from benchmark.platforms import NKI, TRITON
+from engine.platforms.registry import NKI, TRITON
 from memory.models import EntryStatus, MemoryEntry, Polarity
 
 MAX_IMPORT_BYTES = 20 * 1024 * 1024

@@ -22,7 +22,7 @@ from django.db import IntegrityError, transaction
 from django.db.models import Count, Max, Min, QuerySet
 from django.utils import timezone
 
-from memory import lessons
+from engine.memory import lessons
 from memory.models import (
     ChangeKind,
     EntryStatus,

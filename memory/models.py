@@ -9,7 +9,7 @@ from __future__ import annotations
 from django.conf import settings
 from django.db import models
 
-from benchmark.platforms import NKI
+from engine.platforms.registry import NKI
 
 
 class Polarity(models.TextChoices):
@@ -45,7 +45,7 @@ class MemoryEntry(models.Model):
         "benchmark.Problem", null=True, blank=True, on_delete=models.SET_NULL, related_name="memory_entries"
     )
     family = models.CharField(max_length=100, blank=True, help_text="Problem family, e.g. matmul, rmsnorm_matmul.")
-    # The kernel language the lesson was learned in ("nki", "triton": benchmark.platforms): a Planner is shown
+    # The kernel language the lesson was learned in ("nki", "triton": engine.platforms.registry): a Planner is shown
     # entries of its own language only, unless a curator marks an entry as transferring to every language.
     language = models.CharField(max_length=16, default=NKI, db_index=True)
     transfers = models.BooleanField(
@@ -72,7 +72,7 @@ class MemoryEntry(models.Model):
     # Keeping the memory clean (memory.learning): the same lesson learned again strengthens this entry (one
     # more MemoryEvidence row) instead of adding a copy; a near-duplicate is merged into it (merged_into).
     lesson_digest = models.CharField(
-        max_length=64, blank=True, db_index=True, help_text="memory.lessons.lesson_digest of title and summary."
+        max_length=64, blank=True, db_index=True, help_text="engine.memory.lessons.lesson_digest of title and summary."
     )
     evidence_count = models.PositiveIntegerField(default=1, help_text="How many times the lesson was learned.")
     operations = models.JSONField(default=list, blank=True, help_text="Kernel-language calls of its kernels.")

@@ -17,10 +17,10 @@ from django.db.models import Q, QuerySet
 from django.http import Http404
 
 from accounts.roles import is_curator, is_engineer
-from benchmark.platforms import NKI
-from memory.lessons import FAMILY_SEPARATOR, split_families
+from engine.memory.lessons import FAMILY_SEPARATOR, split_families
+from engine.memory.selection import select_for_planner
+from engine.platforms.registry import NKI
 from memory.models import ChangeKind, EntryStatus, MemoryEntry, MemoryEntryVersion, Polarity, SourceKind
-from memory.selection import select_for_planner
 
 # AccelOpt's summarizer writes this title when it found nothing worth remembering.
 ACCELOPT_NOTHING_FOUND_TITLE = "No optimization found"
@@ -230,12 +230,12 @@ def select_entries(
     *, problem: Any = None, family: str = "", limit: int = 8, language: str = "",
     operations: Iterable[str] = (), bottleneck: str = "",
 ) -> list[MemoryEntry]:
-    """The bounded memory given to the Planner, chosen by `memory.selection.select_for_planner`: only entries
+    """The bounded memory given to the Planner, chosen by `engine.memory.selection.select_for_planner`: only entries
     of the Planner's kernel language (the problem's when not given) or marked as transferring; pinned
     entries always (even past `limit`), pruned entries never, then the same problem, the same family, any.
 
     The free slots are ranked for the kernel at hand: the `operations` it calls and its profile's `bottleneck`
-    (memory.lessons), and by each entry's evidence (memory.selection.score).
+    (engine.memory.lessons), and by each entry's evidence (engine.memory.selection.score).
 
     Only the columns the rule reads are loaded for every entry; the full rows only for the chosen ones.
     """

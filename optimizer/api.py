@@ -19,9 +19,9 @@ from pydantic import ConfigDict
 from accounts.auth import api_optional_auth, api_role
 from accounts.roles import ENGINEER
 from benchmark import services as benchmark_services
+from engine.search.budget import progress as budget_progress
 from optimizer import services
 from optimizer.models import AgentKind, Run, RunEvent
-from optimizer.search.budget import progress as budget_progress
 
 router = Router()
 

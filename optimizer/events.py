@@ -36,7 +36,7 @@ EVENT_PARTIAL = "optimizer/partials/event.html"
 # group_send returned to <dir>/publish-<pid>.jsonl. Read once at import: the normal path pays one `if`.
 TRACE_DIR = os.environ.get("ACCELOPT_EVENT_TRACE", "")
 
-# Kinds the worker and the services add around the search's own (optimizer.search.EVENT_KINDS).
+# Kinds the worker and the services add around the search's own (engine.search.EVENT_KINDS).
 RUN_LIFECYCLE_KINDS = ("run.queued", "run.paused", "run.resumed", "run.cancelled", "run.resumed_after_crash",
                        "run.continued")
 

@@ -15,12 +15,12 @@ from django.utils.html import format_html
 
 from benchmark import services as benchmark_services
 from benchmark.models import Backend, Platform, Problem
-from benchmark.platforms import DEFINITIONS, get_definition
 from benchmark.services.evaluations import backend_unavailable, platform_unavailable
+from engine.platforms.registry import DEFINITIONS, get_definition
+from engine.search import BUDGET_FIELDS
+from engine.search.config import BEAM, STRATEGIES
 from optimizer import conf, services
 from optimizer.models import AgentKind
-from optimizer.search import BUDGET_FIELDS
-from optimizer.search.config import BEAM, STRATEGIES
 
 BASELINE = "baseline"
 UPLOAD = "upload"

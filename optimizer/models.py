@@ -1,7 +1,7 @@
 """Optimization runs and their full audit trail: iterations, candidates, agent calls and the event log.
 
 Models hold state only. Creating, cancelling and driving runs lives in `optimizer.services` and
-`optimizer.worker`; the search itself is the pure `optimizer.search`.
+`optimizer.worker`; the search itself is the pure `engine.search`.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from django.conf import settings
 from django.db import models
 from django.urls import NoReverseMatch, reverse
 
-from optimizer.search.budget import BUDGET_FIELDS, Budget, Usage
+from engine.search.budget import BUDGET_FIELDS, Budget, Usage
 
 
 class RunStatus(models.TextChoices):
@@ -43,7 +43,7 @@ class Run(models.Model):
     agent = models.CharField(max_length=16, choices=AgentKind.choices, default=AgentKind.OFFLINE)
     platform = models.CharField(max_length=16, default="trn1")
     backend = models.CharField(max_length=32, default="simulator")
-    # {"search": optimizer.search.SearchConfig as a dict (seed included), "models": {role: settings}}
+    # {"search": engine.search.SearchConfig as a dict (seed included), "models": {role: settings}}
     config = models.JSONField(default=dict, blank=True)
 
     status = models.CharField(max_length=16, choices=RunStatus.choices, default=RunStatus.QUEUED)
@@ -71,7 +71,7 @@ class Run(models.Model):
     # any exist, cost_usd is a lower bound and pages say "unknown" instead of showing it as the cost.
     unpriced_calls = models.PositiveIntegerField(default=0)
 
-    # Budgets (optimizer.search.budget.BUDGET_FIELDS, the same names on campaigns): empty is no cap. The search
+    # Budgets (engine.search.budget.BUDGET_FIELDS, the same names on campaigns): empty is no cap. The search
     # checks them between steps; a run that reaches one stops as STOPPED, keeping everything found.
     max_tokens = models.PositiveBigIntegerField(null=True, blank=True, help_text="Most prompt + completion tokens.")
     max_cost_usd = models.FloatField(null=True, blank=True, help_text="Most LLM dollars (calls of known cost).")

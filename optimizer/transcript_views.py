@@ -8,7 +8,7 @@ from django.shortcuts import render
 from django.views.decorators.http import require_GET
 
 from benchmark.models import Platform
-from benchmark.platforms import DEFAULT_PLATFORM
+from engine.platforms.registry import DEFAULT_PLATFORM
 from optimizer.transcripts import kernel_transcript, leaderboard_grid
 
 CASES = ("full", "mini")

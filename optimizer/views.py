@@ -23,13 +23,13 @@ from benchmark.diffing import changed_line_count, side_by_side
 from benchmark.models import Kernel
 from benchmark.provenance import evaluation_provenance
 from benchmark.services import visible_kernels
+from engine.search.budget import BUDGET_FIELDS
+from engine.search.budget import progress as budget_progress
 from optimizer import services, tree
 from optimizer.display import run_chart_html
 from optimizer.forms import BASELINE, UPLOAD, RunFilterForm, RunForm
 from optimizer.models import AgentKind, Candidate, Run
 from optimizer.run_links import run_links
-from optimizer.search.budget import BUDGET_FIELDS
-from optimizer.search.budget import progress as budget_progress
 
 RUNS_PER_PAGE = 50
 

@@ -35,6 +35,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from benchmark.services.baselines import start_background_baselines
+from engine.search import STOPPED, SUCCEEDED, BeamSearch, SearchConfig
 from optimizer import conf
 from optimizer.adapters import (
     DjangoEvaluator,
@@ -46,7 +47,6 @@ from optimizer.adapters import (
 )
 from optimizer.events import append_events, publish_events_async, record_events
 from optimizer.models import AgentKind, Run, RunStatus
-from optimizer.search import STOPPED, SUCCEEDED, BeamSearch, SearchConfig
 
 logger = logging.getLogger(__name__)
 
@@ -61,8 +61,8 @@ def new_worker_id() -> str:
 def default_agents(run: Run) -> Any:
     """The agents a run asked for: the offline rewrite search, or LLM roles from settings."""
     if run.agent == AgentKind.LLM:
-        from optimizer.agents.llm import LLMClient
-        from optimizer.agents.llm_agents import LLMAgents
+        from engine.agents.llm import LLMClient
+        from engine.agents.llm_agents import LLMAgents
 
         models = {role: spec.get("model", "") for role, spec in (run.config.get("models") or {}).items()}
         client = LLMClient(
@@ -73,7 +73,7 @@ def default_agents(run: Run) -> Any:
             backoff_s=conf.llm_backoff_s(),
         )
         return LLMAgents(client)
-    from optimizer.agents.offline import OfflineAgents
+    from engine.agents.offline import OfflineAgents
 
     return OfflineAgents()
 

@@ -1,7 +1,7 @@
 """The code's shape: no import cycles, no overlong modules, no Django in the pure modules.
 
-Read with `ast` from the files (nothing is imported), over the project's own packages: accelopt_site,
-accounts, benchmark, memory and optimizer (the measurement scripts in measurements/ are scripts, not
+Read with `ast` from the files (nothing is imported), over the project's own packages: the engine and the
+Django apps (accelopt_site, accounts, benchmark, campaigns, memory, optimizer) (the measurement scripts in measurements/ are scripts, not
 modules of the project, and are left out of the import graph; the length rule covers them too).
 
 (a) No import cycle. A module's imports are all its `import` statements, at module level and inside
@@ -19,19 +19,19 @@ Each statement is an edge to exactly one module:
 Python does run `a/b/__init__.py` before `a.b.c`, but the importer's code does not use it. Counting it
 (an edge from each importer of `a.b.c` to `a.b`) makes every submodule that imports a sibling depend on its
 package's `__init__`, which imports that submodule back when it re-exports it: at 568768e that rule found
-5 "cycles" instead of the 2 real ones, among them benchmark.nki with 9 of its submodules and
-benchmark.evaluation, benchmark.perf and benchmark.suites each with theirs. Likewise `from benchmark.services
+5 "cycles" instead of the 2 real ones, among them engine.platforms.nki.simulator with 9 of its submodules and
+engine.evaluator, engine.platforms.nki.perf and engine.platforms.nki.suites each with theirs. Likewise `from benchmark.services
 import x` depends on the submodule that defines x, not on every submodule the package re-exports. So a
 package's `__init__` is a dependency only where its own names are imported. What remains are cycles
 between modules that use each other's code (at 568768e exactly benchmark.services <-> benchmark.review
-and benchmark.nki.isa <-> benchmark.nki.language), which is what makes a change in one a change in the other.
+and engine.platforms.nki.simulator.semantics.isa <-> engine.platforms.nki.simulator.semantics.language), which is what makes a change in one a change in the other.
 
 (b) No module over MAX_LINES (600) lines, unless its module docstring has a sentence starting
 "Long because" that says why it should stay whole.
 
-(c) The pure modules (PURE: the NKI simulator, the performance model, the hardware table, the evaluation
-package that runs in the sandbox children and on remote workers, the beam search, and the modules whose
-docstring promises no Django) import nothing from Django (or django-ninja, Channels) and no Django app's
+(c) The pure modules, every module under engine/ (the NKI simulator, the performance model, the evaluator
+that runs in the sandbox children and on remote workers, the search, the agents, each platform's folder),
+import nothing from Django (or django-ninja, Channels) and no Django app's
 models, directly or through any project module they import (function-level imports included).
 
 KNOWN_EXCEPTIONS lists what fails today and is being fixed by the issue-17 refactor; empty it as each fix
@@ -51,30 +51,18 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGES = ("accelopt_site", "accounts", "benchmark", "memory", "optimizer", "campaigns")
+PACKAGES = ("accelopt_site", "accounts", "benchmark", "campaigns", "engine", "memory", "optimizer")
 SCRIPTS = ("measurements",)
 MAX_LINES = 600
 LONG_BECAUSE = re.compile(r"(?:^|[.!?:;]\s+|\n\s*)Long because\b")
 DJANGO_ROOTS = ("django", "ninja", "channels", "daphne", "django_htmx")
-# Pure modules, as path prefixes relative to the repository (a folder ends in "/"): those the brief of issue 17
-# names (simulator, performance model, hardware table, evaluation pipeline and sandbox children, beam search)
-# and those whose docstring promises no Django (the suites, the platform and choice enums, memory selection).
-PURE = (
-    "benchmark/nki/",
-    "benchmark/perf/",
-    "benchmark/hardware.py",
-    "benchmark/evaluation/",
-    "benchmark/suites/",
-    "benchmark/platforms.py",
-    "benchmark/choices.py",
-    "memory/selection.py",
-    "optimizer/search.py",
-    "optimizer/search/",
-)
+# Purity by location: every module under engine/ (the simulator, the performance model, the evaluator and its
+# sandbox children, the search, the agents, every platform's folder) imports no Django. No list to keep.
+PURE = ("engine/",)
 
 # What still fails, each entry the exact finding (a cycle as its sorted members, a path, a module): the
 # issue-17 refactor removes them; the lead empties this list. At 568768e the rules found the cycles
-# benchmark.services <-> benchmark.review and benchmark.nki.isa <-> benchmark.nki.language (both since
+# benchmark.services <-> benchmark.review and engine.platforms.nki.simulator.semantics.isa <-> engine.platforms.nki.simulator.semantics.language (both since
 # removed) and six modules over 600 lines; of those only the one below is left.
 KNOWN_EXCEPTIONS: dict[str, set] = {
     "cycles": set(),
@@ -390,7 +378,8 @@ def impurity(module: str, graph: dict[str, set[str]]) -> str | None:
 def test_pure_modules_import_no_django():
     graph = import_graph()
     modules = pure_modules()
-    assert "benchmark.nki.simulate" in modules and "benchmark.perf" in modules and "benchmark.hardware" in modules
+    assert {"engine.platforms.nki.simulator.simulate", "engine.platforms.nki.perf", "engine.evaluator.child",
+            "engine.search.beam", "engine.platforms.triton.roles"} <= set(modules)
     found = {m: why for m in modules if (why := impurity(m, graph)) is not None}
     new = {m: why for m, why in found.items() if m not in KNOWN_EXCEPTIONS["impure"]}
     gone = sorted(KNOWN_EXCEPTIONS["impure"] - set(found))

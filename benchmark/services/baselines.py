@@ -22,8 +22,8 @@ from django.db import close_old_connections
 
 from benchmark import conf
 from benchmark.models import DEFAULT_SUITE, Evaluation, EvaluationStatus, Problem
-from benchmark.platforms import DEFAULT_PLATFORM, get_definition
 from benchmark.services.evaluations import backend_version, request_evaluation, wait_for_evaluations
+from engine.platforms.registry import DEFAULT_PLATFORM, get_definition
 
 logger = logging.getLogger(__name__)
 

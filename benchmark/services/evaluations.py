@@ -8,7 +8,7 @@ which marks it running when a worker takes it; the future's callback saves the r
 (`save_result`). Tests and `wait=True` callers run it in the calling thread instead (`run_evaluation_now`);
 the kernel still runs in the sandbox's child processes either way.
 
-`benchmark.evaluation` loads its modules on first use, so numpy and the pipeline are imported with the
+`engine.evaluator` loads its modules on first use, so numpy and the pipeline are imported with the
 first evaluation, not when a web process starts.
 """
 
@@ -30,15 +30,15 @@ from django.db.models import Q
 from django.utils import timezone
 
 from benchmark import conf
-from benchmark import evaluation as pipeline
-from benchmark.evaluation.result import ErrorKind
 from benchmark.models import Evaluation, EvaluationStatus, Kernel, Problem
-from benchmark.platforms import DEFAULT_PLATFORM, Backend, Platform, get_definition
 from benchmark.services.solutions import solution_document
+from engine import evaluator as pipeline
+from engine.evaluator.result import ErrorKind
+from engine.platforms.registry import DEFAULT_PLATFORM, Backend, Platform, get_definition
 
 if TYPE_CHECKING:
-    from benchmark.evaluation import EvaluationResult, Limits
-    from benchmark.evaluation.triton_request import TritonEvaluationRequest
+    from engine.evaluator import EvaluationResult, Limits
+    from engine.platforms.triton.request import TritonEvaluationRequest
 
 logger = logging.getLogger(__name__)
 
@@ -92,8 +92,8 @@ def _limits(large: bool) -> Limits:
 
 def triton_request_for(evaluation: Evaluation) -> TritonEvaluationRequest:
     """A Triton kernel's evaluation: its FlashInfer-Bench solution against its problem's definition and
-    workloads (which of them a backend runs: `benchmark.evaluation.triton_request`)."""
-    from benchmark.evaluation.triton_request import TritonEvaluationRequest
+    workloads (which of them a backend runs: `engine.platforms.triton.request`)."""
+    from engine.platforms.triton.request import TritonEvaluationRequest
 
     kernel, problem = evaluation.kernel, evaluation.kernel.problem
     return TritonEvaluationRequest(
@@ -103,7 +103,7 @@ def triton_request_for(evaluation: Evaluation) -> TritonEvaluationRequest:
 
 
 def evaluation_request_for(evaluation: Evaluation) -> dict[str, Any]:
-    """The keyword arguments of `benchmark.evaluation.evaluate` for this evaluation."""
+    """The keyword arguments of `engine.evaluator.evaluate` for this evaluation."""
     kernel, problem = evaluation.kernel, evaluation.kernel.problem
     return _evaluate_kwargs(
         kernel.source,
@@ -162,7 +162,7 @@ def get_executor() -> Any:
     with _executor_lock:
         if _executor is None and conf.ray_address():
             # Ray (the `scale` extra) is imported only when a cluster is configured
-            from benchmark.evaluation.ray_executor import RayExecutor
+            from engine.evaluator.ray_executor import RayExecutor
 
             _executor = RayExecutor(conf.ray_address(), resources=conf.ray_resources(),
                                     max_retries=conf.ray_max_retries())
@@ -255,7 +255,7 @@ def backend_unavailable(backend: str, platform: str) -> str | None:
     if backend in (Backend.CUDA, Backend.TRITON_INTERPRETER) and not conf.ray_address():
         # PyTorch and Triton (the `triton` extra) missing here: refused with the install command before anything
         # is queued. On a Ray cluster the node that runs the evaluation decides (triton_pipeline says it there).
-        from benchmark.evaluation.requirements import triton_unavailable
+        from engine.evaluator.requirements import triton_unavailable
 
         missing = triton_unavailable()
         if missing:
@@ -264,7 +264,7 @@ def backend_unavailable(backend: str, platform: str) -> str | None:
         return _cuda_unavailable()
     if backend != Backend.NEURON:
         return None
-    from benchmark.evaluation.neuron.host import NeuronHost  # the hardware backend's own checks
+    from engine.platforms.nki.neuron.host import NeuronHost  # the hardware backend's own checks
 
     try:
         problems = NeuronHost.from_environment(platform).problems()
@@ -288,7 +288,7 @@ def _cuda_unavailable() -> str | None:
         executor = get_executor()
     except Exception as error:  # noqa: BLE001 - e.g. the Ray cluster cannot be reached: say so, refuse
         return f"the cuda backend cannot run: the Ray cluster at {conf.ray_address()} cannot be reached ({error})"
-    from benchmark.evaluation.executors import local_cuda_unavailable
+    from engine.evaluator.executors import local_cuda_unavailable
 
     ask = getattr(executor, "cuda_unavailable", None)  # a test double may not say: then this host decides
     reason = ask() if ask is not None else local_cuda_unavailable()
@@ -557,7 +557,7 @@ def evaluate_source(
     if problem is None and reference_source is None:
         raise ValueError("evaluate_source needs a problem or a reference source")
     if problem is not None and problem.is_triton:
-        from benchmark.evaluation.triton_request import TritonEvaluationRequest
+        from engine.platforms.triton.request import TritonEvaluationRequest
 
         kernel = Kernel(problem=problem, source=kernel_source, sha256="0" * 64, entry_point="")
         backend = backend or get_definition(platform).default_backend.value

@@ -1,7 +1,7 @@
 """FlashInfer-Bench in the product: importing definitions, workloads and solutions as Triton problems and
 kernels, and exporting our best kernel for a problem as a solution.
 
-Reading and writing the formats is `benchmark.triton.flashinfer` (pure, shared with the GPU script); this
+Reading and writing the formats is `engine.platforms.triton.flashinfer` (pure, shared with the GPU script); this
 module maps them onto rows. One import is one transaction: a bad file or field anywhere stores nothing
 from that import and leaves what was stored before as it was. Re-importing is idempotent; a workload is
 identified by its uuid, so importing more workloads of a definition adds to the ones it has.
@@ -20,11 +20,11 @@ from django.core.exceptions import ValidationError
 from django.db import transaction
 
 from benchmark.models import Evaluation, Kernel, KernelOrigin, Problem, Visibility
-from benchmark.platforms import TRITON, Backend, get_definition
 from benchmark.services.evaluations import backend_unavailable, request_evaluation
 from benchmark.services.kernels import create_kernel, kernel_source_limit
 from benchmark.services.solutions import solution_document
 from benchmark.sizes import human_bytes
+from engine.platforms.registry import TRITON, Backend, get_definition
 
 # Where imported definitions go unless told otherwise, and the case naming "all of its workloads".
 FLASHINFER_SUITE = "flashinfer"
@@ -65,7 +65,7 @@ class FlashInferImportSummary:
 
 def _fib() -> Any:
     # Imported on first use, like the evaluation pipeline: web processes that never import need none of it.
-    from benchmark.triton import flashinfer
+    from engine.platforms.triton import flashinfer
 
     return flashinfer
 

@@ -14,16 +14,16 @@ from django.db import transaction
 from django.utils.text import slugify
 
 from benchmark import conf
-from benchmark.evaluation.sandbox import Limits
-from benchmark.evaluation.sizing import ReferenceCheck
-from benchmark.evaluation.sizing import check_reference as run_reference_check
-from benchmark.evaluation.static_check import MAX_SOURCE_BYTES
 from benchmark.models import DEFAULT_LANGUAGE, Evaluation, Kernel, KernelOrigin, Problem, Visibility
-from benchmark.platforms import platforms_for
 from benchmark.services.access import can_create_kernels
 from benchmark.services.evaluations import check_platform_for, request_evaluation
 from benchmark.services.solutions import TRITON_ENTRY_POINT
 from benchmark.sizes import human_bytes
+from engine.evaluator.sandbox.process import Limits
+from engine.evaluator.sizing import ReferenceCheck
+from engine.evaluator.sizing import check_reference as run_reference_check
+from engine.evaluator.static_check import MAX_SOURCE_BYTES
+from engine.platforms.registry import platforms_for
 
 # The suite of the problems users create from their own reference files (private to them).
 CUSTOM_SUITE = "custom"
@@ -107,7 +107,7 @@ GIVEN_METHOD = "given on the upload"
 
 
 def check_reference(reference_source: str) -> ReferenceCheck:
-    """A user's reference run once in the evaluation sandbox (benchmark.evaluation.sizing.check_reference): with
+    """A user's reference run once in the evaluation sandbox (engine.evaluator.sizing.check_reference): with
     the large memory limit, so a full-size one fits, and the small time limit, so an upload waits seconds."""
     seconds = conf.timeout_seconds(False)
     return run_reference_check(reference_source, Limits(wall_seconds=float(seconds), cpu_seconds=seconds,

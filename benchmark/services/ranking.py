@@ -14,9 +14,9 @@ from django.core.exceptions import ValidationError
 from django.db.models import Count, Max, Prefetch, QuerySet
 
 from benchmark.models import Evaluation, Kernel, KernelOrigin, Problem
-from benchmark.platforms import DEFAULT_BACKEND, DEFAULT_PLATFORM, NKI, get_definition, platforms_for
 from benchmark.services.access import visible_kernels, visible_problems
 from benchmark.services.evaluations import backend_version
+from engine.platforms.registry import DEFAULT_BACKEND, DEFAULT_PLATFORM, NKI, get_definition, platforms_for
 
 
 def best_evaluation(problem: Problem, platform: str = DEFAULT_PLATFORM, backend: str | None = None) -> Evaluation | None:
@@ -57,8 +57,8 @@ def kernel_row_sort_key(row: dict[str, Any]) -> tuple[float, int]:
 
 def theoretical_peaks(problem: Problem) -> dict[str, float | None]:
     """Theoretical peak latency (ms) per platform, or None where the problem has no peak counts."""
-    # Imported here: benchmark.perf loads numpy, which a web process otherwise never needs to import.
-    from benchmark.perf.peak import theoretical_peak_ms
+    # Imported here: engine.platforms.nki.perf loads numpy, which a web process otherwise never needs to import.
+    from engine.platforms.nki.perf.peak import theoretical_peak_ms
 
     peaks: dict[str, float | None] = {}
     # NKIBench's peak counts are against a NeuronCore; a GPU platform's roofline is the Triton backend's.

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from benchmark.models import Kernel
-from benchmark.platforms import TRITON
+from engine.platforms.registry import TRITON
 
 # A Triton kernel is one file whose `run` is the entry point, as FlashInfer-Bench names it.
 TRITON_ENTRY_POINT = "main.py::run"
@@ -20,7 +20,7 @@ EXPORT_AUTHOR = "AccelOpt Studio"
 def solution_document(kernel: Kernel) -> dict[str, Any]:
     """The kernel of a Triton problem as a FlashInfer-Bench solution object. What an imported solution said
     (name, author, description, target hardware, dependencies, other fields) comes back as it was."""
-    from benchmark.triton import flashinfer  # pure, but only Triton problems need it
+    from engine.platforms.triton import flashinfer  # pure, but only Triton problems need it
 
     problem = kernel.problem
     meta = kernel.solution_meta or {}

@@ -21,9 +21,9 @@ from benchmark.models import (
     Problem,
     Visibility,
 )
-from benchmark.platforms import DEFAULT_PLATFORM
 from benchmark.services.evaluations import request_evaluation, wait_for_evaluations
 from benchmark.services.kernels import create_kernel
+from engine.platforms.registry import DEFAULT_PLATFORM
 
 # The default suite of `import_nkibench`: problems read from someone else's NKIBench directory.
 IMPORTED_SUITE = "imported"
@@ -54,7 +54,7 @@ def load_suite(
     Idempotent: a second run changes nothing and finds the evaluations in the cache.
     """
     # Imported here: a suite's specs load the evaluation checks, and with them numpy.
-    from benchmark import suites
+    from engine.platforms.nki import suites
 
     suite = suites.load_suite(name)
     summary = LoadSummary(suite=name)
@@ -87,7 +87,7 @@ def load_suite(
 
 
 def _spec_fields(spec: Any, case: str) -> dict[str, Any]:
-    """A `benchmark.suites.ProblemSpec`'s case as Problem fields."""
+    """A `engine.platforms.nki.suites.ProblemSpec`'s case as Problem fields."""
     counts = spec.peak_counts(case)  # PeakCounts, or None when the suite does not know them
     return {
         "family": spec.family,
@@ -123,7 +123,7 @@ def import_nkibench(path: str | Path, *, suite: str = IMPORTED_SUITE, user: Any 
     imported kernel of it. Peak counts come with the spec when the slug is one of our NKIBench problems.
     Idempotent, like load_suite.
     """
-    from benchmark.suites import read_nkibench_dir  # numpy, as in load_suite
+    from engine.platforms.nki.suites import read_nkibench_dir  # numpy, as in load_suite
 
     if suite == DEFAULT_SUITE:
         raise ValidationError(f"import into a suite of its own, not the built-in {DEFAULT_SUITE!r}")

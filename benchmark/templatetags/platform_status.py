@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from django import template
 
-from benchmark.platforms import Backend
 from benchmark.services.evaluations import backend_unavailable
+from engine.platforms.registry import Backend
 
 register = template.Library()
 

@@ -1,4 +1,4 @@
-"""The campaign's budgets take the optimizer's names (optimizer.search.budget.BUDGET_FIELDS)."""
+"""The campaign's budgets take the optimizer's names (engine.search.budget.BUDGET_FIELDS)."""
 
 from django.db import migrations, models
 

@@ -4,7 +4,7 @@ import django.db.models.deletion
 from django.conf import settings
 from django.db import migrations, models
 
-from memory import lessons
+from engine.memory import lessons
 
 
 def backfill_lessons(apps, schema_editor):
@@ -42,7 +42,7 @@ class Migration(migrations.Migration):
         migrations.AddField(
             model_name='memoryentry',
             name='lesson_digest',
-            field=models.CharField(blank=True, db_index=True, help_text='memory.lessons.lesson_digest of title and summary.', max_length=64),
+            field=models.CharField(blank=True, db_index=True, help_text='engine.memory.lessons.lesson_digest of title and summary.', max_length=64),
         ),
         migrations.AddField(
             model_name='memoryentry',

@@ -1,4 +1,4 @@
-"""Django implementations of the interfaces `optimizer.search` is written against, one module each:
+"""Django implementations of the interfaces `engine.search` is written against, one module each:
 
     evaluation.py           DjangoEvaluator: Kernel rows evaluated through the benchmark app's cache;
                             RunCancelled (a cancel noticed while a step waits on evaluations)

@@ -19,8 +19,8 @@ from django.core.exceptions import ValidationError
 from django.db import close_old_connections
 
 from benchmark import services as benchmark_services
-from benchmark.evaluation.result import ErrorKind
 from benchmark.models import Evaluation, EvaluationStatus, Kernel, KernelOrigin, Review
+from engine.evaluator.result import ErrorKind
 from optimizer.models import Run, RunEvent
 
 CANCEL_CHECK_S = 1.0  # how often a step waiting on evaluations looks for a cancel request

@@ -1,8 +1,8 @@
 """`DjangoOptimizationMemory`: the search's OptimizationMemory for one run, over the memory app.
 
 `select` depends on the run's `memory_mode` (SearchConfig): "curated" is `memory.services.select_entries`
-(the rule in `memory.selection`, ranked for the kernel at hand: its operations and its profile's
-bottleneck); "accelopt" is `memory.selection.select_accelopt` over the lessons this run learned (the paper's
+(the rule in `engine.memory.selection`, ranked for the kernel at hand: its operations and its profile's
+bottleneck); "accelopt" is `engine.memory.selection.select_accelopt` over the lessons this run learned (the paper's
 per-problem memory). `add` is `memory.learning.learn`: idempotent on the item's key, a repeated lesson
 strengthens the entry it repeats, with the run and the candidate as provenance.
 """
@@ -13,14 +13,14 @@ from collections.abc import Sequence
 
 from asgiref.sync import sync_to_async
 
+from engine.agents.base import KernelView, MemoryItem, ProblemContext
+from engine.memory.lessons import kernel_operations, profile_bottleneck
+from engine.memory.selection import select_accelopt
+from engine.search.config import ACCELOPT_MEMORY, CURATED
 from memory import learning
 from memory import services as memory_services
-from memory.lessons import kernel_operations, profile_bottleneck
 from memory.models import EntryStatus, MemoryEntry, MemoryEvidence
-from memory.selection import select_accelopt
-from optimizer.agents.base import KernelView, MemoryItem, ProblemContext
 from optimizer.models import Candidate, Run
-from optimizer.search.config import ACCELOPT_MEMORY, CURATED
 
 
 class DjangoOptimizationMemory:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from optimizer.agents.base import ProblemContext
+from engine.agents.base import ProblemContext
 from optimizer.models import Run
 
 

@@ -21,6 +21,7 @@ from django.utils import timezone
 from benchmark import review
 from benchmark import services as benchmark_services
 from benchmark.models import Evaluation, Kernel, KernelOrigin
+from engine.search import FAILED, STOPPED, SUCCEEDED
 from optimizer.events import append_events, publish_events_async
 from optimizer.models import (
     AgentCall,
@@ -32,7 +33,6 @@ from optimizer.models import (
     RunEvent,
     RunStatus,
 )
-from optimizer.search import FAILED, STOPPED, SUCCEEDED
 
 
 class LostClaim(Exception):

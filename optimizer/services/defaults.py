@@ -6,7 +6,7 @@ from typing import Any
 
 from django.core.exceptions import ValidationError
 
-from optimizer.search import SearchConfig
+from engine.search import SearchConfig
 
 # The one set of search defaults (issue 20): the run form, POST /api/runs and `manage.py optimize` all fill unset
 # fields from here. AccelOpt's breadth per iteration, fewer iterations, so a first run finishes in minutes;

@@ -11,15 +11,15 @@ from django.db.models import QuerySet
 
 from benchmark import services as benchmark_services
 from benchmark.models import Backend, Kernel, Platform, Problem
-from benchmark.platforms import get_definition
 from benchmark.services.evaluations import backend_unavailable
+from engine.platforms.registry import get_definition
+from engine.search.budget import Budget, launch_notes
 from optimizer import conf
 from optimizer.events import record_events
 from optimizer.models import (
     AgentKind,
     Run,
 )
-from optimizer.search.budget import Budget, launch_notes
 from optimizer.services.access import can_launch_runs
 from optimizer.services.defaults import search_config
 from optimizer.services.estimates import estimate_llm_cost, max_agent_calls
@@ -96,7 +96,7 @@ def create_run(
         # The offline agent repairs nothing; a Fixer round would only record "unusable" replies.
         search.setdefault("fix_attempts", 0)
     if backend == Backend.TRITON_INTERPRETER:
-        # The interpreter measures no latency: the search ranks by correctness (optimizer.search.unmeasured).
+        # The interpreter measures no latency: the search ranks by correctness (engine.search.unmeasured).
         search.setdefault("correctness_only", True)
     config = search_config(search)
     caps = parse_budget(budget)

@@ -11,6 +11,8 @@ from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.utils import timezone
 
+from engine.search.budget import BUDGET_FIELDS
+from engine.search.state import reopen_stopped, stopped_mid_iteration
 from optimizer.events import record_events
 from optimizer.models import (
     Iteration,
@@ -18,8 +20,6 @@ from optimizer.models import (
     Run,
     RunStatus,
 )
-from optimizer.search.budget import BUDGET_FIELDS
-from optimizer.search.state import reopen_stopped, stopped_mid_iteration
 from optimizer.services.launch import parse_budget
 
 

@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 
 from benchmark import services
-from benchmark.evaluation.result import ErrorKind, EvaluationResult
 from benchmark.models import Problem
+from engine.evaluator.result import ErrorKind, EvaluationResult
 
 
 @pytest.fixture
@@ -31,7 +31,7 @@ def silu_mini(nkibench: list[Problem]) -> Problem:
 
 
 class FakePipeline:
-    """Stands in for benchmark.evaluation.evaluate where a test is about our bookkeeping, not a kernel."""
+    """Stands in for engine.evaluator.evaluate where a test is about our bookkeeping, not a kernel."""
 
     def __init__(self) -> None:
         self.calls: list[dict[str, Any]] = []
@@ -57,7 +57,7 @@ class FakePipeline:
 @pytest.fixture
 def fake_pipeline(monkeypatch: pytest.MonkeyPatch, inline_evaluations: None) -> FakePipeline:
     fake = FakePipeline()
-    monkeypatch.setattr("benchmark.evaluation.evaluate", fake, raising=False)
+    monkeypatch.setattr("engine.evaluator.evaluate", fake, raising=False)
     return fake
 
 

@@ -39,7 +39,7 @@ def test_a_second_pass_runs_nothing_already_evaluated(fake_pipeline, nkibench):
 
 
 def test_running_and_failed_baselines_are_counted_apart(fake_pipeline, nkibench):
-    from benchmark.evaluation.result import ErrorKind
+    from engine.evaluator.result import ErrorKind
 
     fake_pipeline.fail_next(ErrorKind.INCORRECT, "wrong")
     evaluate_baselines(["mini"])

@@ -65,7 +65,7 @@ def test_an_executor_failure_becomes_an_infrastructure_error(thread_executor):
 
 @pytest.mark.django_db(transaction=True)
 def test_the_local_pool_keeps_serving_after_a_kernel_is_killed_at_the_timeout(settings, engineer):
-    from benchmark.evaluation import LocalExecutor
+    from engine.evaluator import LocalExecutor
     from tests.benchmark.bad_inputs import BAD_INPUTS
 
     settings.ACCELOPT_EVALUATION_TIMEOUT_S = 5

@@ -1,4 +1,4 @@
-"""An evaluation's "where the time goes" (benchmark/perf/explain.py) on the kernel page and in the API: the
+"""An evaluation's "where the time goes" (engine/platforms/nki/perf/explain.py) on the kernel page and in the API: the
 verdict, the table of engines and waits, the critical-path bars; nothing at all when no breakdown exists."""
 
 from __future__ import annotations
@@ -6,8 +6,8 @@ from __future__ import annotations
 from dataclasses import replace
 
 from benchmark import services
-from benchmark.evaluation.result import EvaluationResult
-from benchmark.perf import estimate
+from engine.evaluator.result import EvaluationResult
+from engine.platforms.nki.perf import estimate
 from tests.perf.builders import streaming_kernel
 
 

@@ -8,9 +8,9 @@ import pytest
 from django.utils import timezone
 
 from benchmark import services
-from benchmark.evaluation.result import ErrorKind
 from benchmark.models import Evaluation, EvaluationStatus
 from benchmark.services import evaluations
+from engine.evaluator.result import ErrorKind
 
 
 @pytest.fixture
@@ -73,7 +73,7 @@ def test_a_pipeline_crash_is_recorded_as_our_fault_not_the_kernels(monkeypatch, 
     def broken(**kwargs):
         raise RuntimeError("sandbox helper missing")
 
-    monkeypatch.setattr("benchmark.evaluation.evaluate", broken, raising=False)
+    monkeypatch.setattr("engine.evaluator.evaluate", broken, raising=False)
     evaluation = services.request_evaluation(baseline, "trn1")
     assert evaluation.status == EvaluationStatus.DONE
     assert evaluation.error_kind == "infrastructure_error"

@@ -10,7 +10,7 @@ import pytest
 from django.core.management import CommandError, call_command
 
 from benchmark.models import Kernel, Problem
-from benchmark.suites import load_suite
+from engine.platforms.nki.suites import load_suite
 
 
 @pytest.fixture

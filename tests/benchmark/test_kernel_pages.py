@@ -42,7 +42,7 @@ def test_the_kernel_page_shows_highlighted_numbered_source_and_the_result(client
 
 
 def test_a_failing_evaluation_shows_its_kind_message_and_marks_the_line(client, fake_pipeline, silu_mini, engineer):
-    from benchmark.evaluation.result import ErrorKind, EvaluationResult
+    from engine.evaluator.result import ErrorKind, EvaluationResult
 
     fake_pipeline.next_results.append(
         EvaluationResult.failure(ErrorKind.RUNTIME_ERROR, "nl.load: partition dimension 256 exceeds 128", line=3)

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from django.core.files.uploadedfile import SimpleUploadedFile
 
-from benchmark.evaluation.sizing import ReferenceCheck
 from benchmark.models import Problem
 from benchmark.services import kernels as kernel_services
+from engine.evaluator.sizing import ReferenceCheck
 
 REFERENCE = "import numpy as np\n\ndef get_inputs():\n    return [np.ones((128, 512), np.float32)]\n\ndef forward(x):\n    return x\n"
 KERNEL = "import neuronxcc.nki as nki\n\n@nki.jit\ndef kernel(x):\n    return x\n"

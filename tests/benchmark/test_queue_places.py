@@ -10,9 +10,9 @@ import pytest
 from django.urls import reverse
 
 from benchmark import services
-from benchmark.evaluation import LocalExecutor
-from benchmark.evaluation.executors import EvaluationRequest
 from benchmark.models import Evaluation, EvaluationStatus, Problem
+from engine.evaluator import LocalExecutor
+from engine.evaluator.executors import EvaluationRequest
 
 
 def _wait_until(condition, timeout: float = 20.0) -> None:

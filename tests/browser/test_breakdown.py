@@ -1,12 +1,12 @@
 """An engineer evaluates a kernel and reads, beside the engine timeline, what bounds it: the verdict, the
-table of engines and waits, and the Plotly bar of the critical path's shares (benchmark/perf/explain.py)."""
+table of engines and waits, and the Plotly bar of the critical path's shares (engine/platforms/nki/perf/explain.py)."""
 
 from __future__ import annotations
 
 import re
 from typing import Any
 
-from benchmark.suites.loader import load_suite
+from engine.platforms.nki.suites.loader import load_suite
 
 EVALUATION_MS = 300_000  # silu:mini through the sandboxed simulator, on 2 shared cores
 

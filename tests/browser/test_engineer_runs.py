@@ -32,7 +32,7 @@ def test_an_engineer_uploads_a_kernel_launches_a_run_and_watches_it_live(pages: 
     page = pages.open("erin")
 
     # Upload: the silu baseline with a comment, so it is a new kernel of the engineer's own.
-    source = (REPO / "benchmark/suites/nkibench/baselines/silu.py").read_text() + "\n# erin's copy\n"
+    source = (REPO / "engine/platforms/nki/suites/nkibench/baselines/silu.py").read_text() + "\n# erin's copy\n"
     page.goto("/kernels/upload/")
     silu_mini = page.eval_on_selector(
         "select[name=problem]", "s => [...s.options].find(o => o.textContent.includes('silu:mini')).value"

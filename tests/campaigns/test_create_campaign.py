@@ -8,8 +8,8 @@ from django.http import Http404
 
 from campaigns.models import CampaignEntry, EntryStatus
 from campaigns.services import ACCELOPT_DEFAULTS, create_campaign, resolve_problems
+from engine.search import SearchConfig
 from optimizer.models import Run, RunStatus
-from optimizer.search import SearchConfig
 
 from .conftest import TINY, make_problem
 

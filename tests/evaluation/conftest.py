@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from benchmark.evaluation import Limits
-from benchmark.evaluation.sandbox_user import ALLOW_ROOT_VARIABLE
+from engine.evaluator import Limits
+from engine.evaluator.sandbox.user import ALLOW_ROOT_VARIABLE
 
 ADD_REFERENCE = textwrap.dedent('''
     import numpy as np
@@ -51,13 +51,13 @@ FAST_LIMITS = Limits(wall_seconds=20, cpu_seconds=20, memory_bytes=1024**3)
 
 def simulator_available() -> bool:
     try:
-        from benchmark.nki import install, simulate  # noqa: F401
+        from engine.platforms.nki.simulator import install, simulate  # noqa: F401
     except ImportError:
         return False
     return True
 
 
-needs_simulator = pytest.mark.skipif(not simulator_available(), reason="benchmark.nki.simulate not available yet")
+needs_simulator = pytest.mark.skipif(not simulator_available(), reason="engine.platforms.nki.simulator.simulate not available yet")
 
 
 def children_of_this_process(role: str) -> list[int]:
@@ -75,7 +75,7 @@ def children_of_this_process(role: str) -> list[int]:
                 args = cmdline.read().split(b"\0")
         except (OSError, IndexError, ValueError):
             continue
-        if ppid == os.getpid() and b"benchmark.evaluation.child" in args and role.encode() in args:
+        if ppid == os.getpid() and b"engine.evaluator.child" in args and role.encode() in args:
             found.append(int(entry))
     return found
 

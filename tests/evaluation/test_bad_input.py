@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import textwrap
 
-from benchmark.evaluation import ErrorKind, Limits, evaluate
+from engine.evaluator import ErrorKind, Limits, evaluate
 from tests.evaluation.conftest import ADD_REFERENCE, FAST_LIMITS, NUMPY_ADD_KERNEL
 
 

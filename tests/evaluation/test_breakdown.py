@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from benchmark.evaluation.result import EvaluationResult
+from engine.evaluator.result import EvaluationResult
 from tests.evaluation.conftest import needs_simulator
 from tests.evaluation.test_simulator_backend import SILU_KERNEL, SILU_PEAK_COUNTS, run
 

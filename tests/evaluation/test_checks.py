@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from benchmark.evaluation import RELATIVE_L2_TOLERANCE
-from benchmark.evaluation.checks import (
+from engine.evaluator import RELATIVE_L2_TOLERANCE
+from engine.evaluator.checks import (
     CheckFailed,
     TraceDtypes,
     check_trace_precision,

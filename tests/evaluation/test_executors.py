@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from benchmark.evaluation import ErrorKind, EvaluationRequest, LocalExecutor
+from engine.evaluator import ErrorKind, EvaluationRequest, LocalExecutor
 from tests.evaluation.conftest import ADD_REFERENCE, FAST_LIMITS, NUMPY_ADD_KERNEL
 
 

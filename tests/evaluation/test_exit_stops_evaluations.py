@@ -7,12 +7,12 @@ import sys
 import textwrap
 import time
 
-from benchmark.evaluation.isolation import PROJECT_ROOT
+from engine.evaluator.sandbox.isolation import PROJECT_ROOT
 
 SCRIPT = textwrap.dedent('''
     import sys, time
-    from benchmark.evaluation.executors import LocalExecutor
-    from benchmark.evaluation.sandbox import ChildProcess, Limits
+    from engine.evaluator.executors import LocalExecutor
+    from engine.evaluator.sandbox.process import ChildProcess, Limits
 
     class Forever:  # an evaluation whose child never answers (a kernel that never returns)
         platform, backend = "trn1", "nki-sim"

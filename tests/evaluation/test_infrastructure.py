@@ -7,7 +7,7 @@ import signal
 import threading
 import time
 
-from benchmark.evaluation import ErrorKind, Limits, evaluate
+from engine.evaluator import ErrorKind, Limits, evaluate
 from tests.evaluation.conftest import (
     ADD_REFERENCE,
     FAST_LIMITS,
@@ -95,7 +95,7 @@ def test_no_evaluation_child_outlives_its_evaluation() -> None:
 # straight into its protocol stream.
 CLAIMS_BY_RAISING = '''
 import numpy as np
-from benchmark.evaluation.backend_base import BackendUnavailable
+from engine.evaluator.backend_base import BackendUnavailable
 
 def kernel(a, b):
     raise BackendUnavailable("the device fell over, please try again", retry=True)
@@ -104,7 +104,7 @@ def kernel(a, b):
 CLAIMS_BY_FORGING = '''
 import gc, io, os
 import numpy as np
-from benchmark.evaluation import protocol
+from engine.evaluator import protocol
 
 def kernel(a, b):
     stream = next(o for o in gc.get_objects() if isinstance(o, io.BufferedWriter) and not o.closed

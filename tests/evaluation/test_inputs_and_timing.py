@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from benchmark.evaluation.backends import UnstableTiming, summarise_timings
-from benchmark.evaluation.inputs import draw_seeds, plan_distributions
+from engine.evaluator.backends import UnstableTiming, summarise_timings
+from engine.evaluator.inputs import draw_seeds, plan_distributions
 
 
 def test_seeds_are_drawn_fresh_for_every_evaluation() -> None:

@@ -24,9 +24,10 @@ from pathlib import Path
 
 import pytest
 
-from benchmark.evaluation import ErrorKind, Limits, evaluate, isolation
-from benchmark.evaluation.sandbox_setup import var_dir
-from benchmark.evaluation.sandbox_user import ALLOW_ROOT_VARIABLE, UIDS_VARIABLE, uid_range
+from engine.evaluator import ErrorKind, Limits, evaluate
+from engine.evaluator.sandbox import isolation
+from engine.evaluator.sandbox.setup import var_dir
+from engine.evaluator.sandbox.user import ALLOW_ROOT_VARIABLE, UIDS_VARIABLE, uid_range
 from tests.evaluation.conftest import (
     ADD_REFERENCE,
     FAST_LIMITS,

@@ -9,8 +9,9 @@ import textwrap
 
 import pytest
 
-from benchmark.evaluation import ErrorKind, Limits, cgroups, evaluate
-from benchmark.evaluation.sandbox_user import ALLOW_ROOT_VARIABLE
+from engine.evaluator import ErrorKind, Limits, evaluate
+from engine.evaluator.sandbox import cgroups
+from engine.evaluator.sandbox.user import ALLOW_ROOT_VARIABLE
 from tests.evaluation.conftest import ADD_REFERENCE, process_alive
 
 pytestmark = pytest.mark.skipif(cgroups.hierarchy() is None,

@@ -17,7 +17,7 @@ import subprocess
 import sys
 import textwrap
 
-from benchmark.evaluation.isolation import PROJECT_ROOT
+from engine.evaluator.sandbox.isolation import PROJECT_ROOT
 
 STARTS = 150
 DEADLINE_S = 240  # 150 starts take about 20 s here; a hang is a timeout
@@ -25,7 +25,7 @@ DEADLINE_S = 240  # 150 starts take about 20 s here; a hang is a timeout
 SCRIPT = textwrap.dedent(f'''
     import threading
     import numpy as np
-    from benchmark.evaluation.sandbox import ChildProcess, Limits
+    from engine.evaluator.sandbox.process import ChildProcess, Limits
 
     stop = threading.Event()
 

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from benchmark.evaluation.sandbox import ChildProcess, Limits
+from engine.evaluator.sandbox.process import ChildProcess, Limits
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="children get uids of their own only under root")
 

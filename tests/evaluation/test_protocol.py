@@ -8,7 +8,7 @@ import json
 import numpy as np
 import pytest
 
-from benchmark.evaluation import protocol
+from engine.evaluator import protocol
 
 
 def round_trip(arrays: dict[str, np.ndarray]) -> tuple[dict, dict[str, np.ndarray]]:

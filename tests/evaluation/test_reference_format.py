@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import textwrap
 
-from benchmark.evaluation import ErrorKind, evaluate
+from engine.evaluator import ErrorKind, evaluate
 from tests.evaluation.conftest import FAST_LIMITS
 
 SCALED_ADD_REFERENCE = textwrap.dedent('''

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from benchmark.evaluation import ErrorKind, EvaluationResult
+from engine.evaluator import ErrorKind, EvaluationResult
 
 
 def test_it_round_trips_through_json() -> None:

@@ -6,8 +6,9 @@ import os
 import textwrap
 import time
 
-from benchmark.evaluation import ErrorKind, EvaluationRequest, Limits, LocalExecutor, evaluate, isolation
-from benchmark.evaluation.sandbox_user import ALLOW_ROOT_VARIABLE
+from engine.evaluator import ErrorKind, EvaluationRequest, Limits, LocalExecutor, evaluate
+from engine.evaluator.sandbox import isolation
+from engine.evaluator.sandbox.user import ALLOW_ROOT_VARIABLE
 from tests.evaluation.conftest import (
     ADD_REFERENCE,
     FAST_LIMITS,

@@ -11,8 +11,8 @@ import stat
 
 import pytest
 
-from benchmark.evaluation import isolation
-from benchmark.evaluation.sandbox_setup import (
+from engine.evaluator.sandbox import isolation
+from engine.evaluator.sandbox.setup import (
     SetupFailed,
     close_var_dir,
     directories_to_open,
@@ -20,7 +20,7 @@ from benchmark.evaluation.sandbox_setup import (
     reachable_neighbours,
     uid_range_conflicts,
 )
-from benchmark.evaluation.sandbox_user import UIDS_VARIABLE, SandboxUnavailable, lease_uid, uid_range
+from engine.evaluator.sandbox.user import UIDS_VARIABLE, SandboxUnavailable, lease_uid, uid_range
 
 
 def mode_of(path) -> int:

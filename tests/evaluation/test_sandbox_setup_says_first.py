@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from benchmark.evaluation import sandbox_setup
+from engine.evaluator.sandbox import setup as sandbox_setup
 
 
 @pytest.fixture

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import textwrap
 
-from benchmark.evaluation import ErrorKind, evaluate
+from engine.evaluator import ErrorKind, evaluate
 from tests.evaluation.conftest import ADD_REFERENCE, FAST_LIMITS, needs_simulator
 
 pytestmark = needs_simulator

@@ -7,8 +7,9 @@ import textwrap
 import numpy as np
 import pytest
 
-from benchmark.evaluation import ErrorKind, evaluate, pipeline
-from benchmark.evaluation.checks import OutputComparison, relative_l2
+from engine.evaluator import ErrorKind, evaluate
+from engine.evaluator.checks import OutputComparison, relative_l2
+from engine.platforms.nki import pipeline
 from tests.evaluation.conftest import ADD_REFERENCE, FAST_LIMITS
 
 

@@ -6,7 +6,7 @@ import textwrap
 
 import pytest
 
-from benchmark.evaluation.static_check import MAX_SOURCE_BYTES, StaticCheckError, check_kernel_source
+from engine.evaluator.static_check import MAX_SOURCE_BYTES, StaticCheckError, check_kernel_source
 
 NKI_HEADER = textwrap.dedent('''
     import numpy as np

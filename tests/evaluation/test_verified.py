@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import textwrap
 
-from benchmark.evaluation import ErrorKind, evaluate
+from engine.evaluator import ErrorKind, evaluate
 from tests.evaluation.conftest import ADD_REFERENCE, FAST_LIMITS, needs_simulator
 
 pytestmark = needs_simulator
@@ -46,9 +46,9 @@ def test_the_honest_kernel_is_correct_with_a_simulated_latency() -> None:
 PATCHES_THE_MODEL_AND_THE_RESULT = IMPORTS + '''
 import types
 
-import benchmark.evaluation.backends as backends
-import benchmark.evaluation.child as child
-import benchmark.perf as perf
+import engine.evaluator.backends as backends
+import engine.evaluator.child as child
+import engine.platforms.nki.perf as perf
 
 fake = types.SimpleNamespace(latency_ms=1e-9, profile={}, timeline=None, version="x", to_dict=lambda: {})
 perf.estimate = lambda *a, **k: fake
@@ -75,7 +75,7 @@ def test_patching_the_model_the_backend_or_the_reply_in_the_kernels_process_chan
 
 
 FORGES_ITS_TRACE = IMPORTS + '''
-import benchmark.nki.runtime as runtime
+import engine.platforms.nki.simulator.semantics.runtime as runtime
 
 honest_emit = runtime.Simulator.emit
 

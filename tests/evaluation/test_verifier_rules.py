@@ -4,7 +4,7 @@ Two claims a recorded program used to carry unchecked: the kind of each loop (an
 performance model overlap iterations) and that it reads only memory it wrote. Each attack below makes the
 simulator in its own process skip a rule (guards off, as an attacker past the static check and the audit hook
 would), which used to give a `correct` result with the forged program's price; the verifier now re-applies the
-rule on the program (benchmark/nki/replay_checks.py) and the result is `incorrect`, naming the loop or the
+rule on the program (engine/platforms/nki/simulator/verification/replay_checks.py) and the result is `incorrect`, naming the loop or the
 tensor and the line. The honest versions stay correct.
 """
 
@@ -16,12 +16,12 @@ import textwrap
 import numpy as np
 import pytest
 
-from benchmark.evaluation import ErrorKind, evaluate
-from benchmark.nki import language as nl
-from benchmark.nki import simulate
-from benchmark.nki.program import ReplayError
-from benchmark.nki.replay import replay
-from benchmark.nki.trace import LoopInfo, LoopKind
+from engine.evaluator import ErrorKind, evaluate
+from engine.platforms.nki.simulator import simulate
+from engine.platforms.nki.simulator.semantics import language as nl
+from engine.platforms.nki.simulator.trace import LoopInfo, LoopKind
+from engine.platforms.nki.simulator.verification.program import ReplayError
+from engine.platforms.nki.simulator.verification.replay import replay
 from tests.evaluation.conftest import ADD_REFERENCE, FAST_LIMITS, needs_simulator
 from tests.nki.conftest import with_instruction
 
@@ -56,7 +56,7 @@ def kernel(a, b):
 # The simulator keeps its own loop table (so its race rule sees a sequential loop) while the trace, which
 # the performance model prices, says affine_range.
 LABELS_ITS_SEQUENTIAL_LOOP_AFFINE = IMPORTS + '''
-import benchmark.nki.trace as trace_module
+import engine.platforms.nki.simulator.trace as trace_module
 
 honest_add_loop = trace_module.Trace.add_loop
 
@@ -97,7 +97,7 @@ def _relabelled(trace, kind: LoopKind):
 
 
 def test_the_affine_label_is_what_the_forgery_buys_and_the_replay_refuses_it() -> None:
-    from benchmark.perf import estimate
+    from engine.platforms.nki.perf import estimate
 
     rng = np.random.default_rng(0)
     inputs = [rng.standard_normal((128, 512), dtype=np.float32) for _ in range(2)]
@@ -128,7 +128,7 @@ def test_accumulating_affine_loops_still_verify() -> None:
 
 # -- never-written memory ----------------------------------------------------------------------------------
 SKIPS_ITS_MEMSET = IMPORTS + '''
-import benchmark.nki.runtime as runtime
+import engine.platforms.nki.simulator.semantics.runtime as runtime
 
 runtime.Simulator._uninitialised = lambda self, acc, op: None  # the simulator no longer refuses the read
 
@@ -162,7 +162,7 @@ def test_the_simulator_itself_refuses_that_read() -> None:
         nl.store(out, value=nl.add(acc, nl.load(x)))
         return out
 
-    from benchmark.nki.errors import NKIError
+    from engine.platforms.nki.simulator.errors import NKIError
 
     with pytest.raises(NKIError, match="uninitialised"):
         simulate(kernel, [np.ones((128, 512), np.float32)])
@@ -185,8 +185,8 @@ def test_the_reduction_flag_cannot_excuse_a_plain_overwrite() -> None:
 
 
 def test_an_instruction_cannot_price_a_smaller_region_than_it_reads() -> None:
-    from benchmark.hardware import TRN1
-    from benchmark.perf import estimate
+    from engine.platforms.nki.hardware import TRN1
+    from engine.platforms.nki.perf import estimate
 
     sim, inputs = _recorded_carried()
     program, trace = sim.program, sim.trace
@@ -224,7 +224,7 @@ def _round_trip(through_another_view: bool):
 
 
 def test_reading_back_hbm_through_another_view_is_refused_because_the_model_would_not_order_it() -> None:
-    from benchmark.perf import estimate
+    from engine.platforms.nki.perf import estimate
 
     x = np.random.default_rng(2).standard_normal((128, 512), dtype=np.float32)
     same = simulate(_round_trip(False), [x], record_program=True)

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from django.urls import reverse
 
+from engine.memory.lessons import title_for_problems
 from memory import learning, services
-from memory.lessons import title_for_problems
 from memory.models import MemoryEntry
 from tests.memory.test_learning import SLOWER, learn
 

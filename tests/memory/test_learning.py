@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from django.urls import reverse
 
-from memory import learning, lessons, services
+from engine.memory import lessons
+from memory import learning, services
 from memory.models import ChangeKind, EntryStatus, MemoryEntry, MergeProposal, ProposalStatus
 
 SLOWER = ("Split tiles in two: slower on silu",

@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
+from engine.agents.base import MemoryItem, ProblemContext
+from engine.memory.selection import UNRELATED, relevance, select_for_planner
+from engine.search import ListOptimizationMemory
 from memory import services
 from memory.models import EntryStatus
-from memory.selection import UNRELATED, relevance, select_for_planner
-from optimizer.agents.base import MemoryItem, ProblemContext
-from optimizer.search import ListOptimizationMemory
 
 
 def test_pinned_entries_are_always_selected_even_when_old(make_entry):
@@ -52,7 +52,7 @@ def test_the_problem_family_is_taken_from_the_problem_when_not_given(make_entry,
     assert make_entry(problem=problem).family == "elementwise"
 
 
-# --- the rule itself (memory.selection, no database) ---------------------------------------------------
+# --- the rule itself (engine.memory.selection, no database) ---------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -86,7 +86,7 @@ def test_a_blank_problem_or_family_matches_nothing():
 
 
 def test_the_selection_rule_and_the_search_core_import_no_django():
-    code = ("import sys, memory.selection, optimizer.search; "
+    code = ("import sys, engine.memory.selection, engine.search; "
             "print(sorted(m for m in sys.modules if m.split('.')[0] == 'django'))")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                             cwd=Path(__file__).resolve().parents[2])

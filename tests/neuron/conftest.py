@@ -24,8 +24,8 @@ from typing import Any
 
 import pytest
 
-from benchmark.evaluation import Limits
-from benchmark.evaluation.sandbox_user import ALLOW_ROOT_VARIABLE
+from engine.evaluator import Limits
+from engine.evaluator.sandbox.user import ALLOW_ROOT_VARIABLE
 
 DOUBLES = Path(__file__).resolve().parent / "doubles"
 SDK = DOUBLES / "sdk"

@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from benchmark.suites.loader import load_suite
+from engine.platforms.nki.suites.loader import load_suite
 
 ROOT = Path(__file__).resolve().parents[2]
 CSV_PATH = ROOT / "measurements" / "data" / "trn1_nkibench_baselines.csv"
@@ -29,7 +29,7 @@ DOUBLES = Path(__file__).resolve().parent / "doubles"
 
 
 def case_key(problem: str, shape: dict[str, int]) -> str:
-    """NKIBench's case name, as benchmark.perf.calibration keys a CSV row: silu_M4096_N7168."""
+    """NKIBench's case name, as engine.platforms.nki.perf.calibration keys a CSV row: silu_M4096_N7168."""
     return problem + "_" + "_".join(f"{k}{v}" for k, v in sorted(shape.items()))
 
 

@@ -10,10 +10,9 @@ from pathlib import Path
 import pytest
 from django.core.management import call_command
 
-from benchmark.hardware import TRN1
-from benchmark.nki import namespaces
-from benchmark.perf import PERF_MODEL_VERSION, estimate, prepare
-from benchmark.perf.calibration import (
+from engine.platforms.nki.hardware import TRN1
+from engine.platforms.nki.perf import PERF_MODEL_VERSION, estimate, prepare
+from engine.platforms.nki.perf.calibration import (
     FIT_GRID,
     OBJECTIVE_TOLERANCE,
     cached_trace,
@@ -23,7 +22,8 @@ from benchmark.perf.calibration import (
     next_version,
     write_calibration_csv,
 )
-from benchmark.suites.loader import load_suite
+from engine.platforms.nki.simulator.semantics import namespaces
+from engine.platforms.nki.suites.loader import load_suite
 
 MINI_PROBLEMS = ("silu", "adamw", "rmsnorm_matmul", "matmul", "mamba", "bmm", "swiglu", "rope_single_freq_apply")
 CURRENT = {name: float(getattr(TRN1, name)) for name in FIT_GRID}

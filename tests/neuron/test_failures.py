@@ -10,9 +10,9 @@ import os
 
 import pytest
 
-from benchmark.evaluation import ErrorKind, Limits, evaluate
-from benchmark.evaluation.neuron import cores
-from benchmark.evaluation.neuron.failures import classify_failure
+from engine.evaluator import ErrorKind, Limits, evaluate
+from engine.platforms.nki.neuron import cores
+from engine.platforms.nki.neuron.failures import classify_failure
 from tests.evaluation.conftest import ADD_REFERENCE
 from tests.neuron.conftest import LIMITS, add_kernel, line_of
 
@@ -151,7 +151,7 @@ def test_a_device_node_that_went_away_is_a_lost_device(tmp_path) -> None:
 
 
 def test_the_backend_knows_the_kernels_file_name_as_the_child_compiles_it() -> None:
-    from benchmark.evaluation import child
-    from benchmark.evaluation.neuron import backend
+    from engine.evaluator import child
+    from engine.platforms.nki.neuron import backend
 
     assert backend.KERNEL_FILENAME == child.KERNEL_FILENAME

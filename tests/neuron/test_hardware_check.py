@@ -14,8 +14,8 @@ import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
-from benchmark.evaluation.neuron.summary import parse_summary
-from benchmark.perf.calibration import (
+from engine.platforms.nki.neuron.summary import parse_summary
+from engine.platforms.nki.perf.calibration import (
     CALIBRATION_COLUMNS,
     DEFAULT_CSV,
     calibration_row,
@@ -42,7 +42,7 @@ def test_manage_py_exits_with_status_1_here() -> None:
     import subprocess
     import sys
 
-    from benchmark.evaluation.neuron import NeuronHost
+    from engine.platforms.nki.neuron import NeuronHost
 
     if NeuronHost.from_environment().devices():
         pytest.skip("this host has a Neuron device")

@@ -8,10 +8,10 @@ import re
 import pytest
 
 from benchmark import services
-from benchmark.evaluation.neuron.summary import MEASURED_KEY, MEASURED_VALUE
 from benchmark.leaderboard import build_leaderboard
 from benchmark.models import Problem
-from benchmark.platforms import Backend
+from engine.platforms.nki.neuron.summary import MEASURED_KEY, MEASURED_VALUE
+from engine.platforms.registry import Backend
 
 
 @pytest.fixture

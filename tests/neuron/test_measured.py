@@ -6,10 +6,10 @@ the answers, not how fast anything is.
 
 from __future__ import annotations
 
-from benchmark.evaluation import ErrorKind, evaluate
-from benchmark.evaluation.neuron.summary import MEASURED_KEY, MEASURED_VALUE
-from benchmark.perf.profile import COUNTER_NAMES
-from benchmark.suites.loader import load_suite
+from engine.evaluator import ErrorKind, evaluate
+from engine.platforms.nki.neuron.summary import MEASURED_KEY, MEASURED_VALUE
+from engine.platforms.nki.perf.profile import COUNTER_NAMES
+from engine.platforms.nki.suites.loader import load_suite
 from tests.evaluation.conftest import ADD_REFERENCE
 from tests.neuron import recorded
 from tests.neuron.conftest import ACCELOPT_COMPILE_OPTIONS, LIMITS, add_kernel

@@ -10,11 +10,11 @@ import time
 
 import pytest
 
-from benchmark.evaluation import EvaluationRequest, LocalExecutor
-from benchmark.evaluation.guards import GuardAllowances
-from benchmark.evaluation.isolation import SandboxExtras, bwrap_arguments
-from benchmark.evaluation.neuron import cores
-from benchmark.evaluation.neuron.host import HostConfigError, NeuronHost, parse_core_list
+from engine.evaluator import EvaluationRequest, LocalExecutor
+from engine.evaluator.sandbox.guards import GuardAllowances
+from engine.evaluator.sandbox.isolation import SandboxExtras, bwrap_arguments
+from engine.platforms.nki.neuron import cores
+from engine.platforms.nki.neuron.host import HostConfigError, NeuronHost, parse_core_list
 from tests.evaluation.conftest import ADD_REFERENCE
 from tests.neuron.conftest import LIMITS, add_kernel
 
@@ -62,7 +62,7 @@ def test_a_core_held_by_another_process_is_not_handed_out(tmp_path) -> None:
     # flock: the pool is shared by every process on the host (web processes, run workers, hardware_check).
     holder = subprocess.Popen([sys.executable, "-c", textwrap.dedent(f"""
         import sys, time
-        from benchmark.evaluation.neuron import cores
+        from engine.platforms.nki.neuron import cores
         lease = cores.lease_core([0, 1], {str(tmp_path)!r}, wait_s=0)
         print(lease.core, flush=True)
         time.sleep(30)
@@ -132,7 +132,7 @@ def test_the_devices_are_bound_into_dev_before_it_is_made_read_only_and_the_file
 
 _GUARD_PROBE = textwrap.dedent("""
     import json, os, subprocess, sys
-    from benchmark.evaluation.guards import GuardAllowances, install_audit_guard
+    from engine.evaluator.sandbox.guards import GuardAllowances, install_audit_guard
     allowed = json.loads(sys.argv[1])
     install_audit_guard([sys.prefix, sys.base_prefix], GuardAllowances(**{k: tuple(v) if isinstance(v, list) else v
                                                                          for k, v in allowed.items()}))

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from benchmark.evaluation.neuron.summary import (
+from engine.platforms.nki.neuron.summary import (
     MEASURED_KEY,
     MEASURED_VALUE,
     SummaryError,
@@ -15,9 +15,9 @@ from benchmark.evaluation.neuron.summary import (
     profiled_time_ms,
     summary_command,
 )
-from benchmark.perf.calibration import COMPARED_COUNTERS
-from benchmark.perf.profile import COUNTER_NAMES
-from benchmark.suites.loader import load_suite
+from engine.platforms.nki.perf.calibration import COMPARED_COUNTERS
+from engine.platforms.nki.perf.profile import COUNTER_NAMES
+from engine.platforms.nki.suites.loader import load_suite
 from tests.neuron import recorded
 
 

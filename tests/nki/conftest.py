@@ -18,9 +18,9 @@ def every_simulation_replays(monkeypatch):
     simulation's. Tests that split loops across processes (workers=2) record nothing."""
     import importlib
 
-    from benchmark.nki.replay import replay
+    from engine.platforms.nki.simulator.verification.replay import replay
 
-    simulate_module = importlib.import_module("benchmark.nki.simulate")  # the package exports a function of that name
+    simulate_module = importlib.import_module("engine.platforms.nki.simulator.simulate")  # the package exports a function of that name
 
     real_run, real_simulation = simulate_module._run, simulate_module.Simulation
     seen: dict[str, list] = {}

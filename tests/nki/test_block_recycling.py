@@ -9,10 +9,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from benchmark.nki import NKIRuntimeError, recycling, simulate
-from benchmark.nki import isa as nisa
-from benchmark.nki import language as nl
-from benchmark.nki.recycling import EVICTED
+from engine.platforms.nki.simulator import NKIRuntimeError, simulate
+from engine.platforms.nki.simulator.semantics import isa as nisa
+from engine.platforms.nki.simulator.semantics import language as nl
+from engine.platforms.nki.simulator.speed import recycling
+from engine.platforms.nki.simulator.speed.recycling import EVICTED
 
 
 @pytest.fixture(autouse=True)

@@ -11,8 +11,8 @@ import signal
 import numpy as np
 import pytest
 
-from benchmark.nki import NKICompileError, simulate
-from benchmark.nki import language as nl
+from engine.platforms.nki.simulator import NKICompileError, simulate
+from engine.platforms.nki.simulator.semantics import language as nl
 
 
 def line_of(kernel, text: str) -> int:

@@ -8,7 +8,8 @@ import textwrap
 import numpy as np
 import pytest
 
-from benchmark.nki import namespaces, simulate
+from engine.platforms.nki.simulator import simulate
+from engine.platforms.nki.simulator.semantics import namespaces
 
 
 @pytest.fixture

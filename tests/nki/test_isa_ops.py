@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from benchmark.nki import isa as nisa
-from benchmark.nki import isa_dst as nisa2
-from benchmark.nki import language as nl
-from benchmark.nki import simulate
+from engine.platforms.nki.simulator import simulate
+from engine.platforms.nki.simulator.semantics import isa as nisa
+from engine.platforms.nki.simulator.semantics import isa_dst as nisa2
+from engine.platforms.nki.simulator.semantics import language as nl
 
 
 def run(kernel, *inputs):

@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from benchmark.nki import isa as nisa
-from benchmark.nki import language as nl
-from benchmark.nki import simulate
+from engine.platforms.nki.simulator import simulate
+from engine.platforms.nki.simulator.semantics import isa as nisa
+from engine.platforms.nki.simulator.semantics import language as nl
 
 
 def run(kernel, *inputs):

@@ -8,10 +8,10 @@ import os
 import numpy as np
 import pytest
 
-from benchmark.nki import NKIRuntimeError, simulate
-from benchmark.nki import isa as nisa
-from benchmark.nki import language as nl
-from benchmark.nki.splittable import parallel_loops
+from engine.platforms.nki.simulator import NKIRuntimeError, simulate
+from engine.platforms.nki.simulator.semantics import isa as nisa
+from engine.platforms.nki.simulator.semantics import language as nl
+from engine.platforms.nki.simulator.speed.splittable import parallel_loops
 
 
 @pytest.fixture
@@ -329,7 +329,7 @@ def test_results_left_pending_at_a_loop_boundary_trace_as_in_one_process(rng, fo
 
 
 def test_the_merge_compares_boxes_exactly_and_assumes_views_of_two_shapes_meet():
-    from benchmark.nki.parallel import box_array, overlapping
+    from engine.platforms.nki.simulator.speed.parallel import box_array, overlapping
 
     first = {((0, 1), (0, 128), (0, 64)), ((1, 2), (0, 128), (0, 64))}
     assert not overlapping(first, {((2, 3), (0, 128), (0, 64))})  # apart on the split axis
@@ -364,7 +364,7 @@ def test_a_block_the_first_split_handed_over_is_watched_in_the_next(rng, forks):
 
 
 def test_memory_a_child_hands_over_in_place_is_known_as_shared():
-    from benchmark.nki.exchange import Exchange, in_shared_memory
+    from engine.platforms.nki.simulator.speed.exchange import Exchange, in_shared_memory
 
     exchange = Exchange()
     block = exchange.zeros((128, 64), np.dtype(np.float32))

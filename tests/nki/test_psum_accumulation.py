@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from benchmark.nki import isa as nisa
-from benchmark.nki import language as nl
-from benchmark.nki import simulate
+from engine.platforms.nki.simulator import simulate
+from engine.platforms.nki.simulator.semantics import isa as nisa
+from engine.platforms.nki.simulator.semantics import language as nl
 
 
 def test_operand_tiles_rewritten_between_accumulations_do_not_change_the_sum(rng):

@@ -12,14 +12,15 @@ import random
 import numpy as np
 import pytest
 
-from benchmark.evaluation.inputs import apply_distribution
-from benchmark.nki import isa as nisa
-from benchmark.nki import language as nl
-from benchmark.nki import namespaces, simulate
-from benchmark.nki.program import RecordingError, ReplayError, from_wire, wire
-from benchmark.nki.replay import replay
-from benchmark.nki.trace import Trace
-from benchmark.suites import load_suite
+from engine.evaluator.inputs import apply_distribution
+from engine.platforms.nki.simulator import simulate
+from engine.platforms.nki.simulator.semantics import isa as nisa
+from engine.platforms.nki.simulator.semantics import language as nl
+from engine.platforms.nki.simulator.semantics import namespaces
+from engine.platforms.nki.simulator.trace import Trace
+from engine.platforms.nki.simulator.verification.program import RecordingError, ReplayError, from_wire, wire
+from engine.platforms.nki.simulator.verification.replay import replay
+from engine.platforms.nki.suites import load_suite
 from tests.nki.conftest import assert_same_arrays, with_instruction
 from tests.versions import digests
 

@@ -7,9 +7,9 @@ import inspect
 import numpy as np
 import pytest
 
-from benchmark.nki import NKICompileError, NKIRuntimeError, simulate
-from benchmark.nki import isa as nisa
-from benchmark.nki import language as nl
+from engine.platforms.nki.simulator import NKICompileError, NKIRuntimeError, simulate
+from engine.platforms.nki.simulator.semantics import isa as nisa
+from engine.platforms.nki.simulator.semantics import language as nl
 
 
 def line_of(kernel, text: str) -> int:

@@ -5,9 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from benchmark.nki import NKICompileError, jit, namespaces, simulate
-from benchmark.nki import isa_dst as nisa2
-from benchmark.nki import language as nl
+from engine.platforms.nki.simulator import NKICompileError, jit, simulate
+from engine.platforms.nki.simulator.semantics import isa_dst as nisa2
+from engine.platforms.nki.simulator.semantics import language as nl
+from engine.platforms.nki.simulator.semantics import namespaces
 
 
 def test_an_spmd_grid_runs_every_program_into_one_shared_output(rng):

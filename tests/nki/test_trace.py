@@ -6,10 +6,10 @@ import inspect
 
 import numpy as np
 
-from benchmark.nki import isa as nisa
-from benchmark.nki import language as nl
-from benchmark.nki import simulate
-from benchmark.nki.trace import Engine, LoopKind, MemorySpace
+from engine.platforms.nki.simulator import simulate
+from engine.platforms.nki.simulator.semantics import isa as nisa
+from engine.platforms.nki.simulator.semantics import language as nl
+from engine.platforms.nki.simulator.trace import Engine, LoopKind, MemorySpace
 
 
 def kernel(a, b):

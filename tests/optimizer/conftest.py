@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from optimizer.agents.base import ProblemContext
+from engine.agents.base import ProblemContext
 
 REFERENCE = '''import numpy as np
 

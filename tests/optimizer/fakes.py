@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from optimizer.agents.base import (
+from engine.agents.base import (
     AgentResult,
     CallRecord,
     FixRequest,

@@ -8,11 +8,11 @@ import asyncio
 import re
 from pathlib import Path
 
-from memory.selection import select_accelopt
-from optimizer.agents.base import KernelView, MemoryItem, PlanRequest, WriteRequest
-from optimizer.agents.llm import LLMClient, RoleSettings
-from optimizer.agents.llm_agents import LLMAgents
-from optimizer.search import (
+from engine.agents.base import KernelView, MemoryItem, PlanRequest, WriteRequest
+from engine.agents.llm import LLMClient, RoleSettings
+from engine.agents.llm_agents import LLMAgents
+from engine.memory.selection import select_accelopt
+from engine.search import (
     BeamSearch,
     InMemoryCheckpoint,
     ListEventSink,
@@ -27,7 +27,7 @@ PROFILE = {"hbm_read_bytes": 4096.0, "hbm_write_bytes": 2048.0, "sbuf_read_bytes
            "scalar_engine_active_time_percent": 0.7, "gpsimd_engine_active_time_percent": 0.0}
 KERNEL = KernelView(source="@nki.jit\ndef kernel(x):\n    return x\n", latency_ms=1.25, peak_fraction=0.4,
                     profile=PROFILE)
-SILU = (Path(__file__).resolve().parents[2] / "benchmark/suites/nkibench/baselines/silu.py").read_text()
+SILU = (Path(__file__).resolve().parents[2] / "engine/platforms/nki/suites/nkibench/baselines/silu.py").read_text()
 
 
 def agents_for(server) -> LLMAgents:
@@ -84,9 +84,9 @@ def test_an_executor_reply_without_imports_gets_the_platforms_standard_imports(p
 
 
 def test_an_executor_reply_without_imports_passes_evaluation():
-    from benchmark.evaluation import evaluate
-    from benchmark.suites.loader import load_suite
-    from optimizer.agents.imports import complete_imports
+    from engine.agents.imports import complete_imports
+    from engine.evaluator import evaluate
+    from engine.platforms.nki.suites.loader import load_suite
 
     silu = load_suite("nkibench").problem("silu")
     body = "\n".join(line for line in silu.baseline_for("mini").splitlines() if not line.startswith("import "))
@@ -125,7 +125,7 @@ def test_the_executor_sees_no_memory_unless_asked(problem):
 
 
 def test_the_executor_prompt_has_no_memory_section_without_memory(problem):
-    from optimizer.agents import prompting
+    from engine.agents import prompting
 
     item = MemoryItem(key="k", title="Reuse tiles", summary="Load once.")
     without = prompting.executor_messages(WriteRequest(problem, KERNEL, "p", (), seed=1))[1]["content"]

@@ -8,9 +8,9 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from optimizer.agents.llm import LLMClient, ModelPrice, RoleSettings
-from optimizer.agents.llm_agents import LLMAgents
-from optimizer.search import (
+from engine.agents.llm import LLMClient, ModelPrice, RoleSettings
+from engine.agents.llm_agents import LLMAgents
+from engine.search import (
     BeamSearch,
     InMemoryCheckpoint,
     ListEventSink,

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from optimizer.agents.llm import LLMClient, ModelPrice, RoleSettings
+from engine.agents.llm import LLMClient, ModelPrice, RoleSettings
 from tests.optimizer.scripted_openai import Reply, ScriptedOpenAI, scripted
 
 SECRET = "sk-test-secret-never-shown-1234"

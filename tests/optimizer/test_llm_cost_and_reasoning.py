@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from optimizer.agents.llm import LLMClient, RoleSettings
+from engine.agents.llm import LLMClient, RoleSettings
 from tests.optimizer.scripted_openai import Reply, ScriptedOpenAI, scripted
 
 MESSAGES = [{"role": "user", "content": "hello"}]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from optimizer.agents.base import (
+from engine.agents.base import (
     FixRequest,
     KernelView,
     MemoryItem,
@@ -11,7 +11,7 @@ from optimizer.agents.base import (
     SummaryRequest,
     WriteRequest,
 )
-from optimizer.agents.offline import LABEL, OfflineAgents, parse_plan
+from engine.agents.offline import LABEL, OfflineAgents, parse_plan
 from tests.optimizer.test_offline_rewrites import MATMUL, kernel
 
 ELEMENTWISE = kernel("""

@@ -10,10 +10,10 @@ import types
 import numpy as np
 import pytest
 
-from benchmark.nki import install, simulate
-from benchmark.perf import estimate
-from benchmark.suites.loader import load_suite
-from optimizer.agents.rewrites import BY_NAME
+from engine.platforms.nki.perf import estimate
+from engine.platforms.nki.rewrites import BY_NAME
+from engine.platforms.nki.simulator import install, simulate
+from engine.platforms.nki.suites.loader import load_suite
 from tests.optimizer.test_offline_rewrites import kernel
 
 SUITE = load_suite("nkibench")

@@ -6,7 +6,7 @@ import ast
 
 import pytest
 
-from optimizer.agents.rewrites import BY_NAME, RewriteError
+from engine.platforms.nki.rewrites import BY_NAME, RewriteError
 
 HEADER = "import neuronxcc.nki as nki\nimport neuronxcc.nki.language as nl\n"
 SCALE = 0.5

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import pytest
 
-from benchmark.evaluation import evaluate
-from benchmark.suites.loader import load_suite
-from optimizer.agents.base import ProblemContext
-from optimizer.agents.offline import OfflineAgents
-from optimizer.agents.rewrites import BY_NAME
-from optimizer.search import (
+from engine.agents.base import ProblemContext
+from engine.agents.offline import OfflineAgents
+from engine.evaluator import evaluate
+from engine.platforms.nki.rewrites import BY_NAME
+from engine.platforms.nki.suites.loader import load_suite
+from engine.search import (
     BeamSearch,
     InMemoryCheckpoint,
     ListEventSink,

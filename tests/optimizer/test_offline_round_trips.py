@@ -10,9 +10,10 @@ import types
 import numpy as np
 import pytest
 
-from benchmark.nki import namespaces, simulate
-from benchmark.perf import estimate
-from optimizer.agents.rewrites import BY_NAME
+from engine.platforms.nki.perf import estimate
+from engine.platforms.nki.rewrites import BY_NAME
+from engine.platforms.nki.simulator import simulate
+from engine.platforms.nki.simulator.semantics import namespaces
 
 HEADER = ("import neuronxcc.nki as nki\nimport neuronxcc.nki.language as nl\nimport neuronxcc.nki.isa as nisa\n"
           "import numpy as np\n")

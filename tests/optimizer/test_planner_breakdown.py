@@ -1,4 +1,4 @@
-"""The Planner is told what bounds the kernel (benchmark/perf/explain.py): the verdict and the critical-path
+"""The Planner is told what bounds the kernel (engine/platforms/nki/perf/explain.py): the verdict and the critical-path
 table follow the counters in its prompt, for NKI kernels; the search keeps the breakdown of each evaluation
 (checkpoints included) and hands it to the Planner with the kernel."""
 
@@ -6,18 +6,18 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field, replace
 
-from benchmark.evaluation.result import EvaluationResult
-from benchmark.perf import estimate
-from optimizer.agents import prompting
-from optimizer.agents.base import KernelView, PlanRequest, ProblemContext
-from optimizer.search import (
+from engine.agents import prompting
+from engine.agents.base import KernelView, PlanRequest, ProblemContext
+from engine.evaluator.result import EvaluationResult
+from engine.platforms.nki.perf import estimate
+from engine.search import (
     BeamSearch,
     InMemoryCheckpoint,
     ListEventSink,
     ListOptimizationMemory,
     SearchConfig,
 )
-from optimizer.search.state import Evaluation, RunState
+from engine.search.state import Evaluation, RunState
 from tests.optimizer.fakes import FakeAgents, FakeEvaluator, FakeResult, fake_kernel
 from tests.perf.builders import streaming_kernel
 

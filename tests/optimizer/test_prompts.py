@@ -6,8 +6,8 @@ import re
 
 import pytest
 
-from optimizer.agents import prompting
-from optimizer.agents.base import (
+from engine.agents import prompting
+from engine.agents.base import (
     FixRequest,
     KernelView,
     MemoryItem,

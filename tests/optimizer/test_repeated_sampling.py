@@ -8,16 +8,16 @@ from pathlib import Path
 
 import pytest
 
-from optimizer.agents.base import PlanRequest, WriteRequest
-from optimizer.agents.offline import OfflineAgents
-from optimizer.search import (
+from engine.agents.base import PlanRequest, WriteRequest
+from engine.agents.offline import OfflineAgents
+from engine.search import (
     BeamSearch,
     InMemoryCheckpoint,
     ListEventSink,
     ListOptimizationMemory,
     SearchConfig,
 )
-from optimizer.search.budget import Budget
+from engine.search.budget import Budget
 from tests.optimizer.fakes import FakeAgents, FakeEvaluator, FakeResult, fake_kernel
 
 
@@ -69,7 +69,7 @@ async def test_under_an_evaluation_budget_both_strategies_spend_exactly_the_budg
 
 async def test_repeated_sampling_runs_offline_on_a_real_kernel(problem):
     """The offline agent's rewrites of a real NKIBench baseline, through the fake evaluator's bookkeeping only."""
-    source = (Path(__file__).parents[2] / "benchmark/suites/nkibench/baselines/rope_single_freq_apply.py").read_text()
+    source = (Path(__file__).parents[2] / "engine/platforms/nki/suites/nkibench/baselines/rope_single_freq_apply.py").read_text()
 
     class TimedByName(FakeEvaluator):
         async def evaluate_many(self, sources):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from optimizer.agents.parsing import UnusableReply, extract_kernel, parse_plans, parse_summary
+from engine.agents.parsing import UnusableReply, extract_kernel, parse_plans, parse_summary
 
 KERNEL = "@nki.jit\ndef kernel(x):\n    return x\n"
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from optimizer.search import (
+from engine.search import (
     BeamSearch,
     InMemoryCheckpoint,
     ListEventSink,

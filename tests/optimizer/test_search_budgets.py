@@ -4,16 +4,16 @@ from __future__ import annotations
 
 import pytest
 
-from optimizer.agents.base import AgentResult
-from optimizer.search import (
+from engine.agents.base import AgentResult
+from engine.search import (
     BeamSearch,
     InMemoryCheckpoint,
     ListEventSink,
     ListOptimizationMemory,
     SearchConfig,
 )
-from optimizer.search.budget import Budget, Usage, budget_reached, progress
-from optimizer.search.state import RunState, reopen_stopped
+from engine.search.budget import Budget, Usage, budget_reached, progress
+from engine.search.state import RunState, reopen_stopped
 from tests.optimizer.fakes import FakeAgents, FakeEvaluator, fake_kernel
 
 CONFIG = SearchConfig(iterations=3, beam_width=2, plans_per_candidate=3, samples_per_plan=2, memory_size=4,

@@ -10,7 +10,7 @@ from collections import Counter
 
 import pytest
 
-import benchmark.evaluation as pipeline
+import engine.evaluator as pipeline
 from accounts.roles import ENGINEER
 from benchmark.models import Kernel, KernelOrigin, Problem
 from benchmark.services import source_sha256

@@ -10,8 +10,8 @@ import pytest
 from django.core.management import call_command
 
 import optimizer.worker
+from engine.agents.base import PlanRequest, WriteRequest
 from memory import services as memory_services
-from optimizer.agents.base import PlanRequest, WriteRequest
 from optimizer.models import Run
 
 pytestmark = pytest.mark.django_db(transaction=True)

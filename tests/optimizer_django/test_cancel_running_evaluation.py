@@ -16,8 +16,8 @@ from asgiref.sync import async_to_sync
 from django.urls import reverse
 
 from benchmark import services as benchmark_services
-from benchmark.evaluation.executors import LocalExecutor
 from benchmark.models import Evaluation, EvaluationStatus, Problem
+from engine.evaluator.executors import LocalExecutor
 from optimizer import services
 from optimizer.models import RunStatus
 from optimizer.worker import claim_run, drive_run
@@ -40,7 +40,7 @@ def sandbox_children() -> list[int]:
     found = []
     for pid in pids:
         try:
-            if b"benchmark.evaluation.child" in Path(f"/proc/{pid}/cmdline").read_bytes():
+            if b"engine.evaluator.child" in Path(f"/proc/{pid}/cmdline").read_bytes():
                 found.append(pid)
         except OSError:
             continue

@@ -124,7 +124,7 @@ def test_agents_that_cannot_be_built_fail_the_run_with_the_reason(fake_pipeline,
 def test_an_infrastructure_failure_is_retried_and_not_blamed_on_the_kernel(
     fake_pipeline, problem, owner, fake_agents_factory, monkeypatch
 ):
-    import benchmark.evaluation as pipeline
+    import engine.evaluator as pipeline
 
     failed_once: set[str] = set()
 

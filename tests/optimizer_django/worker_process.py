@@ -46,7 +46,7 @@ def make_problem(slug: str):
 def install_fakes(var_dir: Path):
     from django.conf import settings
 
-    import benchmark.evaluation as pipeline
+    import engine.evaluator as pipeline
     from tests.optimizer.fakes import FakeAgents
     from tests.optimizer_django.conftest import FakePipeline
 

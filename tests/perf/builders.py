@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from benchmark.nki.trace import Engine, LoopInfo, LoopKind, MemorySpace, TensorInfo, Trace
+from engine.platforms.nki.simulator.trace import Engine, LoopInfo, LoopKind, MemorySpace, TensorInfo, Trace
 
 
 def hbm(trace: Trace, name: str, nbytes: int) -> int:

@@ -1,7 +1,7 @@
 """Small NKI kernels (neuronxcc.nki style) for the performance model's direction tests.
 
 Each pair computes the same thing two ways; the tests check the model ranks them the way hardware would.
-They use the simulator's modules directly (the same objects `benchmark.nki.install()` exposes as
+They use the simulator's modules directly (the same objects `engine.platforms.nki.simulator.install()` exposes as
 `neuronxcc.nki.language` / `neuronxcc.nki.isa`).
 """
 
@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from benchmark.nki import isa as nisa
-from benchmark.nki import jit
-from benchmark.nki import language as nl
+from engine.platforms.nki.simulator import jit
+from engine.platforms.nki.simulator.semantics import isa as nisa
+from engine.platforms.nki.simulator.semantics import language as nl
 
 ROWS, COLS = 128, 16384  # 8 MiB of fp32: large enough that DMA and engine rates, not start-up, dominate
 

@@ -11,9 +11,9 @@ from dataclasses import replace
 
 import pytest
 
-from benchmark.hardware import DMA_QUEUE_ISSUE_S, TRN1
-from benchmark.nki.trace import Engine, LoopInfo, LoopKind, Trace
-from benchmark.perf import estimate
+from engine.platforms.nki.hardware import DMA_QUEUE_ISSUE_S, TRN1
+from engine.platforms.nki.perf import estimate
+from engine.platforms.nki.simulator.trace import Engine, LoopInfo, LoopKind, Trace
 from tests.perf.builders import hbm, sbuf
 
 ITERATIONS = 64

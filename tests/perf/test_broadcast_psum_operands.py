@@ -1,5 +1,5 @@
 """perf-8 candidate (issue 19): a broadcast one PSUM bank wide copied to SBUF, as AccelOpt's trn1 counters say its
-compiler does (`NeuronCoreSpec.broadcast_psum_operands`, benchmark/perf/lowering.py): copied in the shipped spec
+compiler does (`NeuronCoreSpec.broadcast_psum_operands`, engine/platforms/nki/perf/lowering.py): copied in the shipped spec
 (the compiler that measured the baselines), read from PSUM for the pairs the NKI tutorials measured
 (`pairs.SOURCE_SPECS`).
 
@@ -15,13 +15,13 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from benchmark.hardware import TRN1
-from benchmark.nki import isa as nisa
-from benchmark.nki import jit, simulate
-from benchmark.nki import language as nl
-from benchmark.nki.trace import Engine
-from benchmark.perf import estimate, lowered, prepare
-from benchmark.perf.pairs import load_pairs, pair_platform
+from engine.platforms.nki.hardware import TRN1
+from engine.platforms.nki.perf import estimate, lowered, prepare
+from engine.platforms.nki.perf.pairs import load_pairs, pair_platform
+from engine.platforms.nki.simulator import jit, simulate
+from engine.platforms.nki.simulator.semantics import isa as nisa
+from engine.platforms.nki.simulator.semantics import language as nl
+from engine.platforms.nki.simulator.trace import Engine
 
 ROWS, K = 128, 32
 BANK = TRN1.psum_bank_bytes_per_partition // 4  # 512 fp32

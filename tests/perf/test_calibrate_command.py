@@ -1,4 +1,4 @@
-"""manage.py calibrate: parses, calls benchmark.perf.calibration, prints."""
+"""manage.py calibrate: parses, calls engine.platforms.nki.perf.calibration, prints."""
 
 from __future__ import annotations
 

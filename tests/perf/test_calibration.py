@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from benchmark.perf.calibration import calibrate, format_report, spearman
+from engine.platforms.nki.perf.calibration import calibrate, format_report, spearman
 from tests.perf.builders import streaming_kernel
 
 
@@ -90,7 +90,7 @@ def test_spearman_is_one_for_the_same_order_and_minus_one_reversed():
 
 
 def test_the_counter_goals_count_problems_whose_hbm_bytes_and_engine_shares_agree():
-    from benchmark.perf.calibration import CaseResult, counter_goals
+    from engine.platforms.nki.perf.calibration import CaseResult, counter_goals
 
     def case(read: float, write: float, **points: float) -> CaseResult:
         return CaseResult("p", "k", 1.0, 1.0, 0.0, {"hbm_read_bytes": read, "hbm_write_bytes": write},

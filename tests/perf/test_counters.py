@@ -6,8 +6,8 @@ import csv
 import json
 from pathlib import Path
 
-from benchmark.nki.trace import Engine, Trace
-from benchmark.perf import COUNTER_NAMES, PERF_MODEL_VERSION, estimate
+from engine.platforms.nki.perf import COUNTER_NAMES, PERF_MODEL_VERSION, estimate
+from engine.platforms.nki.simulator.trace import Engine, Trace
 from tests.perf.builders import sbuf, streaming_kernel
 
 CSV = Path("/work/shared/calibration/trn1_nkibench_baselines.csv")

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from benchmark.hardware import TRN1
-from benchmark.nki.trace import Engine, Trace
-from benchmark.perf import estimate
-from benchmark.perf.costs import instruction_costs
-from benchmark.perf.deps import build_dependencies
+from engine.platforms.nki.hardware import TRN1
+from engine.platforms.nki.perf import estimate
+from engine.platforms.nki.perf.costs import instruction_costs
+from engine.platforms.nki.perf.deps import build_dependencies
+from engine.platforms.nki.simulator.trace import Engine, Trace
 from tests.perf.builders import sbuf
 
 

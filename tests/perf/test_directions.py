@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from benchmark.nki.trace import LoopKind
-from benchmark.perf import estimate
+from engine.platforms.nki.perf import estimate
+from engine.platforms.nki.simulator.trace import LoopKind
 from tests.perf.builders import streaming_kernel
 
 
@@ -45,7 +45,7 @@ def test_a_deliberately_redundant_kernel_is_predicted_slower():
 
 def test_an_input_tile_evicted_under_pressure_is_fetched_again_not_spilled():
     # Loaded tiles kept until the end: clean copies of HBM, so the model re-reads them instead of saving.
-    from benchmark.nki.trace import Engine, Trace
+    from engine.platforms.nki.simulator.trace import Engine, Trace
     from tests.perf.builders import hbm, sbuf
 
     tr = Trace()
@@ -66,7 +66,7 @@ def test_an_input_tile_evicted_under_pressure_is_fetched_again_not_spilled():
 
 
 def test_a_repeated_load_of_the_same_region_is_elided_while_sbuf_can_keep_it():
-    from benchmark.nki.trace import Engine, Trace
+    from engine.platforms.nki.simulator.trace import Engine, Trace
     from tests.perf.builders import hbm, sbuf
 
     tr = Trace()

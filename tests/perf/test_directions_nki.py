@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from benchmark.nki import simulate
-from benchmark.perf import estimate
+from engine.platforms.nki.perf import estimate
+from engine.platforms.nki.simulator import simulate
 from tests.perf import nki_kernels as k
 
 

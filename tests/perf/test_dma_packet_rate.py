@@ -13,9 +13,9 @@ from dataclasses import replace
 
 import pytest
 
-from benchmark.hardware import TRN1
-from benchmark.perf import estimate
-from benchmark.perf.costs import dma_engine_seconds
+from engine.platforms.nki.hardware import TRN1
+from engine.platforms.nki.perf import estimate
+from engine.platforms.nki.perf.costs import dma_engine_seconds
 from tests.perf.builders import dma_only_kernel
 
 MIB_PER_KERNEL = 64

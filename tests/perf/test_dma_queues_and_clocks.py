@@ -1,5 +1,5 @@
 """perf-4 candidates (issue 19), one effect per test: two kernels that differ only in it, predicted in the right
-order by the margin the documented constants of benchmark/hardware.py imply.
+order by the margin the documented constants of engine/platforms/nki/hardware.py imply.
 
 - the DMA queues' issue interval ([DMA-OV], [DMA-CURVE], [DMA-BW]);
 - the Scalar Engine's own clock ([ARCH-V2]: 1.4 GHz, Vector 1.12 GHz);
@@ -11,10 +11,10 @@ from dataclasses import replace
 
 import pytest
 
-from benchmark.hardware import DMA_QUEUE_ISSUE_S, TRN1
-from benchmark.nki.trace import Engine, MemorySpace, Trace
-from benchmark.perf import estimate
-from benchmark.perf.costs import dma_engine_seconds
+from engine.platforms.nki.hardware import DMA_QUEUE_ISSUE_S, TRN1
+from engine.platforms.nki.perf import estimate
+from engine.platforms.nki.perf.costs import dma_engine_seconds
+from engine.platforms.nki.simulator.trace import Engine, MemorySpace, Trace
 from tests.perf.builders import dma_only_kernel, sbuf
 
 # --- DMA queues: one DMA started per issue interval on each queue --------------------------------------------

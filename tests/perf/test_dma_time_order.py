@@ -1,5 +1,5 @@
 """perf-5 candidates (issue 19): DMA bandwidth booked in time order, in-order DMA trigger queues
-(benchmark/perf/schedule_timed.py; [DMA-OV]). Each test: two kernels, or one kernel under two settings, that
+(engine/platforms/nki/perf/schedule_timed.py; [DMA-OV]). Each test: two kernels, or one kernel under two settings, that
 differ only in the effect, predicted in the right order by the margin the constants imply. perf-5 ships time
 order with trigger queues in the compiler's order (no issue interval); PERF4 is the program-order booking before."""
 
@@ -9,11 +9,11 @@ from dataclasses import replace
 
 import pytest
 
-from benchmark.hardware import DMA_QUEUE_ISSUE_S, TRN1
-from benchmark.nki import simulate
-from benchmark.nki.trace import Engine, LoopKind, Trace
-from benchmark.perf import estimate
-from benchmark.perf.costs import dma_engine_seconds
+from engine.platforms.nki.hardware import DMA_QUEUE_ISSUE_S, TRN1
+from engine.platforms.nki.perf import estimate
+from engine.platforms.nki.perf.costs import dma_engine_seconds
+from engine.platforms.nki.simulator import simulate
+from engine.platforms.nki.simulator.trace import Engine, LoopKind, Trace
 from tests.perf import nki_kernels
 from tests.perf.builders import dma_only_kernel, hbm, sbuf, streaming_kernel
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from benchmark.nki.trace import Engine, Trace
-from benchmark.perf import estimate
+from engine.platforms.nki.perf import estimate
+from engine.platforms.nki.simulator.trace import Engine, Trace
 from tests.perf.builders import sbuf
 
 

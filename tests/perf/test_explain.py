@@ -1,4 +1,4 @@
-"""Where the predicted time goes (benchmark/perf/explain.py): the verdict names the real bottleneck, the critical
+"""Where the predicted time goes (engine/platforms/nki/perf/explain.py): the verdict names the real bottleneck, the critical
 path accounts for the whole latency, and a dependency chain across engines shows up as stall time."""
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ import json
 
 import pytest
 
-from benchmark.perf import estimate
-from benchmark.perf.explain import PATH_CATEGORIES, verdict_line
+from engine.platforms.nki.perf import estimate
+from engine.platforms.nki.perf.explain import PATH_CATEGORIES, verdict_line
 from tests.perf.builders import chain_kernel, ping_pong_kernel, streaming_kernel
 
 

@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import pytest
 
-from benchmark.hardware import TRN1
-from benchmark.nki.trace import Engine, Trace
-from benchmark.perf import estimate
-from benchmark.perf.costs import dma_engine_seconds
+from engine.platforms.nki.hardware import TRN1
+from engine.platforms.nki.perf import estimate
+from engine.platforms.nki.perf.costs import dma_engine_seconds
+from engine.platforms.nki.simulator.trace import Engine, Trace
 from tests.perf.builders import hbm, sbuf
 
 TILE = 80 * 1024  # bytes per partition: two fit in the usable 172.8 KiB, three do not

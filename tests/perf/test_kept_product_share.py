@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from benchmark.hardware import TRN1
-from benchmark.perf import estimate
+from engine.platforms.nki.hardware import TRN1
+from engine.platforms.nki.perf import estimate
 from tests.perf.test_loop_interchange import BATCHES, WIDTH, kernel
 
 WHOLE = replace(TRN1, loop_interchange=True)

@@ -7,11 +7,11 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from benchmark.hardware import TRN1
-from benchmark.nki.trace import Engine, LoopInfo, LoopKind, Trace
-from benchmark.perf import estimate
-from benchmark.perf.deps import build_dependencies
-from benchmark.perf.fusion import fused_order
+from engine.platforms.nki.hardware import TRN1
+from engine.platforms.nki.perf import estimate
+from engine.platforms.nki.perf.deps import build_dependencies
+from engine.platforms.nki.perf.fusion import fused_order
+from engine.platforms.nki.simulator.trace import Engine, LoopInfo, LoopKind, Trace
 from tests.perf.builders import hbm, sbuf
 
 TRIPS = 4

@@ -9,11 +9,11 @@ from dataclasses import replace
 
 import numpy as np
 
-from benchmark.hardware import TRN1
-from benchmark.nki.trace import Engine, LoopInfo, LoopKind, MemorySpace, Trace
-from benchmark.perf import estimate
-from benchmark.perf.interchange import interchanged_order
-from benchmark.perf.valnum import numbered_dependencies
+from engine.platforms.nki.hardware import TRN1
+from engine.platforms.nki.perf import estimate
+from engine.platforms.nki.perf.interchange import interchanged_order
+from engine.platforms.nki.perf.valnum import numbered_dependencies
+from engine.platforms.nki.simulator.trace import Engine, LoopInfo, LoopKind, MemorySpace, Trace
 from tests.perf.builders import hbm, sbuf
 
 BATCHES, BLOCKS = 6, 2

@@ -12,11 +12,11 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from benchmark.hardware import TRN1
-from benchmark.nki.trace import Engine, LoopInfo, LoopKind, MemorySpace, Trace
-from benchmark.perf import PreparedTrace, estimate
-from benchmark.perf.deps import SbufUse, build_dependencies, sequential_barriers
-from benchmark.perf.spills import plan_spills
+from engine.platforms.nki.hardware import TRN1
+from engine.platforms.nki.perf import PreparedTrace, estimate
+from engine.platforms.nki.perf.deps import SbufUse, build_dependencies, sequential_barriers
+from engine.platforms.nki.perf.spills import plan_spills
+from engine.platforms.nki.simulator.trace import Engine, LoopInfo, LoopKind, MemorySpace, Trace
 from tests.perf.builders import hbm, sbuf
 
 REPEATS = 4

@@ -17,10 +17,10 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from benchmark.hardware import TRN1
-from benchmark.nki.trace import Engine, LoopInfo, LoopKind, Trace
-from benchmark.perf import estimate
-from benchmark.perf.costs import dma_engine_seconds
+from engine.platforms.nki.hardware import TRN1
+from engine.platforms.nki.perf import estimate
+from engine.platforms.nki.perf.costs import dma_engine_seconds
+from engine.platforms.nki.simulator.trace import Engine, LoopInfo, LoopKind, Trace
 from tests.perf.builders import hbm, sbuf
 
 TILE = 28 * 1024  # bytes per partition: [128, 7168] fp32, as the Mamba baseline

@@ -16,11 +16,11 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from benchmark.hardware import TRN1
-from benchmark.nki.trace import Engine, LoopInfo, LoopKind, Trace
-from benchmark.perf import estimate, prepare
-from benchmark.perf.costs import instruction_costs
-from benchmark.perf.spills import interleaved_positions
+from engine.platforms.nki.hardware import TRN1
+from engine.platforms.nki.perf import estimate, prepare
+from engine.platforms.nki.perf.costs import instruction_costs
+from engine.platforms.nki.perf.spills import interleaved_positions
+from engine.platforms.nki.simulator.trace import Engine, LoopInfo, LoopKind, Trace
 from tests.perf.builders import hbm, sbuf
 
 TILES = 8

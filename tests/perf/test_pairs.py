@@ -7,9 +7,9 @@ import subprocess
 import numpy as np
 import pytest
 
-from benchmark.hardware import TRN1
-from benchmark.perf import pairs
-from benchmark.perf.pairs import (
+from engine.platforms.nki.hardware import TRN1
+from engine.platforms.nki.perf import pairs
+from engine.platforms.nki.perf.pairs import (
     INPUT_BUILDERS,
     SIMULATED,
     KernelRef,

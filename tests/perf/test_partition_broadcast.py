@@ -1,4 +1,4 @@
-"""perf-6 candidate (issue 19): partition-broadcast operands as the compiler lowers them (benchmark/perf/lowering.py).
+"""perf-6 candidate (issue 19): partition-broadcast operands as the compiler lowers them (engine/platforms/nki/perf/lowering.py).
 
 `x.broadcast_to((P, F))` of a one-partition tile is a Tensor Engine matmul into PSUM ([ARCH-V2]); a PSUM tile holds
 at most 512 fp32 per partition ([TILING]). So a broadcast up to 512 wide is read from PSUM (tensor_tensor at 1
@@ -13,12 +13,12 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from benchmark.hardware import TRN1
-from benchmark.nki import isa as nisa
-from benchmark.nki import jit, simulate
-from benchmark.nki import language as nl
-from benchmark.nki.trace import Engine
-from benchmark.perf import estimate, lowered, prepare
+from engine.platforms.nki.hardware import TRN1
+from engine.platforms.nki.perf import estimate, lowered, prepare
+from engine.platforms.nki.simulator import jit, simulate
+from engine.platforms.nki.simulator.semantics import isa as nisa
+from engine.platforms.nki.simulator.semantics import language as nl
+from engine.platforms.nki.simulator.trace import Engine
 
 ROWS, K = 128, 32  # K one-row operands, each broadcast over the 128 partitions and multiplied into x
 # The NKI tutorials' compiler (SDK 2.20-2.22), which reads a one-bank broadcast from PSUM; the shipped spec copies

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from benchmark.perf.peak import theoretical_peak_ms
+from engine.platforms.nki.perf.peak import theoretical_peak_ms
 
 
 def test_a_bandwidth_bound_problem_peaks_at_bytes_over_hbm_bandwidth():

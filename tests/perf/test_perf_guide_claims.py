@@ -12,10 +12,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from benchmark.nki import isa as nisa
-from benchmark.nki import jit, simulate
-from benchmark.nki import language as nl
-from benchmark.perf import estimate
+from engine.platforms.nki.perf import estimate
+from engine.platforms.nki.simulator import jit, simulate
+from engine.platforms.nki.simulator.semantics import isa as nisa
+from engine.platforms.nki.simulator.semantics import language as nl
 
 P, F = 128, 512  # the guide's tile
 

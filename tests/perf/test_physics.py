@@ -1,5 +1,5 @@
 """The physics rewrites change (issue 19): per effect, two kernels that differ only in it, predicted in the
-right order and by the margin the documented constants of benchmark/hardware.py imply."""
+right order and by the margin the documented constants of engine/platforms/nki/hardware.py imply."""
 
 from __future__ import annotations
 
@@ -7,10 +7,10 @@ from dataclasses import replace
 
 import pytest
 
-from benchmark.hardware import TRN1
-from benchmark.nki.trace import LoopKind
-from benchmark.perf import estimate
-from benchmark.perf.costs import dma_engine_seconds
+from engine.platforms.nki.hardware import TRN1
+from engine.platforms.nki.perf import estimate
+from engine.platforms.nki.perf.costs import dma_engine_seconds
+from engine.platforms.nki.simulator.trace import LoopKind
 from tests.perf.builders import chain_kernel, dma_only_kernel, ping_pong_kernel, reload_kernel
 
 TILES = 64

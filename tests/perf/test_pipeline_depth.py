@@ -1,6 +1,6 @@
 """The software pipeline's depth is bounded by SBUF (helper PIPE, issue 19; spills.pipeline_depth).
 
-A software pipeline needs an SBUF slot per step in flight ([STREAM] in benchmark/hardware.py), so the compiler
+A software pipeline needs an SBUF slot per step in flight ([STREAM] in engine/platforms/nki/hardware.py), so the compiler
 keeps as many iterations of an affine loop side by side as their tiles fit the usable SBUF (at most
 affine_interleave); where even one iteration at a time does not fit, it still double-buffers
 (affine_interleave_unfit = 2) and spills. Each test: the same kernel with the loop pipelined (affine_range) and
@@ -13,12 +13,12 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from benchmark.hardware import TRN1
-from benchmark.nki.trace import LoopKind
-from benchmark.perf import estimate, lowered, prepare
-from benchmark.perf.costs import dma_engine_seconds
-from benchmark.perf.lowering import statement_weight
-from benchmark.perf.spills import pipeline_depth
+from engine.platforms.nki.hardware import TRN1
+from engine.platforms.nki.perf import estimate, lowered, prepare
+from engine.platforms.nki.perf.costs import dma_engine_seconds
+from engine.platforms.nki.perf.lowering import statement_weight
+from engine.platforms.nki.perf.spills import pipeline_depth
+from engine.platforms.nki.simulator.trace import LoopKind
 from tests.perf.test_partition_broadcast import BANK, _run
 from tests.perf.test_sbuf_working_set import STAGES, pipeline_kernel
 

@@ -1,5 +1,5 @@
 """SBUF working set over time (issue 19): the compiler pipelines the iterations of an affine_range loop over
-the engines its body uses ([NKI-AFFINE] in benchmark/hardware.py), so one iteration per engine is in flight and
+the engines its body uses ([NKI-AFFINE] in engine/platforms/nki/hardware.py), so one iteration per engine is in flight and
 their tiles are live together; a static_range loop is left in program order. Two kernels that differ only in
 the loop kind: the affine one's working set no longer fits, it re-fetches and is slower by those bytes."""
 
@@ -10,11 +10,11 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from benchmark.hardware import TRN1
-from benchmark.nki.trace import Engine, LoopInfo, LoopKind, Trace
-from benchmark.perf import estimate, prepare
-from benchmark.perf.costs import dma_engine_seconds
-from benchmark.perf.spills import interleaved_positions
+from engine.platforms.nki.hardware import TRN1
+from engine.platforms.nki.perf import estimate, prepare
+from engine.platforms.nki.perf.costs import dma_engine_seconds
+from engine.platforms.nki.perf.spills import interleaved_positions
+from engine.platforms.nki.simulator.trace import Engine, LoopInfo, LoopKind, Trace
 from tests.perf.builders import hbm, sbuf
 
 TILES = 12

@@ -13,11 +13,11 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from benchmark.hardware import TRN1
-from benchmark.nki import isa as nisa
-from benchmark.nki import jit, simulate
-from benchmark.nki import language as nl
-from benchmark.perf import estimate, prepare
+from engine.platforms.nki.hardware import TRN1
+from engine.platforms.nki.perf import estimate, prepare
+from engine.platforms.nki.simulator import jit, simulate
+from engine.platforms.nki.simulator.semantics import isa as nisa
+from engine.platforms.nki.simulator.semantics import language as nl
 
 ROWS, FREE, STEPS = 128, 4096, 8
 ONE = replace(TRN1, tensor_tensor_scan_cycles_per_elem=1.0)

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from benchmark.hardware import TRN1
-from benchmark.nki.trace import LoopKind
-from benchmark.perf import estimate
+from engine.platforms.nki.hardware import TRN1
+from engine.platforms.nki.perf import estimate
+from engine.platforms.nki.simulator.trace import LoopKind
 from tests.perf.builders import streaming_kernel
 
 
@@ -33,8 +33,8 @@ def test_a_sequential_loop_costs_about_the_sum_of_its_iterations():
 def test_an_affine_loop_is_limited_by_its_busiest_resource_not_the_sum():
     # 64 tiles of 1 MiB in and out: DMA traffic dominates (perf-3: the DMA engines' time, which is more than
     # HBM's at these rates); compute hides under it.
-    from benchmark.hardware import TRN1
-    from benchmark.perf.costs import dma_engine_seconds
+    from engine.platforms.nki.hardware import TRN1
+    from engine.platforms.nki.perf.costs import dma_engine_seconds
 
     report = estimate(streaming_kernel(64, 2048, kind=LoopKind.AFFINE))
     moved = report.profile["hbm_read_bytes"] + report.profile["hbm_write_bytes"]

@@ -10,11 +10,11 @@ from dataclasses import replace
 
 import numpy as np
 
-from benchmark.hardware import TRN1
-from benchmark.nki.trace import Engine, LoopInfo, LoopKind, MemorySpace, Trace
-from benchmark.perf import estimate
-from benchmark.perf.interchange import sequential_major_order
-from benchmark.perf.valnum import SBUF_BYTES, numbered_dependencies
+from engine.platforms.nki.hardware import TRN1
+from engine.platforms.nki.perf import estimate
+from engine.platforms.nki.perf.interchange import sequential_major_order
+from engine.platforms.nki.perf.valnum import SBUF_BYTES, numbered_dependencies
+from engine.platforms.nki.simulator.trace import Engine, LoopInfo, LoopKind, MemorySpace, Trace
 from tests.perf.builders import hbm, sbuf
 
 BLOCKS, CHUNKS = 3, 4

@@ -9,9 +9,9 @@ from dataclasses import replace
 
 import numpy as np
 
-import benchmark.perf as perf
-from benchmark.hardware import TRN1
-from benchmark.perf import estimate
+import engine.platforms.nki.perf as perf
+from engine.platforms.nki.hardware import TRN1
+from engine.platforms.nki.perf import estimate
 from tests.perf.test_loop_interchange import kernel
 
 ON = replace(TRN1, loop_interchange=True, spill_descriptors_per_row=True)

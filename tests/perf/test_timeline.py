@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from benchmark.perf import estimate
-from benchmark.perf.profile import MAX_TIMELINE_INTERVALS, merged_intervals
+from engine.platforms.nki.perf import estimate
+from engine.platforms.nki.perf.profile import MAX_TIMELINE_INTERVALS, merged_intervals
 from tests.perf.builders import streaming_kernel
 
 

@@ -14,11 +14,11 @@ from dataclasses import replace
 
 import pytest
 
-from benchmark.hardware import TRN1
-from benchmark.nki.trace import LoopKind
-from benchmark.perf import estimate, prepare
-from benchmark.perf.costs import dma_engine_seconds
-from benchmark.perf.spills import pipeline_depth
+from engine.platforms.nki.hardware import TRN1
+from engine.platforms.nki.perf import estimate, prepare
+from engine.platforms.nki.perf.costs import dma_engine_seconds
+from engine.platforms.nki.perf.spills import pipeline_depth
+from engine.platforms.nki.simulator.trace import LoopKind
 from tests.perf.test_pipeline_depth import CAPACITY
 from tests.perf.test_sbuf_working_set import STAGES, pipeline_kernel
 

@@ -7,9 +7,9 @@ from dataclasses import replace
 
 import numpy as np
 
-from benchmark.hardware import TRN1
-from benchmark.perf import estimate, prepare
-from benchmark.perf.validation import Predictor, fit, format_validation, leave_one_out
+from engine.platforms.nki.hardware import TRN1
+from engine.platforms.nki.perf import estimate, prepare
+from engine.platforms.nki.perf.validation import Predictor, fit, format_validation, leave_one_out
 from tests.perf.builders import streaming_kernel
 
 GRID = {"engine_dispatch_cycles": (0.0, 64.0, 256.0)}

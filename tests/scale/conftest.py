@@ -57,7 +57,7 @@ class RayCluster:
 
     def idle(self) -> bool:
         """No task holds a CPU anywhere and no process has an evaluation on the queue board."""
-        from benchmark.evaluation.ray_cluster import cluster_queue
+        from engine.evaluator.ray_cluster import cluster_queue
 
         total = self.ray.cluster_resources().get("CPU", 0.0)
         return total > 0 and self.ray.available_resources().get("CPU", 0.0) == total and not cluster_queue()

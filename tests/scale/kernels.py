@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from functools import cache
 
-from benchmark.evaluation import EvaluationRequest, Limits
+from engine.evaluator import EvaluationRequest, Limits
 
 LIMITS = Limits(wall_seconds=120, cpu_seconds=120, memory_bytes=2 * 1024**3)
 SEEDS = (11, 12, 13)  # fixed, so two evaluations of one kernel give identical records
@@ -14,7 +14,7 @@ STORE = "            nl.store(out[r0:r0 + tile_rows, c0:c0 + tile_cols], value=n
 
 @cache
 def _silu() -> object:
-    from benchmark.suites import load_suite
+    from engine.platforms.nki.suites import load_suite
 
     return next(spec for spec in load_suite("nkibench").problems if spec.slug == "silu")
 

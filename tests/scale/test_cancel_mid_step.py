@@ -12,9 +12,9 @@ import pytest
 from asgiref.sync import async_to_sync
 
 from benchmark import services as benchmark_services
-from benchmark.evaluation.executors import EvaluationRequest, Executor
 from benchmark.models import Evaluation, Kernel, KernelOrigin, Problem
 from benchmark.services import source_sha256
+from engine.evaluator.executors import EvaluationRequest, Executor
 from optimizer import services
 from optimizer.models import RunStatus
 from optimizer.worker import claim_run, drive_run

@@ -8,13 +8,13 @@ import glob
 
 import pytest
 
-from benchmark.evaluation.ray_cluster import ResourceSpec, parse_resources
+from engine.evaluator.ray_cluster import ResourceSpec, parse_resources
 
 pytestmark = pytest.mark.scale
 
 
 def test_a_gpu_less_cluster_refuses_cuda_whatever_this_host_has(ray_cluster, monkeypatch):
-    from benchmark.evaluation.ray_executor import RayExecutor
+    from engine.evaluator.ray_executor import RayExecutor
 
     monkeypatch.setattr(glob, "glob", lambda pattern: ["/dev/nvidia0"])  # this host: a GPU
     executor = RayExecutor(ray_cluster.address, resources=parse_resources({}))

@@ -14,8 +14,8 @@ import time
 
 import pytest
 
-from benchmark.evaluation import ErrorKind, LocalExecutor
-from benchmark.evaluation.ray_cluster import ResourceSpec, cluster_queue, parse_resources
+from engine.evaluator import ErrorKind, LocalExecutor
+from engine.evaluator.ray_cluster import ResourceSpec, cluster_queue, parse_resources
 from tests.scale.conftest import wait_for
 from tests.scale.kernels import request, slow_kernel
 
@@ -35,7 +35,7 @@ def _flat(values) -> list[float]:
 
 @pytest.fixture
 def executor(ray_cluster):
-    from benchmark.evaluation.ray_executor import RayExecutor
+    from engine.evaluator.ray_executor import RayExecutor
 
     pool = RayExecutor(ray_cluster.address, max_retries=2)
     yield pool
@@ -121,7 +121,7 @@ def test_a_killed_worker_node_is_an_infrastructure_error_retried_elsewhere(execu
 
 def test_an_evaluation_that_keeps_dying_is_an_infrastructure_error(ray_cluster) -> None:
     """With no retries left, a dead node's evaluation ends as infrastructure_error: never a kernel verdict."""
-    from benchmark.evaluation.ray_executor import RayExecutor
+    from engine.evaluator.ray_executor import RayExecutor
 
     worker_node = ray_cluster.worker_node_id()
     pool = RayExecutor(ray_cluster.address, max_retries=0)

@@ -166,7 +166,7 @@ def test_killing_the_run_worker_hands_the_run_over_without_losing_or_repeating_e
 
 
 def test_a_cancelled_run_leaves_no_task_running_in_the_cluster(site, ray_cluster) -> None:
-    from benchmark.evaluation.ray_cluster import cluster_queue
+    from engine.evaluator.ray_cluster import cluster_queue
 
     kernel = site.api(site.a, "POST", "kernels", {"problem": "silu:mini", "source": slow_kernel(4000),
                                                    "name": "slow silu", "evaluate": False})["kernel"]

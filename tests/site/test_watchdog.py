@@ -17,9 +17,9 @@ import pytest
 
 from accelopt_site import watchdog as watchdog_module
 from accelopt_site.watchdog import Watchdog, loop_heartbeat
-from benchmark.evaluation import executors
-from benchmark.evaluation.executors import LocalExecutor
-from benchmark.evaluation.sandbox import Limits
+from engine.evaluator import executors
+from engine.evaluator.executors import LocalExecutor
+from engine.evaluator.sandbox.process import Limits
 
 REPO = Path(__file__).resolve().parents[2]
 STALL_S = 0.5

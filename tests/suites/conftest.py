@@ -5,7 +5,7 @@ import types
 import numpy as np
 import pytest
 
-from benchmark.suites import Suite, load_suite
+from engine.platforms.nki.suites import Suite, load_suite
 
 
 @pytest.fixture(scope="session")

@@ -7,23 +7,23 @@ import types
 import numpy as np
 import pytest
 
-import benchmark.nki
-from benchmark.evaluation.checks import relative_l2
-from benchmark.suites import load_suite
+import engine.platforms.nki.simulator
+from engine.evaluator.checks import relative_l2
+from engine.platforms.nki.suites import load_suite
 
 from .conftest import exec_reference, seeded_inputs
 
 SLUGS = [spec.slug for spec in load_suite("nkibench").problems]
 
 pytestmark = pytest.mark.skipif(
-    not hasattr(benchmark.nki, "simulate"), reason="the NKI simulator (benchmark.nki.simulate) is not built yet"
+    not hasattr(engine.platforms.nki.simulator, "simulate"), reason="the NKI simulator (engine.platforms.nki.simulator.simulate) is not built yet"
 )
 
 
 @pytest.fixture(scope="module")
 def simulator():
-    benchmark.nki.install()
-    return benchmark.nki
+    engine.platforms.nki.simulator.install()
+    return engine.platforms.nki.simulator
 
 
 def load_kernel(source: str, name: str):

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from benchmark.suites import SuiteError, load_suite
-from benchmark.suites.loader import SUITES_DIR
-from benchmark.suites.specs import evaluate_count, render_reference
+from engine.platforms.nki.suites import SuiteError, load_suite
+from engine.platforms.nki.suites.loader import SUITES_DIR
+from engine.platforms.nki.suites.specs import evaluate_count, render_reference
 
 from .conftest import exec_reference
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from benchmark.suites import SuiteError, load_suite, read_nkibench_dir
+from engine.platforms.nki.suites import SuiteError, load_suite, read_nkibench_dir
 
 from .conftest import exec_reference
 

@@ -20,8 +20,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from benchmark.suites import load_suite
-from benchmark.suites.specs import evaluate_count
+from engine.platforms.nki.suites import load_suite
+from engine.platforms.nki.suites.specs import evaluate_count
 
 from .conftest import exec_reference, seeded_inputs
 

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import pytest
 
-from benchmark.evaluation import evaluate
-from benchmark.suites import load_suite
+from engine.evaluator import evaluate
+from engine.platforms.nki.suites import load_suite
 
 
 @pytest.mark.parametrize("slug", ["mamba", "add_rmsnorm_matmul", "matmul_add_rmsnorm"])

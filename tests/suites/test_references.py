@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from benchmark.suites import load_suite
+from engine.platforms.nki.suites import load_suite
 
 from .conftest import exec_reference, seeded_inputs
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from benchmark.evaluation.static_check import check_kernel_source, check_reference_source
-from benchmark.suites import load_suite
+from engine.evaluator.static_check import check_kernel_source, check_reference_source
+from engine.platforms.nki.suites import load_suite
 
 SLUGS = [spec.slug for spec in load_suite("nkibench").problems]
 

@@ -14,15 +14,15 @@ from pathlib import Path
 
 import pytest
 
-from benchmark.evaluation.result import ErrorKind
-from benchmark.evaluation.triton_pipeline import COMPILED_ONLY, compile_triton
-from benchmark.triton import catalog
-from benchmark.triton.flashinfer import (
+from engine.evaluator.result import ErrorKind
+from engine.platforms.triton import catalog
+from engine.platforms.triton.flashinfer import (
     definition_to_dict,
     solution_from_kernel,
     solution_to_dict,
     workload_to_dict,
 )
+from engine.platforms.triton.pipeline import COMPILED_ONLY, compile_triton
 from tests.triton import kernels
 from tests.triton.toolchain import bundled_ptxas
 
@@ -87,7 +87,7 @@ def test_a_kernel_that_does_not_compile_for_the_gpu_is_a_compile_error_with_trit
     os.path.join(sysconfig.get_paths()["include"], "Python.h")),
     reason="building Triton's launcher helper needs gcc and Python's headers (python3-dev)")
 def test_with_a_stand_in_libcuda_the_launcher_helper_builds_loads_and_reaches_the_driver(monkeypatch):
-    from benchmark.evaluation.triton_compile_only import write_libcuda_stub
+    from engine.platforms.triton.compile_only import write_libcuda_stub
 
     # Not under pytest's tmp_path: the sandbox's own uid must be able to reach it.
     directory = Path(tempfile.mkdtemp(prefix="accelopt-libcuda-stub-"))

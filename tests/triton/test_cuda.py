@@ -8,8 +8,8 @@ import os
 import pytest
 import torch
 
-from benchmark.triton import catalog
-from benchmark.triton.local import evaluate_case
+from engine.platforms.triton import catalog
+from engine.platforms.triton.local import evaluate_case
 
 pytestmark = pytest.mark.skipif(
     not torch.cuda.is_available() or os.environ.get("TRITON_INTERPRET") == "1",

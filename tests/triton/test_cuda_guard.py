@@ -18,9 +18,9 @@ from tests.triton.toolchain import bundled_ptxas
 
 _PROBE = textwrap.dedent("""
     import json, os, subprocess, sys, tempfile
-    from benchmark.evaluation.guards import install_audit_guard
-    from benchmark.evaluation.triton_roles import cuda_allowances
-    from benchmark.triton.timing import nvidia_smi
+    from engine.evaluator.sandbox.guards import install_audit_guard
+    from engine.platforms.triton.roles import cuda_allowances
+    from engine.platforms.triton.timing import nvidia_smi
     scratch, outside, ptxas = sys.argv[1], sys.argv[2], sys.argv[3]
     outside_fd = os.open(outside, os.O_RDONLY)  # opened before the guard, as shutil.rmtree opens its directory
     install_audit_guard([sys.prefix, sys.base_prefix], cuda_allowances() if sys.argv[4] == "1" else None)
@@ -61,7 +61,7 @@ def _fake_nvidia_smi(directory: Path) -> Path:
 
 
 def test_the_parent_reads_clocks_from_nvidia_smi_which_the_kernels_process_may_not_start(tmp_path, monkeypatch):
-    from benchmark.triton.timing import nvidia_smi
+    from engine.platforms.triton.timing import nvidia_smi
 
     monkeypatch.setenv("PATH", f"{_fake_nvidia_smi(tmp_path)}:/usr/bin:/bin")
     assert nvidia_smi() == {"clocks.sm": "1980", "clocks.mem": "3201", "clocks.max.sm": "1980",

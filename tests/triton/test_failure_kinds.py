@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from benchmark.triton import catalog
-from benchmark.triton.flashinfer import solution_from_kernel
-from benchmark.triton.local import evaluate_case
+from engine.platforms.triton import catalog
+from engine.platforms.triton.flashinfer import solution_from_kernel
+from engine.platforms.triton.local import evaluate_case
 from tests.triton import kernels
 
 

@@ -7,9 +7,8 @@ import json
 import pytest
 import torch
 
-from benchmark.hardware import H200
-from benchmark.triton import catalog
-from benchmark.triton.flashinfer import (
+from engine.platforms.triton import catalog
+from engine.platforms.triton.flashinfer import (
     FormatError,
     definition_to_dict,
     load_workloads,
@@ -19,8 +18,9 @@ from benchmark.triton.flashinfer import (
     solution_to_dict,
     workload_to_dict,
 )
-from benchmark.triton.inputs import make_inputs
-from benchmark.triton.roofline import roofline
+from engine.platforms.triton.hardware import H200
+from engine.platforms.triton.inputs import make_inputs
+from engine.platforms.triton.roofline import roofline
 
 # A paged GQA decode definition in FlashInfer-Bench's form (our own, small).
 DECODE = {

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from optimizer.agents.rewrites.triton import TRITON_BY_NAME
+from engine.platforms.triton.rewrites import TRITON_BY_NAME
 
 SCRIPT = Path(__file__).resolve().parents[2] / "measurements" / "gpu_offline_search.py"
 

@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from benchmark.evaluation import isolation
-from benchmark.evaluation.sandbox import Limits
-from benchmark.evaluation.sandbox_user import ALLOW_ROOT_VARIABLE
-from benchmark.evaluation.triton_pipeline import cuda_placement
+from engine.evaluator.sandbox import isolation
+from engine.evaluator.sandbox.process import Limits
+from engine.evaluator.sandbox.user import ALLOW_ROOT_VARIABLE
+from engine.platforms.triton.pipeline import cuda_placement
 
 SCRIPT = Path(__file__).resolve().parents[2] / "measurements" / "gpu_sandbox_check.py"
 

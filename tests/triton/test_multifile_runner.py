@@ -1,4 +1,4 @@
-"""The in-process runner (benchmark.triton.local, measurements/gpu_check.py's path, no sandbox) loads a
+"""The in-process runner (engine.platforms.triton.local, measurements/gpu_check.py's path, no sandbox) loads a
 multi-file FlashInfer-Bench solution from disk as a package: relative and bare-name imports between its files
 work as in the sandbox (tests/triton_django/test_multifile_solutions.py)."""
 
@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import json
 
-from benchmark.triton.flashinfer import parse_definition, parse_solution, parse_workload
-from benchmark.triton.local import evaluate_case
+from engine.platforms.triton.flashinfer import parse_definition, parse_solution, parse_workload
+from engine.platforms.triton.local import evaluate_case
 from tests.triton_django.test_multifile_solutions import DEFINITION, MAIN, WORKLOADS, _solution
 
 

@@ -5,19 +5,19 @@ must judge every output the definition has, whatever the reply lists."""
 
 from __future__ import annotations
 
-from benchmark.evaluation.result import ErrorKind
-from benchmark.evaluation.triton_pipeline import evaluate_triton
-from benchmark.triton import catalog
-from benchmark.triton.flashinfer import (
+from engine.evaluator.result import ErrorKind
+from engine.platforms.triton import catalog
+from engine.platforms.triton.flashinfer import (
     definition_to_dict,
     solution_from_kernel,
     solution_to_dict,
     workload_to_dict,
 )
+from engine.platforms.triton.pipeline import evaluate_triton
 from tests.triton import kernels
 
 _FORGED_REPLY = kernels.HEADER + '''
-roles = torch.sys.modules["benchmark.evaluation.triton_roles"]
+roles = torch.sys.modules["engine.platforms.triton.roles"]
 real_run = roles.TritonKernelRole.run
 
 
@@ -56,7 +56,7 @@ def test_a_kernel_whose_reply_names_no_dtype_is_incorrect_not_a_broken_reference
 _HUGE_REPLY = kernels.HEADER + '''
 import numpy
 
-roles = torch.sys.modules["benchmark.evaluation.triton_roles"]
+roles = torch.sys.modules["engine.platforms.triton.roles"]
 roles.TritonKernelRole.run = lambda self, header, arrays: (
     {"ok": True, "dtypes": ["bfloat16"]}, {"out0": numpy.zeros(16 * 1024 * 1024, dtype=numpy.int16)})
 
@@ -76,7 +76,7 @@ def test_a_kernel_reply_far_larger_than_the_outputs_is_refused_before_the_parent
 _HUGE_COMPILE_REPLY = kernels.HEADER + '''
 import numpy
 
-roles = torch.sys.modules["benchmark.evaluation.triton_roles"]
+roles = torch.sys.modules["engine.platforms.triton.roles"]
 roles.TritonKernelRole.compile = lambda self, header, arrays: ({"ok": True}, {"x": numpy.zeros(80 * 1024**2, numpy.uint8)})
 
 
@@ -86,7 +86,7 @@ def run(hidden_states, weight):
 
 
 def test_any_other_kernel_reply_is_refused_past_64_mib():
-    from benchmark.evaluation.triton_pipeline import compile_triton
+    from engine.platforms.triton.pipeline import compile_triton
 
     definition = catalog.definition("rmsnorm_h128")
     solution = solution_from_kernel(_HUGE_COMPILE_REPLY, name="t", definition=definition.name, author="test")
@@ -97,7 +97,7 @@ def test_any_other_kernel_reply_is_refused_past_64_mib():
 
 
 def test_a_forged_compile_reply_missing_its_fields_is_a_result_not_an_exception_in_the_caller():
-    from benchmark.evaluation.triton_pipeline import compile_triton
+    from engine.platforms.triton.pipeline import compile_triton
 
     source = _HUGE_COMPILE_REPLY.replace('{"x": numpy.zeros(80 * 1024**2, numpy.uint8)}', "{}")
     definition = catalog.definition("rmsnorm_h128")

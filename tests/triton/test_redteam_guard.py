@@ -9,15 +9,15 @@ import shutil
 
 import pytest
 
-from benchmark.evaluation.result import ErrorKind
-from benchmark.evaluation.triton_pipeline import compile_triton
-from benchmark.triton import catalog
-from benchmark.triton.flashinfer import (
+from engine.evaluator.result import ErrorKind
+from engine.platforms.triton import catalog
+from engine.platforms.triton.flashinfer import (
     definition_to_dict,
     solution_from_kernel,
     solution_to_dict,
     workload_to_dict,
 )
+from engine.platforms.triton.pipeline import compile_triton
 from tests.triton import kernels
 
 _PLANTED = kernels.ATTEMPTS + '''

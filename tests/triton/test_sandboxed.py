@@ -3,15 +3,15 @@ on the CPU interpreter backend."""
 
 from __future__ import annotations
 
-from benchmark.evaluation.result import ErrorKind
-from benchmark.evaluation.triton_pipeline import CORRECTNESS_ONLY, evaluate_triton
-from benchmark.triton import catalog
-from benchmark.triton.flashinfer import (
+from engine.evaluator.result import ErrorKind
+from engine.platforms.triton import catalog
+from engine.platforms.triton.flashinfer import (
     definition_to_dict,
     solution_from_kernel,
     solution_to_dict,
     workload_to_dict,
 )
+from engine.platforms.triton.pipeline import CORRECTNESS_ONLY, evaluate_triton
 from tests.triton import kernels
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from benchmark.triton.timing import MAX_GPU_SPREAD, GpuTiming, group_spread, implausible_events
+from engine.platforms.triton.timing import MAX_GPU_SPREAD, GpuTiming, group_spread, implausible_events
 
 
 def _timing(samples_ms, wall_s, flush_ms=0.02):

@@ -1,4 +1,4 @@
-"""What the catalog's rewrites meet in the Triton evaluation core on the interpreter (`benchmark.triton.local`):
+"""What the catalog's rewrites meet in the Triton evaluation core on the interpreter (`engine.platforms.triton.local`):
 a kernel without masks fails the narrower workload out of bounds, its masked rewrite is correct on both, an
 autotuned rewrite with several configurations is judged too (the interpreter cannot time them), and smaller
 blocks on a one-block-per-row kernel leave outputs unwritten."""
@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from benchmark.triton.flashinfer import load_definition, load_workloads, solution_from_kernel
-from benchmark.triton.local import evaluate_case
-from optimizer.agents.rewrites.triton import TRITON_BY_NAME
+from engine.platforms.triton.flashinfer import load_definition, load_workloads, solution_from_kernel
+from engine.platforms.triton.local import evaluate_case
+from engine.platforms.triton.rewrites import TRITON_BY_NAME
 from tests.triton_agents.kernels import RMSNORM_UNMASKED_DPS
 
 FIXTURES = Path(__file__).with_name("fixtures")

@@ -4,8 +4,8 @@ repaired, and only failed rewrites become (negative) lessons."""
 
 from __future__ import annotations
 
-from optimizer.agents.base import ProblemContext
-from optimizer.search import (
+from engine.agents.base import ProblemContext
+from engine.search import (
     BeamSearch,
     InMemoryCheckpoint,
     ListEventSink,
@@ -85,7 +85,7 @@ async def test_a_measured_run_still_refuses_a_start_kernel_without_latency_or_co
 
 
 async def test_an_unmeasured_run_resumes_from_its_checkpoint_with_unmeasured_members():
-    from optimizer.search.state import RunState
+    from engine.search.state import RunState
 
     state, _, _ = await run()
     again = RunState.from_dict(state.to_dict())

@@ -3,9 +3,9 @@ lesson from a rewrite that failed."""
 
 from __future__ import annotations
 
-from optimizer.agents.base import KernelView, PlanRequest, ProblemContext, SummaryRequest, WriteRequest
-from optimizer.agents.offline import OfflineAgents, parse_plan
-from optimizer.agents.rewrites import CATALOG, TRITON_CATALOG
+from engine.agents.base import KernelView, PlanRequest, ProblemContext, SummaryRequest, WriteRequest
+from engine.agents.offline import OfflineAgents, parse_plan
+from engine.platforms.nki.rewrites import CATALOG, TRITON_CATALOG
 from tests.triton_agents.kernels import CASES, RMSNORM_UNMASKED
 
 TRITON = ProblemContext(slug="rmsnorm_mini", reference_source="", platform="h100")

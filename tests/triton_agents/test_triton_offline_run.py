@@ -12,10 +12,10 @@ from asgiref.sync import async_to_sync
 
 from benchmark.models import Evaluation, Problem
 from benchmark.services.flashinfer import import_flashinfer, items_from_texts
+from engine.agents.offline import OfflineAgents
 from memory.models import MemoryEntry
 from memory.services import add_entry, select_entries
 from optimizer import services as run_services
-from optimizer.agents.offline import OfflineAgents
 from optimizer.models import Candidate, RunStatus
 from optimizer.worker import RunWorker
 from tests.triton_agents.kernels import RMSNORM_UNMASKED_DPS

@@ -8,8 +8,8 @@ import re
 
 import pytest
 
-from optimizer.agents import prompting
-from optimizer.agents.base import (
+from engine.agents import prompting
+from engine.agents.base import (
     FixRequest,
     KernelView,
     MemoryItem,
@@ -109,7 +109,7 @@ def test_a_failing_start_kernel_is_shown_to_the_planner_as_failing():
 
 
 def test_an_executor_reply_without_imports_gets_the_triton_header_not_nki_s():
-    from optimizer.agents.imports import complete_imports
+    from engine.agents.imports import complete_imports
 
     body = ADD.split("\n\n\n", 1)[1]  # the kernels and run, without the import lines
     completed = complete_imports(body, "h100")
@@ -120,9 +120,9 @@ def test_an_executor_reply_without_imports_gets_the_triton_header_not_nki_s():
 def test_a_cuda_evaluation_s_profile_reaches_the_planner_with_its_spread_and_roofline():
     from types import SimpleNamespace
 
-    from optimizer.search.state import Evaluation
+    from engine.search.state import Evaluation
 
-    # The shape of a cuda backend result (benchmark.evaluation.triton_pipeline): nested timing, top-level numbers.
+    # The shape of a cuda backend result (engine.platforms.triton.pipeline): nested timing, top-level numbers.
     result = SimpleNamespace(correct=True, latency_ms=0.318, peak_fraction=0.17, error_kind=None, error_message=None,
                              profile={"timing": {"median_ms": 0.318, "spread": 0.011}, "environment": {"gpu": "H200"},
                                       "flops": 3.3e8, "bytes": 2.66e8, "spread": 0.011, "roofline_source": "[H200-DS]"})

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from optimizer.agents.rewrites.triton import TRITON_BY_NAME
+from engine.platforms.triton.rewrites import TRITON_BY_NAME
 from tests.triton_agents.interpret import check, load
 from tests.triton_agents.kernels import ADD, CASES, RMSNORM_UNMASKED, ROW_SUMSQ, Case
 

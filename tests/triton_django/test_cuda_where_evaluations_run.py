@@ -10,8 +10,8 @@ import pytest
 from django.core.exceptions import ValidationError
 
 from benchmark import services
-from benchmark.evaluation.ray_cluster import ResourceSpec, cuda_unavailable_on
 from benchmark.services.evaluations import backend_unavailable
+from engine.evaluator.ray_cluster import ResourceSpec, cuda_unavailable_on
 
 ONE_GPU = ResourceSpec(num_cpus=1, num_gpus=1)
 CPU_NODE = {"CPU": 8.0, "memory": 3e10}
@@ -77,8 +77,8 @@ def test_the_local_executor_asks_this_host(monkeypatch):
 
 
 def test_the_sandboxed_child_keeps_the_gpu_ray_gave_the_task(monkeypatch):
-    from benchmark.evaluation.sandbox import Limits
-    from benchmark.evaluation.triton_pipeline import cuda_placement
+    from engine.evaluator.sandbox.process import Limits
+    from engine.platforms.triton.pipeline import cuda_placement
 
     monkeypatch.setattr(glob, "glob", lambda pattern: ["/dev/nvidia0", "/dev/nvidia1", "/dev/nvidiactl"])
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1")  # what Ray sets for a task reserving one GPU

@@ -6,9 +6,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from benchmark.models import Problem
+from engine.memory.selection import select_for_planner
 from memory import services
 from memory.models import ChangeKind
-from memory.selection import select_for_planner
 from tests.conftest import TEST_PASSWORD
 
 

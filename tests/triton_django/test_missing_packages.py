@@ -12,14 +12,14 @@ import pytest
 from django.core.exceptions import ValidationError
 
 from benchmark import services
-from benchmark.evaluation.requirements import (
+from benchmark.models import ErrorKind, Evaluation, Kernel, Problem
+from engine.evaluator.requirements import (
     CONFIGURATION_LABEL,
     TRITON_INSTALL,
     missing_module,
     missing_triton_packages,
 )
-from benchmark.evaluation.triton_pipeline import evaluate_triton
-from benchmark.models import ErrorKind, Evaluation, Kernel, Problem
+from engine.platforms.triton.pipeline import evaluate_triton
 from tests.conftest import TEST_PASSWORD
 
 pytestmark = pytest.mark.django_db

@@ -130,7 +130,7 @@ def test_the_same_entry_file_with_other_helpers_is_refused_not_merged():
 
 def _in_sandbox(files: dict[str, str]):
     """A solution straight into the sandbox (no import checks), on the fixture's smallest workload."""
-    from benchmark.evaluation.triton_pipeline import evaluate_triton
+    from engine.platforms.triton.pipeline import evaluate_triton
 
     solution = {**_solution(), "sources": [{"path": p, "content": c} for p, c in files.items()]}
     workload = json.loads(WORKLOADS.read_text().splitlines()[0])
@@ -150,9 +150,9 @@ def test_in_the_sandbox_a_solution_file_named_like_a_module_is_only_ever_its_own
 
 
 def test_a_run_s_agents_see_the_helper_files_by_name_and_text(engineer):
+    from engine.agents import prompting
+    from engine.agents.base import KernelView, PlanRequest, WriteRequest
     from optimizer.adapters import problem_context
-    from optimizer.agents import prompting
-    from optimizer.agents.base import KernelView, PlanRequest, WriteRequest
     from optimizer.services import create_run
 
     problem = _import(_solution()).problems[0]

@@ -1,6 +1,6 @@
 """An imported FlashInfer-Bench solution evaluated through the evaluation service on the Triton interpreter
 (issue 24): judged correct with no latency, shown as "correctness only: no GPU", never ranked; a wrong kernel
-uploaded for the same problem judged incorrect. Needs the interpreter backend in benchmark.evaluation."""
+uploaded for the same problem judged incorrect. Needs the interpreter backend in engine.evaluator."""
 
 from __future__ import annotations
 
@@ -12,16 +12,16 @@ import pytest
 from django.core.management import call_command
 
 from benchmark import services
-from benchmark.evaluation.backends import BACKENDS
 from benchmark.leaderboard import build_leaderboard
 from benchmark.models import Problem
+from engine.evaluator.backends import BACKENDS
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 
 pytestmark = [
     pytest.mark.django_db,
     pytest.mark.skipif("triton-interpreter" not in BACKENDS,
-                       reason="the triton-interpreter backend is not registered in benchmark.evaluation yet"),
+                       reason="the triton-interpreter backend is not registered in engine.evaluator yet"),
 ]
 
 

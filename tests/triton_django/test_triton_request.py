@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from benchmark.evaluation.result import STATUS_FAILED, STATUS_OK, ErrorKind, EvaluationResult
-from benchmark.evaluation.triton_request import chosen_workloads, combine
+from engine.evaluator.result import STATUS_FAILED, STATUS_OK, ErrorKind, EvaluationResult
+from engine.platforms.triton.request import chosen_workloads, combine
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 DEFINITION = json.loads((FIXTURES / "studio_axpy_h16.json").read_text())

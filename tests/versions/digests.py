@@ -103,8 +103,8 @@ def _module(source: str, name: str) -> types.ModuleType:
 
 def compute_problem(spec: Any, workers: int = 1) -> dict[str, Any]:
     """The record of one problem (see the module docstring). The NKI namespaces must be installed."""
-    from benchmark.nki import simulate
-    from benchmark.perf import estimate
+    from engine.platforms.nki.perf import estimate
+    from engine.platforms.nki.simulator import simulate
 
     reference_source, baseline_source = spec.reference_source(CASE), spec.baseline_for(CASE)
     reference = _module(reference_source, f"versions_reference_{spec.slug}")
@@ -129,10 +129,10 @@ def compute_problem(spec: Any, workers: int = 1) -> dict[str, Any]:
 def compute(workers: int = 1, only: set[str] | None = None, suite_dir: Path | None = None) -> dict[str, Any]:
     """Records for every problem of the suite (or of the same suite in `suite_dir`, e.g. an older copy: to
     tell a suite edit from a simulator change), with the versions of the code that computed them."""
-    import benchmark.nki
-    import benchmark.perf
-    from benchmark.nki import namespaces
-    from benchmark.suites import load_suite
+    import engine.platforms.nki.perf
+    import engine.platforms.nki.simulator
+    from engine.platforms.nki.simulator.semantics import namespaces
+    from engine.platforms.nki.suites import load_suite
 
     installed_before = "neuronxcc.nki" in sys.modules
     namespaces.install()
@@ -143,8 +143,8 @@ def compute(workers: int = 1, only: set[str] | None = None, suite_dir: Path | No
         if not installed_before:
             namespaces.uninstall()
     return {
-        "simulator_version": benchmark.nki.SIMULATOR_VERSION,
-        "perf_model_version": benchmark.perf.PERF_MODEL_VERSION,
+        "simulator_version": engine.platforms.nki.simulator.SIMULATOR_VERSION,
+        "perf_model_version": engine.platforms.nki.perf.PERF_MODEL_VERSION,
         "suite": SUITE, "case": CASE, "platform": PLATFORM, "seed": SEED,
         "problems": problems,
     }
@@ -194,7 +194,7 @@ def compare(recorded: dict[str, Any], current: dict[str, Any]) -> list[str]:
             f"{s} ({', '.join(k for k in ('trace', 'outputs') if old_p[s][k] != new_p[s][k])})" for s in sim_changed)
         problems.append(f"the simulator's results changed under SIMULATOR_VERSION {sim_new}: {what}. Cached "
                         f"evaluations are keyed on that version, so bump SIMULATOR_VERSION in "
-                        f"benchmark/nki/__init__.py, then regenerate {DIGESTS_FILE.name} with `{REGENERATE}`.")
+                        f"engine/platforms/nki/simulator/__init__.py, then regenerate {DIGESTS_FILE.name} with `{REGENERATE}`.")
     # Predictions for an unchanged trace are the performance model's alone.
     perf_changed = {s: perf_differences(old_p[s], new_p[s]) for s in same_case if s not in sim_changed}
     perf_changed = {s: moved for s, moved in perf_changed.items() if moved}
@@ -202,7 +202,7 @@ def compare(recorded: dict[str, Any], current: dict[str, Any]) -> list[str]:
         what = "; ".join(f"{s} ({', '.join(moved)})" for s, moved in perf_changed.items())
         problems.append(f"the performance model's predictions changed under PERF_MODEL_VERSION {perf_new}: {what}. "
                         f"Cached evaluations are keyed on that version, so bump PERF_MODEL_VERSION in "
-                        f"benchmark/perf/__init__.py, then regenerate {DIGESTS_FILE.name} with `{REGENERATE}`.")
+                        f"engine/platforms/nki/perf/__init__.py, then regenerate {DIGESTS_FILE.name} with `{REGENERATE}`.")
     return problems
 
 

@@ -23,8 +23,8 @@ PROBLEMS = "bmm,transpose_matmul,lora,gqa_full"
 CHILD = """
 import ctypes, hashlib, json, os
 import numpy as np
-from benchmark.nki.blas import _openblas
-from benchmark.nki.exact_matmul import matmul_tn
+from engine.platforms.nki.simulator.speed.blas import _openblas
+from engine.platforms.nki.simulator.semantics.exact_matmul import matmul_tn
 from tests.versions.digests import compute
 
 core = ""

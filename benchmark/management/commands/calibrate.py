@@ -5,8 +5,8 @@ a Trainium host) it refits the model's fitted constants to those measurements in
 same NKIBench kernels, and records the fit as a model version (docs/operations.md).
 
 After the per-problem table it prints the honest errors (docs/benchmarks.md, issue 19): leave-one-out over the
-problems (benchmark/perf/validation.py) and the measured against predicted speedup of every differential pair
-(benchmark/perf/pairs.py, measurements/data/trn1_differential_pairs.csv).
+problems (engine/platforms/nki/perf/validation.py) and the measured against predicted speedup of every differential pair
+(engine/platforms/nki/perf/pairs.py, measurements/data/trn1_differential_pairs.csv).
 """
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
 
-from benchmark.hardware import get_core_spec
-from benchmark.perf.calibration import (
+from engine.platforms.nki.hardware import get_core_spec
+from engine.platforms.nki.perf.calibration import (
     DEFAULT_CACHE,
     DEFAULT_CSV,
     calibrate,
@@ -27,8 +27,14 @@ from benchmark.perf.calibration import (
     record_fit,
     refit_from_measurements,
 )
-from benchmark.perf.pairs import DEFAULT_PAIRS_CSV, PairTraces, format_pairs, load_pairs, predict_pairs
-from benchmark.perf.validation import baseline_traces, format_validation, leave_one_out
+from engine.platforms.nki.perf.pairs import (
+    DEFAULT_PAIRS_CSV,
+    PairTraces,
+    format_pairs,
+    load_pairs,
+    predict_pairs,
+)
+from engine.platforms.nki.perf.validation import baseline_traces, format_validation, leave_one_out
 
 DEFAULT_RECORDS = Path(__file__).resolve().parents[3] / "var" / "perf_fits"
 

@@ -17,9 +17,9 @@ from django.http import Http404
 
 from benchmark import services
 from benchmark.display import PROFILE_FIELD_HELP, format_counter
-from benchmark.evaluation.inputs import MIN_SEEDS
 from benchmark.models import Backend, Platform
-from benchmark.platforms import get_definition
+from engine.evaluator.inputs import MIN_SEEDS
+from engine.platforms.registry import get_definition
 
 
 def _read_source(path: str, what: str) -> str:

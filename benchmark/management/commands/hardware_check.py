@@ -24,9 +24,9 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError
 
 from benchmark import conf
-from benchmark.evaluation import EvaluationRequest, EvaluationResult, Limits, LocalExecutor
-from benchmark.evaluation.neuron import NeuronHost
-from benchmark.perf.calibration import (
+from engine.evaluator import EvaluationRequest, EvaluationResult, Limits, LocalExecutor
+from engine.platforms.nki.neuron import NeuronHost
+from engine.platforms.nki.perf.calibration import (
     COMPARED_COUNTERS,
     calibration_row,
     discover_cases,
@@ -50,7 +50,7 @@ class Target:
 
 
 def suite_targets(case: str, wanted: set[str]) -> list[Target]:
-    from benchmark.suites.loader import load_suite
+    from engine.platforms.nki.suites.loader import load_suite
 
     targets = []
     for spec in load_suite("nkibench").problems:

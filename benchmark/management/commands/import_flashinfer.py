@@ -8,7 +8,7 @@ from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from benchmark import services
-from benchmark.platforms import TRITON, platforms_for
+from engine.platforms.registry import TRITON, platforms_for
 
 
 class Command(BaseCommand):

@@ -27,7 +27,7 @@ class Command(BaseCommand):
         parser.add_argument("--platform", choices=Platform.values, default=Platform.TRN1)
 
     def handle(self, *args: Any, **options: Any) -> None:
-        from benchmark.suites.specs import SuiteError
+        from engine.platforms.nki.suites.specs import SuiteError
 
         try:
             summary = services.import_nkibench(options["directory"], suite=options["suite"])

@@ -31,7 +31,7 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args: Any, **options: Any) -> None:
-        from benchmark.suites.specs import SuiteError
+        from engine.platforms.nki.suites.specs import SuiteError
 
         started = time.monotonic()
         try:

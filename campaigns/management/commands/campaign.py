@@ -24,9 +24,9 @@ from campaigns.models import BUDGET_FIELDS, Campaign
 from campaigns.progress import campaign_rows, headline
 from campaigns.reports import campaign_report
 from campaigns.scheduler import advance
+from engine.search.config import MEMORY_MODES, STRATEGIES
 from optimizer import conf
 from optimizer.models import AgentKind, Run, RunStatus
-from optimizer.search.config import MEMORY_MODES, STRATEGIES
 from optimizer.worker import claim_run, drive_run, new_worker_id
 
 # Command-line option -> SearchConfig field.

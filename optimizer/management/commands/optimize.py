@@ -22,10 +22,10 @@ from django.http import Http404
 
 from benchmark import services as benchmark_services
 from benchmark.models import Backend, Platform
+from engine.search import BUDGET_FIELDS, BeamSearch
+from engine.search.config import STRATEGIES
 from optimizer import services
 from optimizer.models import AgentKind, Run, RunStatus
-from optimizer.search import BUDGET_FIELDS, BeamSearch
-from optimizer.search.config import STRATEGIES
 from optimizer.worker import claim_run, drive_run, new_worker_id
 
 # Command-line option -> SearchConfig field.

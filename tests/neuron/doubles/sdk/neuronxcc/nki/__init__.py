@@ -35,8 +35,8 @@ from typing import Any
 
 import numpy as np
 
-from benchmark.nki import namespaces as _namespaces
-from benchmark.nki import simulate as _simulate
+from engine.platforms.nki.simulator import simulate as _simulate
+from engine.platforms.nki.simulator.semantics import namespaces as _namespaces
 
 _modules = _namespaces.build()
 language = _modules["neuronxcc.nki.language"]

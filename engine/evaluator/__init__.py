@@ -1,0 +1,40 @@
+"""Sandboxed evaluation of NKI kernels: static check, isolated reference and kernel processes, correctness
+checks that resist gaming, profile and peak fraction. Pure Python: no Django import (docs/evaluation.md).
+
+The names below load on first use: the Django apps import this package (the result record and its
+ErrorKind, the static check's limits) without paying for numpy and the pipeline until an evaluation runs.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from engine.evaluator.backends import get_backend
+    from engine.evaluator.checks import RELATIVE_L2_TOLERANCE
+    from engine.evaluator.executors import EvaluationRequest, Executor, LocalExecutor
+    from engine.evaluator.result import ErrorKind, EvaluationResult
+    from engine.evaluator.sandbox.process import Limits
+    from engine.evaluator.sizing import reference_io_bytes
+    from engine.platforms.nki.pipeline import evaluate
+
+_WHERE = {
+    "RELATIVE_L2_TOLERANCE": "checks", "ErrorKind": "result", "EvaluationRequest": "executors",
+    "EvaluationResult": "result", "Executor": "executors", "Limits": "sandbox", "LocalExecutor": "executors",
+    "evaluate": "pipeline", "get_backend": "backends", "reference_io_bytes": "sizing",
+}
+
+__all__ = [
+    "RELATIVE_L2_TOLERANCE", "ErrorKind", "EvaluationRequest", "EvaluationResult", "Executor", "Limits",
+    "LocalExecutor", "evaluate", "get_backend", "reference_io_bytes",
+]
+
+
+def __getattr__(name: str) -> Any:
+    module = _WHERE.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value  # later lookups (and monkeypatch's undo) see a plain attribute
+    return value

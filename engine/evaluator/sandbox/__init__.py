@@ -1,0 +1,1 @@
+"""The OS sandbox every evaluation child runs in: namespaces, a uid of its own, cgroups and guards."""

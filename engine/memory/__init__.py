@@ -1,0 +1,1 @@
+"""The optimization memory's pure core: lesson records and the selection of lessons for a prompt."""

@@ -1,0 +1,1 @@
+"""What NKI means: the language and ISA, run on numpy with the hardware's rules."""

@@ -1,0 +1,153 @@
+"""The importable NKI namespaces: `neuronxcc.nki.*` (SDK 2.26) and top-level `nki.*` (SDK 2.30).
+
+`install()` puts module objects into `sys.modules` for this process only. It refuses to shadow a real
+Neuron installation: if `neuronxcc` (or `nki`) is importable from disk, kernels must run against it.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+import types
+from typing import Any
+
+from engine.platforms.nki.simulator.semantics import isa, isa_dst, language
+from engine.platforms.nki.simulator.simulate import jit, simulate_kernel
+
+_MARK = "__nki_simulator__"
+
+
+class typing_ns:  # noqa: N801 - holder for nki.typing names
+    """Annotation-only types (nt.tensor, nt.mutable_tensor ...): the simulator ignores annotations."""
+
+
+def _typing_module(name: str) -> types.ModuleType:
+    mod = types.ModuleType(name)
+    for attr in ("tensor", "mutable_tensor", "scalar", "tile", "ndarray"):
+        setattr(mod, attr, type(attr, (), {"__class_getitem__": classmethod(lambda cls, item: cls)}))
+    setattr(mod, _MARK, True)
+    return mod
+
+
+def _alias(name: str, source: types.ModuleType) -> types.ModuleType:
+    """A module named `name` exposing `source`'s public names (and its unsupported-op fallback)."""
+    mod = types.ModuleType(name, source.__doc__)
+    for attr in dir(source):
+        if not attr.startswith("__"):
+            setattr(mod, attr, getattr(source, attr))
+    fallback = getattr(source, "__getattr__", None)
+    if fallback is not None:
+        mod.__getattr__ = fallback  # type: ignore[attr-defined]
+    setattr(mod, _MARK, True)
+    return mod
+
+
+def _unrolled(*args: int, **_: Any) -> Any:
+    """The 2.30 loop iterators: deprecated aliases of Python range, unrolled while tracing."""
+    from engine.platforms.nki.simulator.trace import LoopKind
+
+    return language._Range(LoopKind.STATIC, args)
+
+
+def _compiler_module(name: str) -> types.ModuleType:
+    """nki.compiler: allocation and scheduling hints. The simulator allocates lazily and keeps program
+    order, so the hints only have to exist."""
+    mod = types.ModuleType(name)
+
+    class _Allocator:
+        def __init__(self, buffer: Any) -> None:
+            self.buffer = buffer
+
+        def mod_alloc(self, *_: Any, **__: Any) -> Any:
+            return self.buffer
+
+        def alloc(self, *_: Any, **__: Any) -> Any:
+            return self.buffer
+
+        def auto_alloc(self, *_: Any, **__: Any) -> Any:
+            return self.buffer
+
+    mod.sbuf = _Allocator(language.sbuf)  # type: ignore[attr-defined]
+    mod.psum = _Allocator(language.psum)  # type: ignore[attr-defined]
+
+    def passthrough(func: Any = None, **_: Any) -> Any:
+        return func if func is not None else (lambda f: f)
+
+    mod.skip_middle_end_transformations = passthrough  # type: ignore[attr-defined]
+    mod.enable_stack_allocator = passthrough  # type: ignore[attr-defined]
+    mod.force_auto_alloc = passthrough  # type: ignore[attr-defined]
+    mod.no_reorder = lambda *a, **k: None  # type: ignore[attr-defined]
+    setattr(mod, _MARK, True)
+    return mod
+
+
+def _decorator(func: Any = None, **options: Any) -> Any:
+    return jit(func, **options)
+
+
+def _top(name: str) -> types.ModuleType:
+    mod = types.ModuleType(name, "NKI CPU simulator (engine.platforms.nki.simulator)")
+    mod.jit = jit  # type: ignore[attr-defined]
+    mod.trace = _decorator  # type: ignore[attr-defined]
+    mod.baremetal = _decorator  # type: ignore[attr-defined]
+    mod.benchmark = _decorator  # type: ignore[attr-defined]
+    mod.profile = _decorator  # type: ignore[attr-defined]
+    mod.simulate_kernel = simulate_kernel  # type: ignore[attr-defined]
+    mod.simulate = lambda kernel: (lambda *a, **k: simulate_kernel(kernel, *a, **k))  # type: ignore[attr-defined]
+    mod.__path__ = []  # type: ignore[attr-defined]  # a package, so `import nki.language` works
+    setattr(mod, _MARK, True)
+    return mod
+
+
+def build() -> dict[str, types.ModuleType]:
+    """The module objects, by import name."""
+    mods: dict[str, types.ModuleType] = {}
+    neuronxcc = types.ModuleType("neuronxcc", "NKI CPU simulator stand-in for the Neuron compiler package")
+    neuronxcc.__path__ = []  # type: ignore[attr-defined]
+    setattr(neuronxcc, _MARK, True)
+    old = _top("neuronxcc.nki")
+    old.language = _alias("neuronxcc.nki.language", language)  # type: ignore[attr-defined]
+    old.isa = _alias("neuronxcc.nki.isa", isa)  # type: ignore[attr-defined]
+    old.typing = _typing_module("neuronxcc.nki.typing")  # type: ignore[attr-defined]
+    old.compiler = _compiler_module("neuronxcc.nki.compiler")  # type: ignore[attr-defined]
+    neuronxcc.nki = old  # type: ignore[attr-defined]
+    mods.update({"neuronxcc": neuronxcc, "neuronxcc.nki": old, "neuronxcc.nki.language": old.language,
+                 "neuronxcc.nki.isa": old.isa, "neuronxcc.nki.typing": old.typing,
+                 "neuronxcc.nki.compiler": old.compiler})
+    new = _top("nki")
+    new.language = _alias("nki.language", language)  # type: ignore[attr-defined]
+    for loop in ("affine_range", "sequential_range", "static_range"):
+        setattr(new.language, loop, _unrolled)
+    new.isa = _alias("nki.isa", isa_dst)  # type: ignore[attr-defined]
+    new.typing = _typing_module("nki.typing")  # type: ignore[attr-defined]
+    new.compiler = _compiler_module("nki.compiler")  # type: ignore[attr-defined]
+    mods.update({"nki": new, "nki.language": new.language, "nki.isa": new.isa, "nki.typing": new.typing,
+                 "nki.compiler": new.compiler})
+    return mods
+
+
+def _real(name: str) -> bool:
+    """Whether `name` is importable from disk (not one of our stand-ins)."""
+    present = sys.modules.get(name)
+    if present is not None:
+        return not getattr(present, _MARK, False)
+    try:
+        return importlib.util.find_spec(name) is not None
+    except (ImportError, ValueError):
+        return False
+
+
+def install() -> None:
+    """Make the NKI namespaces importable in this process (idempotent)."""
+    for top in ("neuronxcc", "nki"):
+        if _real(top):
+            raise RuntimeError(f"a real {top!r} package is importable in this environment; refusing to shadow the "
+                               "Neuron SDK with the CPU simulator (use the hardware backend, or a clean virtualenv)")
+    sys.modules.update(build())
+
+
+def uninstall() -> None:
+    """Remove our stand-ins from sys.modules (tests use this to keep processes clean)."""
+    for name in list(sys.modules):
+        if getattr(sys.modules[name], _MARK, False):
+            del sys.modules[name]

@@ -1,0 +1,1 @@
+"""Record, then verify: the executable program a simulation leaves and its replay."""

@@ -1,0 +1,101 @@
+"""The platforms kernels are written for and evaluated on, and the backends that evaluate them.
+
+Shared code (the problem and evaluation models, the evaluation pipeline, the leaderboard, the agents'
+prompts) reads what it assumes about a platform from its `PlatformDefinition` here, instead of spelling
+"trn1", "NKI" or "Trainium" itself. Two languages today: NKI on Trainium generations (trn1, trn2) and
+Triton on NVIDIA GPUs (h100, h200; issue 24). Code that only makes sense for one language (the NKI
+simulator's peaks, its prompt rules) asks `definition.language` or iterates `platforms_for(NKI)`, never
+every `Platform`.
+
+Pure Python, no Django: the simulator, the pipeline and the sandbox children import it too.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from engine.choices import Choices
+from engine.platforms.nki.hardware import TRN1, TRN2, NeuronCoreSpec
+from engine.platforms.triton.hardware import H100, H200, GpuSpec
+
+
+class Backend(Choices):
+    """What runs a kernel and says how fast it is (implementations: `engine.evaluator.backends`)."""
+
+    SIMULATOR = "simulator", "Simulator (CPU, predicted latency)"
+    NEURON = "neuron", "Neuron hardware (measured)"
+    # Runs the kernel as plain numpy with no latency: for testing the pipeline, never ranked.
+    NULL = "null", "Null (pipeline tests)"
+    # Triton (engine.platforms.triton): the CPU interpreter checks correctness on every machine and reports no latency;
+    # cuda runs and times the kernel on an NVIDIA GPU.
+    TRITON_INTERPRETER = "triton-interpreter", "Triton interpreter (CPU, correctness only)"
+    CUDA = "cuda", "NVIDIA GPU (measured)"
+
+
+class Platform(Choices):
+    """The target an evaluation is for: stored as `Evaluation.platform`, part of the evaluation cache key."""
+
+    TRN1 = "trn1", "trn1 (NeuronCore-v2)"
+    TRN2 = "trn2", "trn2 (NeuronCore-v3)"
+    H100 = "h100", "h100 (NVIDIA H100 SXM)"
+    H200 = "h200", "h200 (NVIDIA H200 SXM)"
+
+    @property
+    def definition(self) -> PlatformDefinition:
+        return DEFINITIONS[self]
+
+
+@dataclass(frozen=True)
+class PlatformDefinition:
+    """What shared code may assume about one platform."""
+
+    platform: Platform
+    language: str  # the kernel language: which static check, simulator and prompt rules apply ("nki", "triton")
+    language_name: str  # how the agents' prompts name the language
+    hardware_name: str  # how the agents' prompts name the target hardware
+    hardware: NeuronCoreSpec | GpuSpec  # NKI: simulator and performance model constants; Triton: roofline peaks
+    backends: tuple[Backend, ...]  # the backends that can evaluate its kernels
+    default_backend: Backend
+
+
+NKI = "nki"
+TRITON = "triton"
+_NKI_BACKENDS = (Backend.SIMULATOR, Backend.NEURON, Backend.NULL)
+# The interpreter is the default: every machine has it; cuda needs a GPU (and is what ranks).
+_TRITON_BACKENDS = (Backend.CUDA, Backend.TRITON_INTERPRETER)
+
+DEFINITIONS: dict[Platform, PlatformDefinition] = {
+    Platform.TRN1: PlatformDefinition(
+        platform=Platform.TRN1, language=NKI, language_name="NKI", hardware_name="AWS Trainium (NeuronCore)",
+        hardware=TRN1, backends=_NKI_BACKENDS, default_backend=Backend.SIMULATOR,
+    ),
+    Platform.TRN2: PlatformDefinition(
+        platform=Platform.TRN2, language=NKI, language_name="NKI", hardware_name="AWS Trainium2 (NeuronCore)",
+        hardware=TRN2, backends=_NKI_BACKENDS, default_backend=Backend.SIMULATOR,
+    ),
+    Platform.H100: PlatformDefinition(
+        platform=Platform.H100, language=TRITON, language_name="Triton", hardware_name="NVIDIA H100 SXM GPU",
+        hardware=H100, backends=_TRITON_BACKENDS, default_backend=Backend.TRITON_INTERPRETER,
+    ),
+    Platform.H200: PlatformDefinition(
+        platform=Platform.H200, language=TRITON, language_name="Triton", hardware_name="NVIDIA H200 SXM GPU",
+        hardware=H200, backends=_TRITON_BACKENDS, default_backend=Backend.TRITON_INTERPRETER,
+    ),
+}
+
+# Where nothing else is said: the platform NKIBench's published numbers are for, and its default backend.
+DEFAULT_PLATFORM = Platform.TRN1
+DEFAULT_BACKEND = DEFINITIONS[DEFAULT_PLATFORM].default_backend
+
+
+def get_definition(platform: str) -> PlatformDefinition:
+    """The definition of a platform named by its value ("trn1"); ValueError for an unknown one."""
+    try:
+        return DEFINITIONS[Platform(platform)]
+    except ValueError:
+        raise ValueError(f"unknown platform {platform!r}; expected one of {sorted(Platform.values)}") from None
+
+
+def platforms_for(language: str) -> tuple[Platform, ...]:
+    """The platforms whose kernels are written in `language` ("nki", "triton"), in declaration order."""
+    return tuple(p for p, d in DEFINITIONS.items() if d.language == language)
