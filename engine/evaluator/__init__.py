@@ -20,9 +20,11 @@ if TYPE_CHECKING:
     from engine.platforms.nki.pipeline import evaluate
 
 _WHERE = {
-    "RELATIVE_L2_TOLERANCE": "checks", "ErrorKind": "result", "EvaluationRequest": "executors",
-    "EvaluationResult": "result", "Executor": "executors", "Limits": "sandbox", "LocalExecutor": "executors",
-    "evaluate": "pipeline", "get_backend": "backends", "reference_io_bytes": "sizing",
+    "RELATIVE_L2_TOLERANCE": "engine.evaluator.checks", "ErrorKind": "engine.evaluator.result",
+    "EvaluationRequest": "engine.evaluator.executors", "EvaluationResult": "engine.evaluator.result",
+    "Executor": "engine.evaluator.executors", "Limits": "engine.evaluator.sandbox.process",
+    "LocalExecutor": "engine.evaluator.executors", "evaluate": "engine.platforms.nki.pipeline",
+    "get_backend": "engine.evaluator.backends", "reference_io_bytes": "engine.evaluator.sizing",
 }
 
 __all__ = [
@@ -35,6 +37,6 @@ def __getattr__(name: str) -> Any:
     module = _WHERE.get(name)
     if module is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    value = getattr(importlib.import_module(module), name)
     globals()[name] = value  # later lookups (and monkeypatch's undo) see a plain attribute
     return value
