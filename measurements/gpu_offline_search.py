@@ -37,7 +37,7 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-SAMPLES = ROOT / "benchmark" / "triton" / "samples"
+SAMPLES = ROOT / "engine" / "platforms" / "triton" / "samples"
 CONFIRM_RESERVE_S = 15.0  # kept out of the search's wall-time budget on a GPU: the side-by-side timing
 
 

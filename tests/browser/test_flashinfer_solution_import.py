@@ -10,7 +10,7 @@ from pathlib import Path
 
 from tests.browser.conftest import REPO, Pages
 
-SAMPLES = REPO / "benchmark" / "triton" / "samples"
+SAMPLES = REPO / "engine" / "platforms" / "triton" / "samples"
 SOLUTION = REPO / "tests" / "fixtures" / "rmsnorm_h128_one_row.json"
 EVALUATION_TIMEOUT_MS = 240_000  # the interpreter and the sandbox on 2 shared cores
 

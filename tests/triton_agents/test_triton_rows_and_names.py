@@ -15,7 +15,7 @@ from tests.triton_agents.interpret import check, load
 from tests.triton_agents.kernels import ADD, CASES, RMSNORM_UNMASKED, ROW_SUMSQ, Case
 
 ROOT = Path(__file__).resolve().parents[2]
-SOLUTIONS = ROOT / "benchmark" / "triton" / "samples" / "solutions"
+SOLUTIONS = ROOT / "engine" / "platforms" / "triton" / "samples" / "solutions"
 # Our own FlashInfer-Bench solution of rmsnorm_h128 in the published solutions' shape (one program per 128-wide
 # row, a module constant for the width, bf16 in and out), committed: tests/fixtures/README.md.
 STUDIO_RMSNORM = ROOT / "tests" / "fixtures" / "rmsnorm_h128_one_row.json"
