@@ -1,0 +1,64 @@
+"""Which op names may label an instruction: one table from each op the simulator emits to the semantics it runs.
+
+The performance model prices a trace row by its op name (benchmark/perf/costs.py: which engine rates, which
+ops may move between Vector and Scalar Engine, which repeats it may elide), and the verifier replays the
+instruction's kind (semantics.py) with its parameters. A recorded row comes from the kernel's process, so its
+label must be the one the simulator gives what the replay executes (issue 35: a reduction relabelled as a
+copy was elided, a matmul relabelled `broadcast_matmul` had its passes halved). `label_allowed` is checked for
+every row during the first replay (trace_check.RowCheck).
+
+Labels that execute the same semantics and stay apart in the model are listed in docs/evaluation.md ("Its
+limits"): `sum` and friends against `tensor_reduce` (the model floors only the former at the minimum
+instruction time), and `loop_reduce` against `copy`/`tensor_copy`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+# nl.sum and friends: their ALU combine operator (semantics.py's reduce runs `combine`); mean divides by a count.
+LANGUAGE_REDUCES = {"sum": "add", "prod": "multiply", "max": "maximum", "min": "minimum", "mean": "add",
+                    "all": "logical_and", "any": "logical_or"}
+
+# kind -> op names that always label it (kinds whose label also depends on params are in `label_allowed`).
+FIXED_LABELS: dict[str, frozenset[str]] = {
+    "matmul": frozenset({"nc_matmul", "matmul"}),  # nl.matmul lowers to nc_matmul under its own name
+    "transpose": frozenset({"nc_transpose"}),
+    "tensor_scalar": frozenset({"tensor_scalar"}),
+    "scalar_tensor_tensor": frozenset({"scalar_tensor_tensor"}),
+    "scan": frozenset({"tensor_tensor_scan"}),
+    "reciprocal": frozenset({"reciprocal"}),
+    "where": frozenset({"where"}),
+    "memset": frozenset({"memset"}),
+    "scalar": frozenset({"memset"}),  # t[...] = scalar
+    "constant": frozenset({"iota"}),
+    "convert": frozenset({"load", "copy", "tensor_copy", "loop_reduce"}),
+}
+
+
+def label_allowed(op: str, kind: str, params: tuple, stores: tuple) -> bool:
+    """Whether the simulator labels an instruction of `kind` with `params` and `stores` as `op`."""
+    fixed = FIXED_LABELS.get(kind)
+    if fixed is not None:
+        return op in fixed
+    if kind == "binary":  # nl.add & co. carry their ALU op's name; nisa.tensor_tensor its own
+        return op == "tensor_tensor" or op == _first(params)
+    if kind == "unary":  # nl.exp & co.
+        return op == _first(params)
+    if kind == "activation":  # params[3]: which entry point (activation or activation_reduce) ran it
+        return op in ("activation", "activation_reduce") and len(params) > 3 and op == params[3]
+    if kind == "reduce":
+        count = params[3] if len(params) > 3 else None
+        if op == "tensor_reduce":
+            return count == 0
+        return LANGUAGE_REDUCES.get(op) == _first(params) and (op == "mean") == (isinstance(count, int) and count > 0)
+    if kind == "move":  # DMAs, and assignments into tiles: `t[...] = x` copies, `t[...] += x` is a tensor_tensor
+        if op in ("store", "dma_copy"):
+            return True
+        accumulates = bool(stores) and stores[0][0] == "write" and len(stores[0]) > 3 and stores[0][3] is not None
+        return op == ("tensor_tensor" if accumulates else "tensor_copy")
+    return False
+
+
+def _first(params: tuple) -> Any:
+    return params[0] if params else None
