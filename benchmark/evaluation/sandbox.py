@@ -35,7 +35,7 @@ from typing import Any
 
 import numpy as np
 
-from benchmark.evaluation import cgroups, isolation, protocol
+from benchmark.evaluation import cgroups, isolation, protocol, seccomp
 from benchmark.evaluation.isolation import PROJECT_ROOT
 from benchmark.evaluation.sandbox_user import SETUP_COMMAND, UidLease, lease_uid
 
@@ -255,12 +255,18 @@ class ChildProcess:
         full_config = dict(config, limits=limits.child_config())
         # -s: no user site; -B: no .pyc writes; -P: the cwd is not on sys.path.
         argv = [sys.executable, "-s", "-B", "-P", "-m", "benchmark.evaluation.child", role, json.dumps(full_config)]
+        filter_fd = None  # the seccomp filter's BPF, for bubblewrap to read (seccomp.py)
         try:
             if self.isolated:
                 if os.geteuid() == 0:
                     self.lease = lease_uid()
                 isolation.ensure_available(self.lease)
-                argv = isolation.command(argv, limits.scratch_bytes, extras)
+                try:
+                    filter_fd = seccomp.filter_fd()
+                except seccomp.SeccompUnavailable as exc:
+                    raise isolation.SandboxUnavailable(f"the sandbox's seccomp filter cannot be built: {exc}. "
+                                                       f"Fix: {isolation.INSTALL_HINT}") from None
+                argv = isolation.command(argv, limits.scratch_bytes, extras, filter_fd)
                 cwd, home = "/", isolation.SCRATCH
             else:
                 self.private_dir = tempfile.mkdtemp(prefix=f"accelopt-{role}-")
@@ -274,11 +280,14 @@ class ChildProcess:
             self.proc = subprocess.Popen(
                 isolation.run_as(self.lease, argv), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE, cwd=cwd, env=child_environment(home, extras), start_new_session=True,
-                close_fds=True,
+                close_fds=True, pass_fds=(filter_fd,) if filter_fd is not None else (),
             )
         except BaseException:  # a uid that cannot run `unshare` is found by ensure_available's probe
             self._release()
             raise
+        finally:
+            if filter_fd is not None:
+                os.close(filter_fd)  # the child has its own copy
         self.pgid = self.proc.pid  # start_new_session: the child (or its bwrap) leads its own session and group
         for stream in (self.proc.stdin, self.proc.stdout, self.proc.stderr):
             os.set_blocking(stream.fileno(), False)
