@@ -7,9 +7,10 @@ label must be the one the simulator gives what the replay executes (issue 35: a 
 copy was elided, a matmul relabelled `broadcast_matmul` had its passes halved). `label_allowed` is checked for
 every row during the first replay (trace_check.RowCheck).
 
-Labels that execute the same semantics and stay apart in the model are listed in docs/evaluation.md ("Its
-limits"): `sum` and friends against `tensor_reduce` (the model floors only the former at the minimum
-instruction time), and `loop_reduce` against `copy`/`tensor_copy`.
+What each op costs is in the same module (`COST_CLASSES`, read by benchmark/perf/costs.py and valnum.py), so
+a label's semantics and its price sit side by side. Labels that execute the same semantics and stay apart in
+the model are listed in docs/evaluation.md ("Its limits"): `sum` and friends against `tensor_reduce` (the
+model floors only the former at the minimum instruction time), and `loop_reduce` against `copy`/`tensor_copy`.
 """
 
 from __future__ import annotations
@@ -33,6 +34,29 @@ FIXED_LABELS: dict[str, frozenset[str]] = {
     "scalar": frozenset({"memset"}),  # t[...] = scalar
     "constant": frozenset({"iota"}),
     "convert": frozenset({"load", "copy", "tensor_copy", "loop_reduce"}),
+}
+
+
+# The performance model's classes of op names (everything else: one cycle per element on its engine, at least
+# MIN_II). Names are matched after lower-casing and stripping a namespace ("nisa.tensor_tensor").
+COST_CLASSES: dict[str, frozenset[str]] = {
+    "two_cycle": frozenset({"scalar_tensor_tensor", "tensor_copy_predicated"}),  # two cycles per element
+    # plus MIN_II for the accumulator read-out
+    "reduce_extra": frozenset({"activation_reduce", "tensor_scalar_reduce"}),
+    "binary": frozenset({
+        "tensor_tensor", "add", "subtract", "multiply", "divide", "maximum", "minimum", "power", "equal",
+        "not_equal", "greater", "greater_equal", "less", "less_equal", "logical_and", "logical_or",
+        "bitwise_and", "bitwise_or", "bitwise_xor", "mod", "fmod",
+    }),
+    "gpsimd_start": frozenset({"iota", "affine_select", "local_gather"}),
+    "no_min_ii": frozenset({"tensor_reduce", "max8", "nc_find_index8"}),
+    # the compiler places these on Vector or Scalar Engine as load allows
+    "flexible": frozenset({"tensor_scalar", "tensor_copy", "copy", "memset"}),
+    # Tensor Engine matmuls whose stationary operand is ones and zeros: made by the model's own lowering of
+    # partition broadcasts (benchmark/perf/lowering.py), never a label a recorded row may carry
+    "onezero": frozenset({"broadcast_matmul"}),
+    # a row says everything that determines the result, so equal rows are equal values (valnum.py)
+    "parameterless": frozenset({"copy", "tensor_copy"}),
 }
 
 

@@ -37,12 +37,13 @@ from dataclasses import replace
 import numpy as np
 
 from benchmark.hardware import TRN1
+from benchmark.nki.ops import COST_CLASSES
 from benchmark.nki.trace import Engine, LoopKind, MemorySpace, Trace
 from benchmark.perf.deps import Dependencies, SbufUse, build_dependencies
 
 # Ops whose trace row records everything that determines their result (a Tensor Engine transpose multiplies by the
 # identity tile it reads; a copy only moves data): two statements doing them on the same data compute the same.
-_PARAMETERLESS = ("copy", "tensor_copy")
+_PARAMETERLESS = tuple(sorted(COST_CLASSES["parameterless"]))  # ("copy", "tensor_copy"); benchmark/nki/ops.py
 # What the compiler can keep: the whole SBUF of a NeuronCore (24 MiB on NeuronCore-v2 and -v3; the trace is prepared
 # once for every platform, so the check does not take a platform's usable fraction).
 SBUF_BYTES = float(TRN1.sbuf_bytes_per_partition * TRN1.partitions)
