@@ -10,7 +10,8 @@ every row during the first replay (trace_check.RowCheck).
 What each op costs is in the same module (`COST_CLASSES`, read by benchmark/perf/costs.py and valnum.py), so
 a label's semantics and its price sit side by side. Labels that execute the same semantics and stay apart in
 the model are listed in docs/evaluation.md ("Its limits"): `sum` and friends against `tensor_reduce` (the
-model floors only the former at the minimum instruction time), and `loop_reduce` against `copy`/`tensor_copy`.
+model floors only the former at the minimum instruction time), and a `loop_reduce` whose result lands in a
+fresh tile of its own (nothing accumulates) against `copy`/`tensor_copy`.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ FIXED_LABELS: dict[str, frozenset[str]] = {
     "memset": frozenset({"memset"}),
     "scalar": frozenset({"memset"}),  # t[...] = scalar
     "constant": frozenset({"iota"}),
-    "convert": frozenset({"load", "copy", "tensor_copy", "loop_reduce"}),
+    "convert": frozenset({"load", "copy", "tensor_copy", "loop_reduce"}),  # an accumulating one: loop_reduce only
 }
 
 
@@ -63,6 +64,8 @@ COST_CLASSES: dict[str, frozenset[str]] = {
 def label_allowed(op: str, kind: str, params: tuple, stores: tuple) -> bool:
     """Whether the simulator labels an instruction of `kind` with `params` and `stores` as `op`."""
     fixed = FIXED_LABELS.get(kind)
+    if kind == "convert" and any(_accumulates(store) for store in stores):
+        return op == "loop_reduce"  # a copy never accumulates; its label would make it flexible and elidable
     if fixed is not None:
         return op in fixed
     if kind == "binary":  # nl.add & co. carry their ALU op's name; nisa.tensor_tensor its own
@@ -79,9 +82,15 @@ def label_allowed(op: str, kind: str, params: tuple, stores: tuple) -> bool:
     if kind == "move":  # DMAs, and assignments into tiles: `t[...] = x` copies, `t[...] += x` is a tensor_tensor
         if op in ("store", "dma_copy"):
             return True
-        accumulates = bool(stores) and stores[0][0] == "write" and len(stores[0]) > 3 and stores[0][3] is not None
-        return op == ("tensor_tensor" if accumulates else "tensor_copy")
+        return op == ("tensor_tensor" if stores and _accumulates(stores[0]) else "tensor_copy")
     return False
+
+
+def _accumulates(store: Any) -> bool:
+    """A `write` store that combines into its destination (an accumulate operator), or that the race rule
+    files as accumulating (a loop_reduce's first contribution)."""
+    return isinstance(store, tuple) and len(store) > 4 and store[0] == "write" \
+        and (store[3] is not None or store[4] is True)
 
 
 def _first(params: tuple) -> Any:

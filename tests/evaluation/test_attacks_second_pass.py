@@ -197,6 +197,38 @@ def test_3_a_reduction_relabelled_as_a_copy_is_refused_by_the_verifier() -> None
         replay(simulation.program, [a], trace=trace)
 
 
+def test_3_an_accumulating_loop_reduce_relabelled_as_a_copy_is_refused_by_the_verifier() -> None:
+    from benchmark.nki import install, simulate
+    from benchmark.nki.program import ReplayError
+    from benchmark.nki.replay import replay
+
+    install()
+    import neuronxcc.nki.language as nl
+    import numpy as np
+
+    def kernel(x):
+        out = nl.ndarray((128, 64), dtype=nl.float32, buffer=nl.shared_hbm)
+        total = nl.ndarray((nl.par_dim(128), 64), dtype=nl.float32, buffer=nl.sbuf)
+        for j in nl.affine_range(4):
+            total[nl.arange(128)[:, None], nl.arange(64)[None, :]] = nl.loop_reduce(
+                nl.load(x[j]), op=np.add, loop_indices=[j])
+        nl.store(out, value=total)
+        return out
+
+    x = np.random.default_rng(0).normal(size=(4, 128, 64)).astype(np.float32)
+    simulation = simulate(kernel, [x], record_trace=True, record_program=True)
+    trace = simulation.trace
+    trace.freeze()
+    rows = [ins[4] for ins in simulation.program.instructions
+            if ins[4] >= 0 and trace.op_names[int(trace.columns["opcode"][ins[4]])] == "loop_reduce"]
+    assert len(rows) == 4
+    replay(simulation.program, [x], trace=trace)  # honest: verifies
+    trace.op_names.append("copy")  # flexible and elidable as a repeat in the model
+    trace.columns["opcode"][rows] = len(trace.op_names) - 1
+    with pytest.raises(ReplayError, match="'copy'"):
+        replay(simulation.program, [x], trace=trace)
+
+
 # -- 4. outputs are HBM tensors the program allocated and wrote ----------------------------------------------
 
 RETURNS_ITS_SBUF_TILE = IMPORTS + '''
