@@ -343,9 +343,13 @@ class ChildProcess:
             raise ChildError("resource_limit", f"the {self.role}'s reply is too large: {exc}", started=True) from None
         try:
             header, layout = protocol.parse_header(self._receive(head_len), payload_len)
-            problem = check(header, layout) if check is not None else None
         except protocol.ProtocolError as exc:
-            problem = str(exc)
+            problem: str | None = str(exc)
+        else:
+            try:
+                problem = check(header, layout) if check is not None else None
+            except Exception as exc:  # noqa: BLE001 - values of types the check did not expect (a list as a kind)
+                problem = f"a header the check cannot read ({type(exc).__name__}: {exc})"
         if problem:
             self.kill()
             raise ChildError("infrastructure_error", f"the {self.role}'s reply is malformed: {problem}",
