@@ -3,7 +3,7 @@
 #               http://$(HOST):$(PORT)/
 #   make test   install the dev tools and the scale extra (first time only), ruff check, pytest; tests/scale
 #               starts PostgreSQL, Redis and a Ray cluster itself (`.ci/run` installs the first two with apt)
-#   (both also run `make sandbox`: it installs bubblewrap if missing, as root, and checks that an
+#   (both also run `make sandbox`: it installs bubblewrap and libseccomp2 if missing, as root, and checks that an
 #   evaluation child starts in its namespaces)
 # Re-running is fast: pip runs only when pyproject.toml is newer than the install stamp.
 
@@ -63,7 +63,7 @@ prepare: install
 	$(PY) manage.py prepare
 	$(PY) manage.py collect_static_if_changed
 
-# Installs bubblewrap when missing (apt-get, as root), lets the sandbox uids reach the interpreter, and checks
+# Installs bubblewrap and libseccomp2 when missing (apt-get, as root), lets the sandbox uids reach the interpreter, and checks
 # that an isolated evaluation child really starts (docs/operations.md, "Evaluation sandbox"). Idempotent;
 # prints what it changed; fails, stopping make, if children cannot be isolated.
 sandbox: install

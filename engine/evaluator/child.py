@@ -168,8 +168,9 @@ class KernelRole:
             return {"ok": False, "kind": "incorrect", "message": f"kernel returned non-numeric outputs {kinds}"}, {}
         reply: dict[str, Any] = {"ok": True, "output_count": len(outputs), "latency_ms": run.latency_ms}
         out_arrays = {f"out{i}": o for i, o in enumerate(outputs)}
-        after = run.inputs_after if run.inputs_after is not None else inputs
-        out_arrays.update({f"after{i}": np.asarray(a) for i, a in enumerate(after) if f"in{i}" in arrays})
+        if not header.get("record"):  # a recorded program's inputs are checked in the verifier
+            after = run.inputs_after if run.inputs_after is not None else inputs
+            out_arrays.update({f"after{i}": np.asarray(a) for i, a in enumerate(after) if f"in{i}" in arrays})
         if run.trace is not None:
             meta, trace_arrays = encode_trace(run.trace, "trace.")
             reply["trace"] = meta
@@ -388,9 +389,13 @@ def main(argv: list[str]) -> int:
     _apply_limits(config["limits"])
     import numpy  # noqa: F401 - imported before any guard, so its lazy loads are ours
 
-    from engine.evaluator.protocol import read_message, write_message
+    from engine.evaluator.protocol import hello_frame, read_message, write_message
 
     role = ROLES[role_name](config)
+    # Before any request is read, so before any code but ours runs here: the parent's evidence that the
+    # sandbox started (protocol.HELLO_HEADER).
+    proto_out.write(hello_frame())
+    proto_out.flush()
     while True:
         try:
             header, arrays = read_message(proto_in)

@@ -47,15 +47,17 @@ def parse_header(head: bytes, payload_len: int) -> tuple[dict[str, Any], list[tu
     """The JSON header and the arrays it announces; the announced sizes must add up to the payload."""
     try:
         header = json.loads(head)
-    except ValueError as exc:
-        raise ProtocolError(f"malformed message: {exc}") from None
+    except (ValueError, RecursionError) as exc:  # RecursionError: a header nested deeper than the parser goes
+        raise ProtocolError(f"malformed message: {type(exc).__name__}: {exc}") from None
     if not isinstance(header, dict):
         raise ProtocolError("malformed message: header is not an object")
     listing = header.pop(ARRAYS_KEY, [])
     layout, total = [], 0
     try:
         for name, dtype_str, shape in listing:
-            dtype = np.dtype(str(dtype_str))
+            if not isinstance(name, str) or not isinstance(dtype_str, str) or not isinstance(shape, list):
+                raise ProtocolError(f"malformed message: bad array entry {name!r}")
+            dtype = np.dtype(dtype_str)
             shape = tuple(int(n) for n in shape)
             if dtype.kind not in _ARRAY_KINDS or any(n < 0 for n in shape):
                 raise ProtocolError(f"malformed message: array {name!r} is {dtype_str}{list(shape)}")
@@ -122,6 +124,17 @@ def check_frame_sizes(head_len: int, payload_len: int, max_bytes: int) -> None:
 
 FRAME_HEADER_SIZE = _FRAME.size
 unpack_frame_header = _FRAME.unpack
+
+# The first frame every child writes, from our own code, before it reads a request (so before any kernel or
+# reference code runs in it): the parent's evidence that the sandbox started. A child that dies after it sent
+# this did not fail to start; on backends where only the kernel runs in the kernel's process, that death is
+# the kernel's (pipeline.child_failed).
+HELLO_HEADER = {"ready": True}
+
+
+def hello_frame() -> bytes:
+    head, _views = frame_parts(HELLO_HEADER, None)
+    return head
 
 
 # -- kernel inputs --------------------------------------------------------------------------------

@@ -201,7 +201,10 @@ def test_an_instruction_cannot_price_a_smaller_region_than_it_reads() -> None:
     columns = dict(trace.columns)
     columns["hbm_read"] = np.array(columns["hbm_read"], copy=True)
     columns["hbm_read"][row] = 512 * 4
-    forged_trace = dataclasses.replace(trace, columns=columns, frozen=True)
+    access = dict(trace.access)  # and the row's box is the small region's (boxes must equal footprints)
+    access["byte_hi"] = np.array(access["byte_hi"], copy=True)
+    access["byte_hi"][int(trace.columns["access_start"][row])] = 512 * 4
+    forged_trace = dataclasses.replace(trace, columns=columns, access=access, frozen=True)
     # The motive, under perf-7's DMA costs (with perf-8's packet floor a 16-byte-per-partition read still pays
     # for its 128 packets, so the forgery stops paying; the rule below must hold either way).
     perf7_dma = dataclasses.replace(TRN1, dma_packet_s=0.0, dma_queue_issue_s=0.0, affine_load_queues=False)

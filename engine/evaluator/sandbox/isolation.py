@@ -162,8 +162,10 @@ def _is_under(path: str, parents: Sequence[str]) -> bool:
     return any(path == p or path.startswith(p.rstrip("/") + "/") for p in parents)
 
 
-def bwrap_arguments(bwrap: str, scratch_bytes: int, extras: SandboxExtras | None = None) -> list[str]:
-    """bwrap and its options up to (not including) the command."""
+def bwrap_arguments(bwrap: str, scratch_bytes: int, extras: SandboxExtras | None = None,
+                    seccomp_fd: int | None = None) -> list[str]:
+    """bwrap and its options up to (not including) the command. `seccomp_fd`: a descriptor the child inherits
+    holding the filter's BPF (seccomp.filter_fd), applied to the command alone, after the sandbox is made."""
     known = _bwrap_options(bwrap)
     args = [bwrap, "--unshare-user", "--unshare-ipc", "--unshare-pid", "--unshare-uts", "--unshare-cgroup-try",
             "--die-with-parent", "--new-session", "--hostname", HOSTNAME]
@@ -188,13 +190,23 @@ def bwrap_arguments(bwrap: str, scratch_bytes: int, extras: SandboxExtras | None
     if _is_under(hidden, binds) and os.path.isdir(hidden):
         args += ["--tmpfs", hidden, "--remount-ro", hidden]
     device_binds, extra_binds = extra_bind_arguments(extras, binds)
-    args += ["--proc", "/proc", "--dev", "/dev", *device_binds, "--remount-ro", "/dev"]
+    # bubblewrap's init (pid 1) shares the child's uid and runs outside its seccomp filter: its memory is
+    # masked (issue 35; ptrace and process_vm_* are the filter's). One thread, so one task entry.
+    args += ["--proc", "/proc", *[a for path in _PID1_MEMORY for a in ("--ro-bind", os.devnull, path)]]
+    args += ["--dev", "/dev", *device_binds, "--remount-ro", "/dev"]
     args += [*extra_binds, "--chdir", SCRATCH, "--remount-ro", "/"]
+    if seccomp_fd is not None:
+        args += ["--seccomp", str(seccomp_fd)]
     return args
 
 
-def command(argv: Sequence[str], scratch_bytes: int, extras: SandboxExtras | None = None) -> list[str]:
-    """`argv` wrapped in its namespaces. Raises SandboxUnavailable when bwrap or unshare is missing."""
+_PID1_MEMORY = ("/proc/1/mem", "/proc/1/task/1/mem")
+
+
+def command(argv: Sequence[str], scratch_bytes: int, extras: SandboxExtras | None = None,
+            seccomp_fd: int | None = None) -> list[str]:
+    """`argv` wrapped in its namespaces (and the seccomp filter held by `seccomp_fd`, which the caller passes
+    to the child). Raises SandboxUnavailable when bwrap or unshare is missing."""
     found = tools()
     missing = [name for name, path in found.items() if path is None]
     if missing:
@@ -204,7 +216,7 @@ def command(argv: Sequence[str], scratch_bytes: int, extras: SandboxExtras | Non
             f"{OPT_OUT_HINT}")
     # The network namespace is unshare's: bwrap's --unshare-net would bring the loopback device up.
     return [found["unshare"], "--user", "--map-current-user", "--net", "--",
-            *bwrap_arguments(found["bwrap"], scratch_bytes, extras), "--", *argv]
+            *bwrap_arguments(found["bwrap"], scratch_bytes, extras, seccomp_fd), "--", *argv]
 
 
 def run_as(lease: UidLease | None, argv: Sequence[str]) -> list[str]:

@@ -29,14 +29,14 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
 from typing import Any
 
 import numpy as np
 
 from engine.evaluator import protocol
-from engine.evaluator.sandbox import cgroups, isolation
+from engine.evaluator.sandbox import cgroups, isolation, seccomp
 from engine.evaluator.sandbox.isolation import PROJECT_ROOT
 from engine.evaluator.sandbox.user import SETUP_COMMAND, UidLease, lease_uid
 
@@ -82,7 +82,8 @@ class Limits:
 class ChildError(Exception):
     """The child could not answer. `kind` is "timeout", "resource_limit" or "infrastructure_error"."""
 
-    def __init__(self, kind: str, message: str, diagnostics: str = "", exit_status: int | None = None) -> None:
+    def __init__(self, kind: str, message: str, diagnostics: str = "", exit_status: int | None = None, *,
+                 started: bool = False, ours: bool = False) -> None:
         super().__init__(message)
         self.kind = kind
         self.message = message
@@ -90,6 +91,11 @@ class ChildError(Exception):
         # Set when the child, once started, ended its process itself (an exit status, not a signal): whose
         # doing that is depends on what ran in it (pipeline.child_failed).
         self.exit_status = exit_status
+        # The parent's own evidence: `started`, the child's first frame (protocol.HELLO_HEADER, written by our
+        # code before any request was read) arrived, so the sandbox did start; `ours`, the parent itself
+        # killed the child (a cancelled evaluation) before this failure was seen.
+        self.started = started
+        self.ours = ours
 
 
 class EvaluationCancelled(ChildError):
@@ -98,6 +104,9 @@ class EvaluationCancelled(ChildError):
     def __init__(self, role: str) -> None:
         super().__init__("infrastructure_error", f"the evaluation was cancelled before its {role} started")
 
+
+# Refuses a reply by its header and array listing before any array is read: a message, or None to read it.
+ReplyCheck = Callable[[dict[str, Any], list[tuple[str, np.dtype, tuple[int, ...]]]], "str | None"]
 
 _current = threading.local()  # the Cancellation of the evaluation this thread runs, if any
 
@@ -243,16 +252,22 @@ class ChildProcess:
         self._cancellation: Cancellation | None = getattr(_current, "cancellation", None)
         if self._cancellation is not None and self._cancellation.cancelled:
             raise EvaluationCancelled(role)
-        self._answered = False
+        self._started = False  # the child's hello frame arrived (protocol.HELLO_HEADER)
         full_config = dict(config, limits=limits.child_config())
         # -s: no user site; -B: no .pyc writes; -P: the cwd is not on sys.path.
         argv = [sys.executable, "-s", "-B", "-P", "-m", "engine.evaluator.child", role, json.dumps(full_config)]
+        filter_fd = None  # the seccomp filter's BPF, for bubblewrap to read (seccomp.py)
         try:
             if self.isolated:
                 if os.geteuid() == 0:
                     self.lease = lease_uid()
                 isolation.ensure_available(self.lease)
-                argv = isolation.command(argv, limits.scratch_bytes, extras)
+                try:
+                    filter_fd = seccomp.filter_fd()
+                except seccomp.SeccompUnavailable as exc:
+                    raise isolation.SandboxUnavailable(f"the sandbox's seccomp filter cannot be built: {exc}. "
+                                                       f"Fix: {isolation.INSTALL_HINT}") from None
+                argv = isolation.command(argv, limits.scratch_bytes, extras, filter_fd)
                 cwd, home = "/", isolation.SCRATCH
             else:
                 self.private_dir = tempfile.mkdtemp(prefix=f"accelopt-{role}-")
@@ -266,11 +281,14 @@ class ChildProcess:
             self.proc = subprocess.Popen(
                 isolation.run_as(self.lease, argv), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE, cwd=cwd, env=child_environment(home, extras), start_new_session=True,
-                close_fds=True,
+                close_fds=True, pass_fds=(filter_fd,) if filter_fd is not None else (),
             )
         except BaseException:  # a uid that cannot run `unshare` is found by ensure_available's probe
             self._release()
             raise
+        finally:
+            if filter_fd is not None:
+                os.close(filter_fd)  # the child has its own copy
         self.pgid = self.proc.pid  # start_new_session: the child (or its bwrap) leads its own session and group
         for stream in (self.proc.stdin, self.proc.stdout, self.proc.stderr):
             os.set_blocking(stream.fileno(), False)
@@ -298,11 +316,12 @@ class ChildProcess:
     # -- messaging --------------------------------------------------------------------------------
 
     def request(self, header: dict[str, Any], arrays: dict[str, np.ndarray] | None = None, *,
-                max_reply_bytes: int | None = None) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
-        """Send one message, return the reply. A reply over `max_reply_bytes` (default: the limit) is
-        refused before it is read, so a child cannot make the parent allocate without bound."""
+                max_reply_bytes: int | None = None,
+                check: ReplyCheck | None = None) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+        """Send one message, return the reply. A reply over `max_reply_bytes` (default: the limit), or one
+        `check` refuses, is refused before it is read, so a child cannot make the parent allocate without bound."""
         self.send(header, arrays)
-        return self.receive(max_reply_bytes=max_reply_bytes)
+        return self.receive(max_reply_bytes=max_reply_bytes, check=check)
 
     def send(self, header: dict[str, Any], arrays: dict[str, np.ndarray] | None = None) -> None:
         """The request half: a caller may drop its arrays before `receive` so both never coexist."""
@@ -311,22 +330,51 @@ class ChildProcess:
         for view in views:
             self._send(view)
 
-    def receive(self, *, max_reply_bytes: int | None = None) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+    def receive(self, *, max_reply_bytes: int | None = None,
+                check: ReplyCheck | None = None) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+        """One reply. `check(header, layout)` may refuse it by its header and array listing, before any array
+        is read (a message naming what is wrong, or None)."""
+        self._await_hello()
         head_len, payload_len = protocol.unpack_frame_header(self._receive(protocol.FRAME_HEADER_SIZE))
         limit = min(max_reply_bytes or self.limits.max_message_bytes, self.limits.max_message_bytes)
         try:
             protocol.check_frame_sizes(head_len, payload_len, limit)
         except protocol.ProtocolError as exc:
             self.kill()
-            raise ChildError("resource_limit", f"the {self.role}'s reply is too large: {exc}") from None
+            raise ChildError("resource_limit", f"the {self.role}'s reply is too large: {exc}", started=True) from None
         try:
             header, layout = protocol.parse_header(self._receive(head_len), payload_len)
         except protocol.ProtocolError as exc:
+            problem: str | None = str(exc)
+        else:
+            try:
+                problem = check(header, layout) if check is not None else None
+            except Exception as exc:  # noqa: BLE001 - values of types the check did not expect (a list as a kind)
+                problem = f"a header the check cannot read ({type(exc).__name__}: {exc})"
+        if problem:
             self.kill()
-            raise ChildError("infrastructure_error", f"{self.role} child: {exc}") from None
+            raise ChildError("infrastructure_error", f"the {self.role}'s reply is malformed: {problem}",
+                             started=True) from None
         arrays = protocol.read_arrays(layout, self._receive_into)
-        self._answered = True
         return header, arrays
+
+    def _await_hello(self) -> None:
+        """Read the child's first frame once. Only our code writes it, so anything else there is ours to fix."""
+        if self._started:
+            return
+        hello = protocol.hello_frame()
+        if self._receive(len(hello)) != hello:
+            self.kill()
+            raise ChildError("infrastructure_error", f"the {self.role} child did not start with its hello frame")
+        self._started = True
+
+    def _hello_in_pipe(self) -> bool:
+        """Whether the child got as far as its hello (read now, without waiting, if it is still in the pipe)."""
+        if not self._started:
+            hello = protocol.hello_frame()
+            with contextlib.suppress(OSError):
+                self._started = os.read(self.proc.stdout.fileno(), len(hello)) == hello
+        return self._started
 
     def _send(self, view: memoryview) -> None:
         fd = self.proc.stdin.fileno()
@@ -391,7 +439,9 @@ class ChildProcess:
                                     f"{self.limits.wall_seconds:g} s; its process group was killed")
 
     def _died(self, when: str) -> ChildError:
+        ours = self.killed_by_us  # before the kill below: a cancellation's interrupt() killed it
         code = self._wait_exit(2.0)
+        started = self._hello_in_pipe()
         self.kill()
         self.stderr.join(1.0)
         tail = self.stderr.text()
@@ -408,15 +458,15 @@ class ChildProcess:
                                                 f"{self.limits.memory_bytes // 1024**2} MiB", tail)
         how = f"was killed by signal {-code}" if code is not None and code < 0 else f"exited with status {code}"
         hint = ""
-        if self.isolated and not self._answered and tail.lstrip().startswith(("bwrap:", "unshare:")):
+        if self.isolated and not started and tail.lstrip().startswith(("bwrap:", "unshare:")):
             hint = (f"; its OS sandbox failed to start ({tail.strip().splitlines()[0]}): run `make sandbox` (or "
                     f"`{SETUP_COMMAND}`) as root")
-        elif self.lease is not None and not self._answered and "Permission denied" in tail:
+        elif self.lease is not None and not started and "Permission denied" in tail:
             hint = (f"; uid {self.lease.uid} may be unable to read the Python installation or the project: run "
                     f"`make sandbox` (or `{SETUP_COMMAND}`) as root")
         exited = code if code is not None and code >= 0 and not hint else None
         return ChildError("infrastructure_error", f"the {self.role} evaluation process {how} {when}{hint}", tail,
-                          exit_status=exited)
+                          exit_status=exited, started=started and not hint, ours=ours)
 
     def _cpu_exhausted(self) -> bool:
         # SIGKILL at the hard CPU limit looks like any other SIGKILL; the reaped child's rusage tells.

@@ -4,8 +4,9 @@ which `make run` and `make test` (so `.ci/run`) depend on. Idempotent.
 
 What it changes, and only when needed (docs/operations.md, "Evaluation sandbox"):
 
-1. installs bubblewrap when `bwrap` is missing (`apt-get install -y --no-install-recommends bubblewrap`,
-   as root; `unshare` comes with util-linux, which every Debian has);
+1. installs bubblewrap when `bwrap` is missing, and libseccomp2 (the children's seccomp filter) when it
+   cannot be loaded (`apt-get install -y --no-install-recommends bubblewrap libseccomp2`, as root; `unshare` comes
+   with util-linux, which every Debian has);
 2. creates the directory of uid leases, /run/accelopt-sandbox (0700, root's);
 3. adds "others may traverse" (o+x: enter by name, never list or read) to each directory on the way to the
    Python interpreter, its installation, the virtualenv and the project that lacks it, saying so and why
@@ -39,7 +40,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from engine.evaluator.sandbox import cgroups, isolation
+from engine.evaluator.sandbox import cgroups, isolation, seccomp
 from engine.evaluator.sandbox.isolation import PACKAGE_DIR, PROJECT_ROOT, var_dir
 from engine.evaluator.sandbox.process import child_environment
 from engine.evaluator.sandbox.user import (
@@ -137,18 +138,23 @@ def unreadable_files(roots: list[str], limit: int = 5) -> tuple[int, list[str]]:
 
 
 def ensure_tools(root: bool, check_only: bool) -> list[str]:
-    """Install bubblewrap when missing (root with apt-get only); SetupFailed when it cannot be."""
+    """Install bubblewrap and libseccomp (the children's seccomp filter, seccomp.py) when missing (root with
+    apt-get only); SetupFailed when they cannot be."""
     missing = [name for name, path in isolation.tools().items() if path is None]
-    if not missing:
-        return []
     if "unshare" in missing:
         raise SetupFailed("`unshare` is missing: install util-linux (`apt-get install util-linux`)")
-    commands = [["apt-get", "update"], ["apt-get", "install", "-y", "--no-install-recommends", "bubblewrap"]]
+    packages = ["bubblewrap"] if missing else []
+    if not seccomp.available():
+        packages.append("libseccomp2")
+    if not packages:
+        return []
+    commands = [["apt-get", "update"], ["apt-get", "install", "-y", "--no-install-recommends", *packages]]
     shown = " && ".join(" ".join(c) for c in commands)
     if check_only:
         return [shown]
     if not root or shutil.which("apt-get") is None:
-        raise SetupFailed(f"bubblewrap (`bwrap`) is not installed and this step cannot install it "
+        raise SetupFailed(f"{' and '.join(packages)} {'is' if len(packages) == 1 else 'are'} not installed and "
+                          f"this step cannot install {'it' if len(packages) == 1 else 'them'} "
                           f"({'not root' if not root else 'no apt-get'}): {isolation.INSTALL_HINT}")
     env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
     for command in commands:
@@ -158,6 +164,9 @@ def ensure_tools(root: bool, check_only: bool) -> list[str]:
                               f"{done.stderr.strip()[-2000:]}")
     if isolation.tools()["bwrap"] is None:
         raise SetupFailed("bubblewrap was installed but `bwrap` is not on PATH")
+    seccomp.filter_program.cache_clear()
+    if not seccomp.available():
+        raise SetupFailed("libseccomp2 was installed but libseccomp.so.2 cannot be loaded")
     return [shown]
 
 

@@ -34,6 +34,7 @@ from engine.evaluator.static_check import (
 from engine.platforms.nki.roles import (
     first_difference,
     kernel_reply_budget,
+    kernel_reply_check,
     record_reply_budget,
     replay_reply_budget,
 )
@@ -94,6 +95,12 @@ class _Attempt:
             return self.fail(ErrorKind.RUNTIME_ERROR, f"the kernel ended its evaluation process (exit status "
                              f"{exc.exit_status}) instead of returning its outputs", detail=exc.diagnostics[-4000:],
                              **flags)
+        if (who == "kernel" and exc.kind == "infrastructure_error" and exc.started and not exc.ours
+                and not self.backend.measures):
+            # The sandbox started (the child's hello arrived) and we did not kill it; after that only the kernel's
+            # code ran in that process, so a death by signal or a malformed, unknown or unexpected frame is the
+            # kernel's doing. Not retried: another attempt would only run the same code again.
+            return self.fail(ErrorKind.RUNTIME_ERROR, exc.message, detail=exc.diagnostics[-4000:], **flags)
         kind = ErrorKind(exc.kind)
         return self.fail(kind, exc.message, detail=exc.diagnostics[-4000:],
                          retry=kind is ErrorKind.INFRASTRUCTURE_ERROR, **flags)
@@ -221,7 +228,8 @@ class _Attempt:
         try:
             ran, produced = kernel.request(
                 {"op": "run", "input_count": rendered["input_count"], "scalars": rendered.get("scalars", [])},
-                inputs, max_reply_bytes=kernel_reply_budget(list(inputs.values()), expected))
+                inputs, max_reply_bytes=kernel_reply_budget(list(inputs.values()), expected),
+                check=kernel_reply_check(list(inputs.values()), expected, record=False))
         except ChildError as exc:
             raise self.child_failed(exc, "kernel", compiled=True) from None
         if not ran["ok"]:
@@ -252,7 +260,8 @@ class _Attempt:
         if index == 0:
             try:
                 ran, produced = kernel.request({"op": "run", "record": True, **request}, inputs,
-                                               max_reply_bytes=record_reply_budget(list(inputs.values()), expected))
+                                               max_reply_bytes=record_reply_budget(list(inputs.values()), expected),
+                                               check=kernel_reply_check(list(inputs.values()), expected, record=True))
             except ChildError as exc:
                 raise self.child_failed(exc, "kernel", compiled=True) from None
             if not ran["ok"]:

@@ -16,6 +16,7 @@ constants as `program.const<k>`; the trace as protocol.encode_trace does it.
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -26,15 +27,112 @@ TRACE_REPLY_BYTES = 512 * 1024**2  # room for the instruction trace in a kernel 
 PROGRAM_REPLY_BYTES = 1024**3  # and for the recorded program (first seed)
 
 
+PROGRAM_BASE_BYTES = 256 * 1024**2  # the recorded program's JSON and constants, beyond what the shapes allow
+# Outputs beyond the expected count that a reply may name (a wrong count is `incorrect`, with the shapes).
+EXTRA_OUTPUTS = 8
+
+
 def kernel_reply_budget(inputs: list[np.ndarray], expected: list[np.ndarray]) -> int:
     """A kernel child's reply: outputs (up to twice the expected size: a wrong dtype is reported, not refused),
     inputs after the run, a trace."""
     return _outputs_bytes(expected) + sum(a.nbytes for a in inputs) + TRACE_REPLY_BYTES + 1024**2
 
 
+def program_budget(inputs: list[np.ndarray], expected: list[np.ndarray]) -> int:
+    """The recorded program's arrays: a base, plus host constants and index arrays in proportion to the
+    problem's declared shapes, never more than PROGRAM_REPLY_BYTES."""
+    shapes = sum(a.nbytes for a in inputs) + sum(e.size * e.dtype.itemsize for e in expected)
+    return min(PROGRAM_REPLY_BYTES, PROGRAM_BASE_BYTES + 4 * shapes)
+
+
 def record_reply_budget(inputs: list[np.ndarray], expected: list[np.ndarray]) -> int:
-    """The recording run's reply: the above plus the program."""
-    return kernel_reply_budget(inputs, expected) + PROGRAM_REPLY_BYTES
+    """The recording run's reply: outputs, the trace and the program (no inputs: the verifier checks those)."""
+    return _outputs_bytes(expected) + TRACE_REPLY_BYTES + program_budget(inputs, expected) + 1024**2
+
+
+# -- what a kernel child's reply may hold -----------------------------------------------------------------
+# The kernel's process writes its replies, so the parent reads nothing it does not expect: every header field
+# and array is known, and each part of the reply has its own budget from the problem's declared shapes. A
+# reply that names anything else is refused before any array is read (the kernel's runtime_error).
+_FAILURE_FIELDS = frozenset({"ok", "kind", "message", "line", "detail", "retry"})
+_RUN_FIELDS = frozenset({"ok", "output_count", "latency_ms", "trace"})
+_TRACE_META_FIELDS = frozenset({"op_names", "dtype_names", "tensors", "loops", "loop_contexts"})
+
+Layout = list[tuple[str, np.dtype, tuple[int, ...]]]
+
+
+def kernel_reply_check(inputs: list[np.ndarray], expected: list[np.ndarray], *,
+                       record: bool) -> Callable[[dict[str, Any], Layout], str | None]:
+    """The check `ChildProcess.receive` applies to a kernel child's `run` reply before reading its arrays.
+    `record`: the simulator's recording run (outputs, trace, program); else outputs and inputs after."""
+    from engine.evaluator.result import ErrorKind
+    from engine.platforms.nki.simulator.trace import ACCESS_COLUMNS, INSTRUCTION_COLUMNS
+
+    kinds = {k.value for k in ErrorKind}
+    after = {f"after{k}" for k in range(len(inputs))}
+    columns = {f"trace.col.{c}" for c in INSTRUCTION_COLUMNS} | {f"trace.acc.{c}" for c in ACCESS_COLUMNS}
+    out_budget = _outputs_bytes(expected) + 1024
+    program_limit = program_budget(inputs, expected)
+
+    def check(header: dict[str, Any], layout: Layout) -> str | None:
+        if header.get("ok") is not True:
+            unknown = set(header) - _FAILURE_FIELDS
+            if unknown or header.get("kind") not in kinds or not isinstance(header.get("message", ""), str) \
+                    or not isinstance(header.get("detail", ""), str) or layout:
+                return f"a failure reply with fields {sorted(header)[:8]}, kind {str(header.get('kind'))[:40]!r}"
+            line = header.get("line")
+            return None if line is None or (isinstance(line, int) and not isinstance(line, bool)) else "a bad line"
+        unknown = set(header) - _RUN_FIELDS
+        if unknown:
+            return f"unknown fields {sorted(unknown)[:8]}"
+        count = header.get("output_count")
+        if not isinstance(count, int) or isinstance(count, bool) or not 0 <= count <= len(expected) + EXTRA_OUTPUTS:
+            return f"an output count of {str(count)[:40]}"
+        if record != isinstance(header.get("trace"), dict) or (record and set(header["trace"]) != _TRACE_META_FIELDS):
+            return "a trace description that is missing or malformed" if record else "a trace it should not have"
+        if header.get("latency_ms") is not None and (record or not isinstance(header["latency_ms"], (int, float))):
+            return "a latency it cannot claim"
+        outputs = {f"out{k}" for k in range(count)}
+        sizes = {"outputs": 0, "trace": 0, "program": 0}
+        lengths: dict[str, set[int]] = {"trace.col.": set(), "trace.acc.": set()}
+        names = [name for name, _dtype, _shape in layout]
+        if len(set(names)) != len(names):
+            return "an array named twice"
+        constants = sorted(int(n[len("program.const"):]) for n in names
+                           if n.startswith("program.const") and n[len("program.const"):].isdigit())
+        for name, dtype, shape in layout:
+            nbytes = math.prod(shape) * dtype.itemsize
+            if name in outputs:
+                sizes["outputs"] += nbytes
+            elif not record and name in after:
+                sizes["outputs"] += nbytes
+            elif record and name in columns:
+                if len(shape) != 1 or dtype.kind not in "iub":
+                    return f"array {name!r} is {dtype.str}{list(shape)}"
+                lengths[name[:10]].add(shape[0])
+                sizes["trace"] += nbytes
+            elif record and (name == f"{PROGRAM_PREFIX}json" or name.startswith(f"{PROGRAM_PREFIX}const")) \
+                    and name in {f"{PROGRAM_PREFIX}json"} | {f"{PROGRAM_PREFIX}const{k}" for k in constants}:
+                if name == f"{PROGRAM_PREFIX}json" and (len(shape) != 1 or dtype != np.uint8):
+                    return f"array {name!r} is {dtype.str}{list(shape)}"
+                sizes["program"] += nbytes
+            else:
+                return f"an unknown array {name[:80]!r}"
+        if not all(name in names for name in outputs):
+            return "fewer outputs than it announces"
+        if record and (not columns <= set(names) or f"{PROGRAM_PREFIX}json" not in names
+                       or constants != list(range(len(constants))) or any(len(v) > 1 for v in lengths.values())):
+            return "an incomplete or inconsistent trace or program"
+        if not record and not after <= set(names):
+            return "not every input after the run"
+        limits = {"outputs": out_budget + (sum(a.nbytes for a in inputs) if not record else 0),
+                  "trace": TRACE_REPLY_BYTES, "program": program_limit}
+        for part, size in sizes.items():
+            if size > limits[part]:
+                return f"{size} bytes of {part}, over its budget of {limits[part]} bytes"
+        return None
+
+    return check
 
 
 def replay_reply_budget(expected: list[np.ndarray]) -> int:
@@ -96,17 +194,21 @@ class Verifier:
         from engine.evaluator.protocol import ProtocolError, decode_trace
         from engine.platforms.nki.simulator.verification.program import RecordingError, ReplayError, from_wire
         from engine.platforms.nki.simulator.verification.replay import check_program, written_buffers
+        from engine.platforms.nki.simulator.verification.trace_check import check_outputs
 
         try:
             header = json.loads(arrays[f"{PROGRAM_PREFIX}json"].tobytes())
             constants = {name[len(PROGRAM_PREFIX):]: a for name, a in arrays.items()
                          if name.startswith(PROGRAM_PREFIX) and name != f"{PROGRAM_PREFIX}json"}
+            if not isinstance(header, dict) or set(constants) != {f"const{k}" for k in range(int(header["constants"]))}:
+                raise ValueError("its constants are not the ones it declares")
             program = from_wire(header, constants)
             trace = decode_trace(trace_meta, arrays, "trace.")
         except (KeyError, ValueError, TypeError, RecursionError, RecordingError, ProtocolError) as exc:
             raise VerificationFailed(f"the recorded program cannot be read: {type(exc).__name__}: {exc}") from None
         try:
             check_program(program, platform, trace)
+            check_outputs(program)
         except ReplayError as exc:
             raise VerificationFailed(str(exc), exc.line or None) from None
         self.program, self.trace, self.platform = program, trace, platform

@@ -119,6 +119,12 @@ def _ask(child: ChildProcess, request: dict[str, Any], context: dict[str, Any], 
             raise _fail(ErrorKind.RUNTIME_ERROR, f"the kernel ended its evaluation process (exit status "
                         f"{exc.exit_status}) instead of returning its outputs", context,
                         error_detail=exc.diagnostics[-4000:], **flags) from None
+        if who == "kernel" and exc.kind == "infrastructure_error" and exc.started and not exc.ours \
+                and context["backend"] != Backend.CUDA.value:
+            # The child said hello (the sandbox started) and we did not kill it: a malformed frame or a death by
+            # signal is the kernel's doing (issue 35), as on the NKI pipeline's backends that do not measure.
+            raise _fail(ErrorKind.RUNTIME_ERROR, f"{who}: {exc.message}", context,
+                        error_detail=exc.diagnostics[-4000:], **flags) from None
         kind = ErrorKind.INFRASTRUCTURE_ERROR if who == "reference" else _kind(exc.kind)
         raise _fail(kind, f"{who}: {exc.message}", context, error_detail=exc.diagnostics[-4000:], **flags) from None
     if not reply["ok"]:

@@ -14,24 +14,22 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from engine.platforms.nki.hardware import NeuronCoreSpec
+from engine.platforms.nki.simulator.semantics.ops import COST_CLASSES
 from engine.platforms.nki.simulator.trace import Engine, MemorySpace, Trace
 
-# Per-element cycle rates by op name, for ops whose cost differs from the 1-cycle-per-element default.
+# Per-element cycle rates by op name, for ops whose cost differs from the 1-cycle-per-element default: one table
+# with what each op runs (engine/platforms/nki/simulator/semantics/ops.py), which the verifier holds every recorded label to (issue 35).
 # Names are matched after lower-casing and stripping a namespace ("nisa.tensor_tensor" -> "tensor_tensor").
-_TWO_CYCLE_OPS = {"scalar_tensor_tensor", "tensor_copy_predicated"}
-_REDUCE_EXTRA_OPS = {"activation_reduce", "tensor_scalar_reduce"}  # + MIN_II for the accumulator read-out
-_BINARY_OPS = {
-    "tensor_tensor", "add", "subtract", "multiply", "divide", "maximum", "minimum", "power", "equal",
-    "not_equal", "greater", "greater_equal", "less", "less_equal", "logical_and", "logical_or",
-    "bitwise_and", "bitwise_or", "bitwise_xor", "mod", "fmod",
-}
-_GPSIMD_START_OPS = {"iota", "affine_select", "local_gather"}
-_NO_MIN_II_OPS = {"tensor_reduce", "max8", "nc_find_index8"}
+_TWO_CYCLE_OPS = set(COST_CLASSES["two_cycle"])
+_REDUCE_EXTRA_OPS = set(COST_CLASSES["reduce_extra"])  # + MIN_II for the accumulator read-out
+_BINARY_OPS = set(COST_CLASSES["binary"])
+_GPSIMD_START_OPS = set(COST_CLASSES["gpsimd_start"])
+_NO_MIN_II_OPS = set(COST_CLASSES["no_min_ii"])
 # Ops the compiler places on Vector or Scalar Engine as load allows (their `engine=` defaults to unknown and
 # both engines cost max(MIN_II, N)); the schedule picks whichever of the two is free first.
-_FLEXIBLE_OPS = {"tensor_scalar", "tensor_copy", "copy", "memset"}
+_FLEXIBLE_OPS = set(COST_CLASSES["flexible"])
 # Tensor Engine matmuls whose stationary operand is ones and zeros (the compiler's partition broadcasts).
-_ONEZERO_OPS = {"broadcast_matmul"}
+_ONEZERO_OPS = set(COST_CLASSES["onezero"])
 
 _DTYPE_BYTES = {
     "float32": 4, "fp32": 4, "int32": 4, "uint32": 4, "tfloat32": 4,

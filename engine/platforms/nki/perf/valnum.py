@@ -38,11 +38,12 @@ import numpy as np
 
 from engine.platforms.nki.hardware import TRN1
 from engine.platforms.nki.perf.deps import Dependencies, SbufUse, build_dependencies
+from engine.platforms.nki.simulator.semantics.ops import COST_CLASSES
 from engine.platforms.nki.simulator.trace import Engine, LoopKind, MemorySpace, Trace
 
 # Ops whose trace row records everything that determines their result (a Tensor Engine transpose multiplies by the
 # identity tile it reads; a copy only moves data): two statements doing them on the same data compute the same.
-_PARAMETERLESS = ("copy", "tensor_copy")
+_PARAMETERLESS = tuple(sorted(COST_CLASSES["parameterless"]))  # ("copy", "tensor_copy"); engine/platforms/nki/simulator/semantics/ops.py
 # What the compiler can keep: the whole SBUF of a NeuronCore (24 MiB on NeuronCore-v2 and -v3; the trace is prepared
 # once for every platform, so the check does not take a platform's usable fraction).
 SBUF_BYTES = float(TRN1.sbuf_bytes_per_partition * TRN1.partitions)

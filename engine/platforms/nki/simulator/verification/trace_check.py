@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 
 from engine.platforms.nki.simulator.semantics.dtypes import as_dtype
+from engine.platforms.nki.simulator.semantics.ops import label_allowed
 from engine.platforms.nki.simulator.semantics.tensors import _partition_strides
 from engine.platforms.nki.simulator.trace import ACCESS_COLUMNS, INSTRUCTION_COLUMNS, Engine, Trace
 from engine.platforms.nki.simulator.verification.program import (
@@ -193,7 +194,9 @@ def _check_box(program: Program, info: Any, layout: tuple, region: tuple, claime
     item = as_dtype(info.dtype).itemsize
     parts = (0, 1) if axis < 0 else box[axis]
     needed = (parts[0], parts[1], lo * item, (hi + 1) * item)
-    if claimed[0] > needed[0] or claimed[1] < needed[1] or claimed[2] > needed[2] or claimed[3] < needed[3]:
+    # Equal, not containing: the model takes two loads with one box for a repeat of one region (and elides it),
+    # so a widened box is as much a lie as a shrunk one (issue 35).
+    if claimed != needed:
         raise ReplayError(f"trace row {row}: access {j} claims partitions {claimed[:2]} and bytes {claimed[2:]} of "
                           f"{info.name!r}, but touches partitions {needed[:2]} and bytes {needed[2:]}", line)
 
@@ -298,6 +301,8 @@ class RowCheck:
             return
         c = {name: int(col[row]) for name, col in self.cols.items()}
         op, dtype = self.op_names[c["opcode"]], self.dtype_names[c["dtype"]]
+        if not label_allowed(op, kind, params, stores):  # the model prices by this name (ops.py)
+            raise ReplayError(f"trace row {row} labels a {kind} instruction {op!r}, which is not what runs", line)
         expected = self.expected(kind, op, c["engine"], params, operands, stores, values, outputs)
         if expected is None:
             raise ReplayError(f"instruction {index}: a {kind} cannot be a {op!r}", line)
@@ -364,3 +369,59 @@ class RowCheck:
         if kind == "reduce":
             return engines, d, parts, first_free, first_size, 0
         return engines, d, *default, 0
+
+
+# -- the outputs are the program's own, written by its DMAs ----------------------------------------------
+def check_outputs(program: Program) -> None:
+    """`_check_outputs`, with whatever a malformed program makes it raise turned into a ReplayError."""
+    try:
+        _check_outputs(program)
+    except (ReplayError, MemoryError):
+        raise
+    except Exception as exc:  # noqa: BLE001 - a malformed program the checks met unprepared
+        raise ReplayError(f"the program's outputs are malformed: {type(exc).__name__}: {exc}") from None
+
+
+def _check_outputs(program: Program) -> None:
+    """Each output is a whole HBM tensor the program allocated (not an input, not a constant, not an on-chip
+    tile), no two outputs share one, and recorded DMA instructions (rows in the cost trace) wrote every element.
+    Otherwise the price would leave out the stores (an SBUF tile returned as the output) or the work (an
+    input's buffer returned as the answer): issue 35."""
+    seen: set[int] = set()
+    masks: dict[int, np.ndarray] = {}
+    for number, spec in enumerate(program.outputs):
+        where = f"output {number}"
+        if not (isinstance(spec, tuple) and spec and spec[0] == "r"):
+            raise ReplayError(f"{where} is not a tensor of its own (a view or an index pattern)")
+        bid = spec[1]
+        name, space, _dtype, shape, _axis, size, init, key, _serial = program.buffers[bid]
+        if space != 0:
+            raise ReplayError(f"{where} ({name!r}) is in {('HBM', 'SBUF', 'PSUM')[space]}, not an HBM tensor: a kernel "
+                              "returns HBM tensors it stored into")
+        if init[0] in ("input", "const"):
+            what = f"the kernel's input {init[1]}" if init[0] == "input" else "a host constant"
+            raise ReplayError(f"{where} ({name!r}) is {what}, not a tensor the kernel allocated and wrote")
+        if bid in seen:
+            raise ReplayError(f"{where} ({name!r}) is also an earlier output")
+        if key is not None or spec[2] != 0 or math.prod(spec[3]) != size \
+                or tuple(spec[4]) != _c_strides(tuple(spec[3])):
+            raise ReplayError(f"{where} ({name!r}) is not the whole of its tensor, in order")
+        seen.add(bid)
+        masks[bid] = np.zeros(size, dtype=bool)
+    for _kind, _params, _operands, stores, row, _line in program.instructions:
+        for store in stores:
+            dst = store[2]
+            mask = masks.get(dst[1])
+            if mask is None or row < 0 or math.prod(dst[3]) == 0:
+                continue
+            view = np.ndarray(tuple(dst[3]), dtype=bool, buffer=mask, offset=dst[2], strides=tuple(dst[4]))
+            if dst[0] == "f":
+                view[tuple(program.constants[c] for c in dst[5])] = True
+            else:
+                view[...] = True
+    for number, spec in enumerate(program.outputs):
+        mask = masks[spec[1]]
+        if not mask.all():
+            missing = int(mask.size - np.count_nonzero(mask))
+            raise ReplayError(f"output {number} ({program.buffers[spec[1]][0]!r}): {missing} of its {mask.size} "
+                              "elements are written by no recorded instruction")

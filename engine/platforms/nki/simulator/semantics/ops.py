@@ -1,0 +1,97 @@
+"""Which op names may label an instruction: one table from each op the simulator emits to the semantics it runs.
+
+The performance model prices a trace row by its op name (engine/platforms/nki/perf/costs.py: which engine rates, which
+ops may move between Vector and Scalar Engine, which repeats it may elide), and the verifier replays the
+instruction's kind (semantics.py) with its parameters. A recorded row comes from the kernel's process, so its
+label must be the one the simulator gives what the replay executes (issue 35: a reduction relabelled as a
+copy was elided, a matmul relabelled `broadcast_matmul` had its passes halved). `label_allowed` is checked for
+every row during the first replay (trace_check.RowCheck).
+
+What each op costs is in the same module (`COST_CLASSES`, read by engine/platforms/nki/perf/costs.py and valnum.py), so
+a label's semantics and its price sit side by side. Labels that execute the same semantics and stay apart in
+the model are listed in docs/evaluation.md ("Its limits"): `sum` and friends against `tensor_reduce` (the
+model floors only the former at the minimum instruction time), and a `loop_reduce` whose result lands in a
+fresh tile of its own (nothing accumulates) against `copy`/`tensor_copy`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+# nl.sum and friends: their ALU combine operator (semantics.py's reduce runs `combine`); mean divides by a count.
+LANGUAGE_REDUCES = {"sum": "add", "prod": "multiply", "max": "maximum", "min": "minimum", "mean": "add",
+                    "all": "logical_and", "any": "logical_or"}
+
+# kind -> op names that always label it (kinds whose label also depends on params are in `label_allowed`).
+FIXED_LABELS: dict[str, frozenset[str]] = {
+    "matmul": frozenset({"nc_matmul", "matmul"}),  # nl.matmul lowers to nc_matmul under its own name
+    "transpose": frozenset({"nc_transpose"}),
+    "tensor_scalar": frozenset({"tensor_scalar"}),
+    "scalar_tensor_tensor": frozenset({"scalar_tensor_tensor"}),
+    "scan": frozenset({"tensor_tensor_scan"}),
+    "reciprocal": frozenset({"reciprocal"}),
+    "where": frozenset({"where"}),
+    "memset": frozenset({"memset"}),
+    "scalar": frozenset({"memset"}),  # t[...] = scalar
+    "constant": frozenset({"iota"}),
+    "convert": frozenset({"load", "copy", "tensor_copy", "loop_reduce"}),  # an accumulating one: loop_reduce only
+}
+
+
+# The performance model's classes of op names (everything else: one cycle per element on its engine, at least
+# MIN_II). Names are matched after lower-casing and stripping a namespace ("nisa.tensor_tensor").
+COST_CLASSES: dict[str, frozenset[str]] = {
+    "two_cycle": frozenset({"scalar_tensor_tensor", "tensor_copy_predicated"}),  # two cycles per element
+    # plus MIN_II for the accumulator read-out
+    "reduce_extra": frozenset({"activation_reduce", "tensor_scalar_reduce"}),
+    "binary": frozenset({
+        "tensor_tensor", "add", "subtract", "multiply", "divide", "maximum", "minimum", "power", "equal",
+        "not_equal", "greater", "greater_equal", "less", "less_equal", "logical_and", "logical_or",
+        "bitwise_and", "bitwise_or", "bitwise_xor", "mod", "fmod",
+    }),
+    "gpsimd_start": frozenset({"iota", "affine_select", "local_gather"}),
+    "no_min_ii": frozenset({"tensor_reduce", "max8", "nc_find_index8"}),
+    # the compiler places these on Vector or Scalar Engine as load allows
+    "flexible": frozenset({"tensor_scalar", "tensor_copy", "copy", "memset"}),
+    # Tensor Engine matmuls whose stationary operand is ones and zeros: made by the model's own lowering of
+    # partition broadcasts (engine/platforms/nki/perf/lowering.py), never a label a recorded row may carry
+    "onezero": frozenset({"broadcast_matmul"}),
+    # a row says everything that determines the result, so equal rows are equal values (valnum.py)
+    "parameterless": frozenset({"copy", "tensor_copy"}),
+}
+
+
+def label_allowed(op: str, kind: str, params: tuple, stores: tuple) -> bool:
+    """Whether the simulator labels an instruction of `kind` with `params` and `stores` as `op`."""
+    fixed = FIXED_LABELS.get(kind)
+    if kind == "convert" and any(_accumulates(store) for store in stores):
+        return op == "loop_reduce"  # a copy never accumulates; its label would make it flexible and elidable
+    if fixed is not None:
+        return op in fixed
+    if kind == "binary":  # nl.add & co. carry their ALU op's name; nisa.tensor_tensor its own
+        return op == "tensor_tensor" or op == _first(params)
+    if kind == "unary":  # nl.exp & co.
+        return op == _first(params)
+    if kind == "activation":  # params[3]: which entry point (activation or activation_reduce) ran it
+        return op in ("activation", "activation_reduce") and len(params) > 3 and op == params[3]
+    if kind == "reduce":
+        count = params[3] if len(params) > 3 else None
+        if op == "tensor_reduce":
+            return count == 0
+        return LANGUAGE_REDUCES.get(op) == _first(params) and (op == "mean") == (isinstance(count, int) and count > 0)
+    if kind == "move":  # DMAs, and assignments into tiles: `t[...] = x` copies, `t[...] += x` is a tensor_tensor
+        if op in ("store", "dma_copy"):
+            return True
+        return op == ("tensor_tensor" if stores and _accumulates(stores[0]) else "tensor_copy")
+    return False
+
+
+def _accumulates(store: Any) -> bool:
+    """A `write` store that combines into its destination (an accumulate operator), or that the race rule
+    files as accumulating (a loop_reduce's first contribution)."""
+    return isinstance(store, tuple) and len(store) > 4 and store[0] == "write" \
+        and (store[3] is not None or store[4] is True)
+
+
+def _first(params: tuple) -> Any:
+    return params[0] if params else None
