@@ -92,7 +92,10 @@ BINARY: dict[str, Callable[[Any, Any], np.ndarray]] = {
     "bitwise_xor": np.bitwise_xor,
     "left_shift": np.left_shift,
     "right_shift": np.right_shift,
-    "abs_max": lambda a, b: np.maximum(np.abs(a), np.abs(b)),
+    # The input with the larger magnitude, sign kept; a tie returns y (nki.language.abs_max, NKI 0.6 API
+    # reference: abs_max(-5, 3) is -5, abs_max(1, -1) is -1).
+    "abs_max": lambda a, b: np.where(np.abs(a) > np.abs(b), a, b),
+    "abs_min": lambda a, b: np.where(np.abs(a) < np.abs(b), a, b),
 }
 
 # Reductions: binary operators with an associative numpy reduce.

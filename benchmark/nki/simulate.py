@@ -85,6 +85,15 @@ def _unwrap(kernel: Any) -> Any:
     return getattr(kernel, "__wrapped__", kernel) if not callable(kernel) else kernel
 
 
+def check_grid(grid: tuple[int, ...]) -> None:
+    """A launch grid must name at least one program on every axis: `kernel[0](...)` would run nothing and
+    return outputs nobody wrote, so it is an error (the device rejects an empty launch too)."""
+    for axis, size in enumerate(grid):
+        if size < 1:
+            raise NKICompileError("spmd", f"launch grid {list(grid)} has {size} programs on axis {axis}; every "
+                                          "axis needs at least 1")
+
+
 def simulate(kernel: Any, inputs: list[Any], *, platform: str = "trn1", record_trace: bool = True,
              kwargs: dict[str, Any] | None = None, grid: tuple[int, ...] = (), workers: int = 1,
              record_program: bool = False) -> Simulation:
@@ -103,6 +112,7 @@ def simulate(kernel: Any, inputs: list[Any], *, platform: str = "trn1", record_t
     code = getattr(func, "__code__", None)
     if code is None:
         raise TypeError(f"simulate needs a kernel function, got {type(kernel).__name__}")
+    check_grid(grid)
     names = _parameter_names(func, len(inputs))
     rerun = False
     fallback = ""
