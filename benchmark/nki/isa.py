@@ -47,6 +47,7 @@ class reduce_cmd(IntEnum):  # noqa: N801
     reset = 1
     reduce = 2
     reset_reduce = 3
+    load_reduce = 4  # NKI 0.6: seed the accumulator from reduce_init
 
 
 class dge_mode(IntEnum):  # noqa: N801

@@ -12,6 +12,7 @@ import types
 from typing import Any
 
 from . import isa, isa_dst, language
+from .isa_v06 import DESTINATION, FUNCTIONAL, LANGUAGE
 from .simulate import jit, simulate_kernel
 
 _MARK = "__nki_simulator__"
@@ -29,12 +30,14 @@ def _typing_module(name: str) -> types.ModuleType:
     return mod
 
 
-def _alias(name: str, source: types.ModuleType) -> types.ModuleType:
-    """A module named `name` exposing `source`'s public names (and its unsupported-op fallback)."""
+def _alias(name: str, source: types.ModuleType, extra: dict[str, Any] | None = None) -> types.ModuleType:
+    """A module named `name` exposing `source`'s public names, then `extra` (and the unsupported-op fallback)."""
     mod = types.ModuleType(name, source.__doc__)
     for attr in dir(source):
         if not attr.startswith("__"):
             setattr(mod, attr, getattr(source, attr))
+    for attr, value in (extra or {}).items():
+        setattr(mod, attr, value)
     fallback = getattr(source, "__getattr__", None)
     if fallback is not None:
         mod.__getattr__ = fallback  # type: ignore[attr-defined]
@@ -106,8 +109,8 @@ def build() -> dict[str, types.ModuleType]:
     neuronxcc.__path__ = []  # type: ignore[attr-defined]
     setattr(neuronxcc, _MARK, True)
     old = _top("neuronxcc.nki")
-    old.language = _alias("neuronxcc.nki.language", language)  # type: ignore[attr-defined]
-    old.isa = _alias("neuronxcc.nki.isa", isa)  # type: ignore[attr-defined]
+    old.language = _alias("neuronxcc.nki.language", language, LANGUAGE)  # type: ignore[attr-defined]
+    old.isa = _alias("neuronxcc.nki.isa", isa, FUNCTIONAL)  # type: ignore[attr-defined]
     old.typing = _typing_module("neuronxcc.nki.typing")  # type: ignore[attr-defined]
     old.compiler = _compiler_module("neuronxcc.nki.compiler")  # type: ignore[attr-defined]
     neuronxcc.nki = old  # type: ignore[attr-defined]
@@ -115,10 +118,10 @@ def build() -> dict[str, types.ModuleType]:
                  "neuronxcc.nki.isa": old.isa, "neuronxcc.nki.typing": old.typing,
                  "neuronxcc.nki.compiler": old.compiler})
     new = _top("nki")
-    new.language = _alias("nki.language", language)  # type: ignore[attr-defined]
+    new.language = _alias("nki.language", language, LANGUAGE)  # type: ignore[attr-defined]
     for loop in ("affine_range", "sequential_range", "static_range"):
         setattr(new.language, loop, _unrolled)
-    new.isa = _alias("nki.isa", isa_dst)  # type: ignore[attr-defined]
+    new.isa = _alias("nki.isa", isa_dst, DESTINATION)  # type: ignore[attr-defined]
     new.typing = _typing_module("nki.typing")  # type: ignore[attr-defined]
     new.compiler = _compiler_module("nki.compiler")  # type: ignore[attr-defined]
     mods.update({"nki": new, "nki.language": new.language, "nki.isa": new.isa, "nki.typing": new.typing,

@@ -1,0 +1,199 @@
+"""What the instructions added for NKI 0.6 compute (issue 34): one *kind* function each, like semantics.py.
+
+Registered into `semantics.KINDS` (semantics.py imports this module at its end), so the live simulator and the
+replayer share them. Semantics come from the SDK 2.32 `nki.isa` / `nki.language` API reference (the docstrings
+of nki/api/nki/isa/__init__.py in aws-neuron-sdk) and the NKI 0.6 release notes (release-notes/components/
+nki.rst: nc_find_index8's all-ones unmatched slots and successive duplicates, nc_match_replace8's reverse order).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from benchmark.nki import alu
+from benchmark.nki import dtypes as dt
+from benchmark.nki.errors import NKICompileError
+
+
+def _sem() -> Any:
+    from benchmark.nki import semantics  # the helpers live there; imported late (semantics imports us)
+
+    return semantics
+
+
+def _rows(x: np.ndarray) -> np.ndarray:
+    """A tile as (partitions, elements per partition), computed in float32 like the engines."""
+    x = np.asarray(_sem().as_fp32(x))
+    return x.reshape(x.shape[0], -1) if x.ndim else x.reshape(1, 1)
+
+
+_IDENTITY = {"add": 0.0, "multiply": 1.0, "maximum": -np.inf, "minimum": np.inf}
+
+
+def scalar_reduce(params: tuple, v: list[Any], tiles: tuple[bool, ...]) -> Any:
+    """tensor_scalar_reduce: result = data op0 operand0 (operand0 a scalar or one value per partition) and the
+    free-axis reduction of the float32 result, seeded with the accumulator (reset, or reduce_init).
+    Operands: data, operand0, reduce_init (None unless load_reduce). params: (op0, reverse0, reduce_op,
+    negate, dtype)."""
+    op0, reverse0, reduce_op, negate, d = params
+    s = _sem()
+    x = np.asarray(s.as_fp32(v[0]))
+    x2 = _rows(x)
+    o = s.per_partition(v[1], tiles[1], "tensor_scalar_reduce", "operand0")
+    fn = alu.binary(op0, "tensor_scalar_reduce")
+    out = np.asarray(fn(o, x2) if reverse0 else fn(x2, o), dtype=np.float32)
+    red = alu.reducer(reduce_op, "tensor_scalar_reduce")(out, axis=1, keepdims=True)
+    if v[2] is not None:
+        init = s.per_partition(v[2], tiles[2], "tensor_scalar_reduce", "reduce_init")
+        red = alu.binary(reduce_op, "tensor_scalar_reduce")(np.broadcast_to(init, red.shape), red)
+    if negate:
+        red = -red
+    return s.to_dtype(out.reshape(x.shape), dt.as_dtype(d)), red
+
+
+def max8(params: tuple, v: list[Any], tiles: tuple[bool, ...]) -> Any:
+    """The 8 largest values of each partition, in descending order. params: (dtype,)."""
+    x = _rows(v[0])
+    if not 8 <= x.shape[1] <= 16384:
+        raise NKICompileError("max8", f"max8 reads 8 to 16384 elements per partition, got {x.shape[1]}")
+    top = -np.sort(-x, axis=1, kind="stable")[:, :8]
+    return _sem().to_dtype(top, dt.as_dtype(params[0]))
+
+
+def find_index8(params: tuple, v: list[Any], tiles: tuple[bool, ...]) -> Any:
+    """For each of the 8 values of a partition, the index of its first occurrence in the data; a value
+    repeated in `vals` takes the next occurrence each time; a value not found gives all ones.
+    params: (index dtype,)."""
+    data = _rows(v[0])
+    vals = _rows(v[1])
+    if vals.shape[1] != 8:
+        raise NKICompileError("nc_find_index8", f"vals must have 8 elements per partition, got {vals.shape[1]}")
+    d = dt.as_dtype(params[0])
+    out = np.full((data.shape[0], 8), np.iinfo(d.storage).max, dtype=d.storage)
+    for p in range(data.shape[0]):
+        used: dict[float, int] = {}
+        for k in range(8):
+            hits = np.flatnonzero(data[p] == vals[p, k])
+            n = used.get(float(vals[p, k]), 0)
+            if n < len(hits):
+                out[p, k] = hits[n]
+            used[float(vals[p, k])] = n + 1
+    return out
+
+
+def match_replace8(params: tuple, v: list[Any], tiles: tuple[bool, ...]) -> Any:
+    """Replace the first occurrence of each of the 8 values with `imm`, the values taken in reverse order
+    (vals[7] first), so duplicates pair with successive occurrences from the highest slot down; returns the
+    replaced data and the matched indices (all ones where nothing matched). params: (imm, dtype, index
+    dtype)."""
+    imm, d, idx_d = params
+    x = np.asarray(_sem().as_fp32(v[0]))
+    data = _rows(x).copy()
+    vals = _rows(v[1])
+    if vals.shape[1] != 8:
+        raise NKICompileError("nc_match_replace8", f"vals must have 8 elements per partition, got {vals.shape[1]}")
+    index_dtype = dt.as_dtype(idx_d).storage
+    idx = np.full((data.shape[0], 8), np.iinfo(index_dtype).max, dtype=index_dtype)
+    for p in range(data.shape[0]):
+        taken = np.zeros(data.shape[1], dtype=bool)
+        for k in range(7, -1, -1):
+            hits = np.flatnonzero((data[p] == vals[p, k]) & ~taken)
+            if len(hits):
+                taken[hits[0]] = True
+                idx[p, k] = hits[0]
+        data[p, taken] = imm
+    return _sem().to_dtype(data.reshape(x.shape), dt.as_dtype(d)), idx
+
+
+def keep_where(params: tuple, v: list[Any], tiles: tuple[bool, ...]) -> Any:
+    """dropout: data where the random draw (a constant fixed when the kernel ran) is at or above the drop
+    probability, else 0. Operands: data, prob (scalar or per partition), draws. params: (dtype,)."""
+    s = _sem()
+    x = np.asarray(s.as_fp32(v[0]))
+    x2 = _rows(x)
+    prob = s.per_partition(v[1], tiles[1], "dropout", "prob")
+    draws = np.asarray(v[2]).reshape(x2.shape)
+    return s.to_dtype(np.where(draws >= prob, x2, 0).reshape(x.shape), dt.as_dtype(params[0]))
+
+
+def partition_reduce(params: tuple, v: list[Any], tiles: tuple[bool, ...]) -> Any:
+    """tensor_partition_reduce: reduce across partitions (axis 0), keeping a partition axis of 1.
+    params: (operator, dtype); "average" is the mean."""
+    op, d = params
+    x = np.asarray(_sem().as_fp32(v[0]))
+    if op == "average":
+        out = x.mean(axis=0, keepdims=True)
+    else:
+        out = alu.reducer(op, "tensor_partition_reduce")(x, axis=0, keepdims=True)
+    return _sem().to_dtype(out, dt.as_dtype(d))
+
+
+def bn_stats(params: tuple, v: list[Any], tiles: tuple[bool, ...]) -> Any:
+    """Per partition: (count, mean, variance * count) of the even elements, then of the odd ones.
+    params: (dtype,)."""
+    x = _rows(v[0]).astype(np.float64)
+    out = np.zeros((x.shape[0], 6))
+    for k, part in enumerate((x[:, 0::2], x[:, 1::2])):
+        n = part.shape[1]
+        mean = part.mean(axis=1) if n else 0.0
+        out[:, 3 * k] = n
+        out[:, 3 * k + 1] = mean
+        out[:, 3 * k + 2] = ((part - np.reshape(mean, (-1, 1))) ** 2).sum(axis=1) if n else 0.0
+    return _sem().to_dtype(out.astype(np.float32), dt.as_dtype(params[0]))
+
+
+def bn_aggr(params: tuple, v: list[Any], tiles: tuple[bool, ...]) -> Any:
+    """Combine (count, mean, variance * count) triples into each partition's mean and variance.
+    params: (dtype,)."""
+    x = _rows(v[0]).astype(np.float64)
+    if x.shape[1] % 3:
+        raise NKICompileError("bn_aggr", f"bn_aggr reads (count, mean, variance*count) triples; {x.shape[1]} "
+                                         "elements per partition is not a multiple of 3")
+    t = x.reshape(x.shape[0], -1, 3)
+    count = t[:, :, 0].sum(axis=1)
+    safe = np.where(count > 0, count, 1)
+    mean = (t[:, :, 0] * t[:, :, 1]).sum(axis=1) / safe
+    m2 = (t[:, :, 2] + t[:, :, 0] * (t[:, :, 1] - mean[:, None]) ** 2).sum(axis=1)
+    out = np.stack([mean, m2 / safe], axis=1).astype(np.float32)
+    return _sem().to_dtype(out, dt.as_dtype(params[0]))
+
+
+def predicated(params: tuple, v: list[Any], tiles: tuple[bool, ...]) -> Any:
+    """tensor_copy_predicated: src where the predicate is non-zero (inverted with reverse_pred), else what
+    dst holds. Operands: dst's current values, src (tile or scalar), predicate. params: (reverse,)."""
+    cur = np.asarray(v[0])
+    pred = np.asarray(v[2]).reshape(cur.shape) != 0
+    if params[0]:
+        pred = ~pred
+    src = np.asarray(v[1]).reshape(cur.shape) if tiles[1] else v[1]
+    return np.where(pred, src, cur)
+
+
+def transpose_axes(params: tuple, v: list[Any], tiles: tuple[bool, ...]) -> Any:
+    """dma_transpose / load_transpose2d: the operand with its axes permuted (2-D: swapped).
+    params: (axes or None, dtype)."""
+    axes, d = params
+    x = np.asarray(v[0])
+    out = x.T if axes is None else np.transpose(x, axes)
+    return _sem().to_dtype(out, dt.as_dtype(d))
+
+
+def exponential(params: tuple, v: list[Any], tiles: tuple[bool, ...]) -> Any:
+    """exp(src - max_value) and its free-axis sum seeded with reduce_init. Operands: src, max_value,
+    reduce_init. params: (dtype,)."""
+    s = _sem()
+    x = np.asarray(s.as_fp32(v[0]))
+    m = s.per_partition(v[1], tiles[1], "exponential", "max_value")
+    out = np.exp(_rows(x) - m).astype(np.float32)
+    init = s.per_partition(v[2], tiles[2], "exponential", "reduce_init")
+    red = out.sum(axis=1, keepdims=True) + init
+    return s.to_dtype(out.reshape(x.shape), dt.as_dtype(params[0])), np.asarray(red, dtype=np.float32)
+
+
+KINDS_V06 = {
+    "scalar_reduce": scalar_reduce, "max8": max8, "find_index8": find_index8, "match_replace8": match_replace8,
+    "keep_where": keep_where, "partition_reduce": partition_reduce, "bn_stats": bn_stats, "bn_aggr": bn_aggr,
+    "predicated": predicated, "transpose_axes": transpose_axes, "exponential": exponential,
+}
