@@ -17,6 +17,7 @@ from benchmark import services, views
 from benchmark.boards import CASES as BOARD_CASES
 from benchmark.boards import best_over_time, build_board
 from benchmark.display import best_over_time_figure_html, board_figure_html
+from benchmark.hardware import UNCALIBRATED
 from benchmark.models import Platform
 from benchmark.platforms import DEFAULT_PLATFORM, NKI, get_definition
 from benchmark.services.baselines import baseline_progress
@@ -42,6 +43,7 @@ def leaderboard(request: HttpRequest) -> HttpResponse:
         "case": case,
         "cases": BOARD_CASES,
         "platforms": Platform.choices,
+        "uncalibrated": platform in UNCALIBRATED,
         "chart": board_figure_html(board),
         "history_chart": best_over_time_figure_html(best_over_time(board)),
         "can_launch": services.can_create_kernels(request.user),

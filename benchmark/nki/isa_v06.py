@@ -16,7 +16,10 @@ from typing import Any
 
 import numpy as np
 
-from benchmark.nki import alu
+from benchmark.nki import (
+    alu,
+    semantics_v06,  # noqa: F401 - registers the kinds these instructions compute
+)
 from benchmark.nki import dtypes as dt
 from benchmark.nki import isa as _f
 from benchmark.nki.errors import NKICompileError
@@ -71,7 +74,7 @@ def tensor_scalar_reduce(*, data: Any, op0: Any, operand0: Any, reduce_op: Any, 
                               [acc, o0, init])
     reads = [r for r in (acc, o0, init) if isinstance(r, Access)]
     tile = sim.result(values, d, engine=Engine.VECTOR, reads=reads, window=win, full_shape=acc.full_shape,
-                      free=acc.free, flops=2 * acc.size)
+                      partitions=acc.partitions, free=acc.free, flops=2 * acc.size)
     if reduce_res is not None:
         _f._side_write(sim, reduce_res, red, "tensor_scalar_reduce")
     return tile
@@ -83,7 +86,8 @@ def max8(*, src: Any, dtype: Any = None, mask: Any = None, **_: Any) -> Any:
     acc = sim.operand(src, mask_window(mask))
     d = result_dtype(dtype, acc)
     values = sim.compute("max8", (d.name,), [acc])
-    return sim.result(values, d, engine=Engine.VECTOR, reads=[acc], free=acc.free, flops=acc.size)
+    return sim.result(values, d, engine=Engine.VECTOR, reads=[acc], partitions=acc.partitions, free=acc.free,
+                      flops=acc.size)
 
 
 @instruction("nc_find_index8")
@@ -95,7 +99,8 @@ def nc_find_index8(*, data: Any, vals: Any, dtype: Any = None, mask: Any = None,
     if d.name not in ("uint16", "uint32"):
         raise NKICompileError("nc_find_index8", f"the index output is uint16 or uint32, not {d.name}")
     values = sim.compute("find_index8", (d.name,), [acc, v])
-    return sim.result(values, d, engine=Engine.VECTOR, reads=[acc, v], free=acc.free, flops=acc.size)
+    return sim.result(values, d, engine=Engine.VECTOR, reads=[acc, v], partitions=acc.partitions, free=acc.free,
+                      flops=acc.size)
 
 
 @instruction("nc_match_replace8")
@@ -109,7 +114,7 @@ def nc_match_replace8(*, data: Any, vals: Any, imm: Any, dst_idx: Any = None, dt
     idx_dtype = dst_idx.dtype.name if isinstance(dst_idx, (Tensor, View)) else "uint32"
     values, idx = sim.compute("match_replace8", (float(imm), d.name, idx_dtype), [acc, v])
     tile = sim.result(values, d, engine=Engine.VECTOR, reads=[acc, v], window=win, full_shape=acc.full_shape,
-                      free=acc.free, flops=acc.size)
+                      partitions=acc.partitions, free=acc.free, flops=acc.size)
     if dst_idx is not None:
         _f._side_write(sim, dst_idx, idx, "nc_match_replace8")
     return tile
@@ -126,7 +131,8 @@ def dropout(data: Any, prob: Any, *, dtype: Any = None, mask: Any = None, **_: A
     draws = _draws(sim, (acc.partitions, max(1, acc.free)))
     values = sim.compute("keep_where", (d.name,), [acc, p, draws])
     return sim.result(values, d, engine=Engine.VECTOR, reads=[r for r in (acc, p) if isinstance(r, Access)],
-                      window=win, full_shape=acc.full_shape)
+                      window=win, full_shape=acc.full_shape, partitions=acc.partitions, free=acc.free,
+                      flops=acc.size)
 
 
 @instruction("bn_stats")
@@ -138,7 +144,8 @@ def bn_stats(data: Any, *, dtype: Any = None, mask: Any = None, **_: Any) -> Any
                                           f"(nl.tile_size.bn_stats_fmax), got {acc.free}")
     d = result_dtype(dtype, acc)
     values = sim.compute("bn_stats", (d.name,), [acc])
-    return sim.result(values, d, engine=Engine.VECTOR, reads=[acc], free=acc.free, flops=acc.size)
+    return sim.result(values, d, engine=Engine.VECTOR, reads=[acc], partitions=acc.partitions, free=acc.free,
+                      flops=acc.size)
 
 
 @instruction("bn_aggr")
@@ -147,7 +154,8 @@ def bn_aggr(data: Any, *, dtype: Any = None, mask: Any = None, **_: Any) -> Any:
     acc = sim.operand(data, mask_window(mask))
     d = result_dtype(dtype, acc)
     values = sim.compute("bn_aggr", (d.name,), [acc])
-    return sim.result(values, d, engine=Engine.VECTOR, reads=[acc], free=acc.free, flops=acc.size)
+    return sim.result(values, d, engine=Engine.VECTOR, reads=[acc], partitions=acc.partitions, free=acc.free,
+                      flops=acc.size)
 
 
 @instruction("tensor_copy_predicated")
@@ -228,12 +236,13 @@ def load_transpose2d(src: Any, mask: Any = None, dtype: Any = None, **_: Any) ->
 # -- nl.rand -------------------------------------------------------------------------------------------------
 @instruction("rand")
 def rand(shape: Any, dtype: Any = None, **_: Any) -> Any:
-    """nl.rand: uniform [0, 1) values in a new SBUF tile (the engines' random number generator)."""
+    """nl.rand: uniform [0, 1) values in a new SBUF tile (the GpSimd Engine's random number generator, which
+    nisa.rng names beside the Vector Engine's)."""
     sim = active("rand").begin("rand")
     shape = tuple(int(s) for s in shape)
     d = dt.as_dtype(dtype) if dtype is not None else dt.float32
     values = sim.compute("constant", (d.name,), [_draws(sim, shape).astype(d.storage)])
-    return sim.result(values, d, engine=Engine.VECTOR, reads=[])
+    return sim.result(values, d, engine=Engine.GPSIMD, reads=[])
 
 
 # -- NeuronCore-v4 only -------------------------------------------------------------------------------------
@@ -249,7 +258,7 @@ def exponential(src: Any, *, max_value: Any = 0.0, reduce_res: Any = None, reduc
     d = result_dtype(dtype, acc)
     values, red = sim.compute("exponential", (d.name,), [acc, m, init])
     tile = sim.result(values, d, engine=Engine.VECTOR, reads=[r for r in (acc, m, init) if isinstance(r, Access)],
-                      free=acc.free, flops=2 * acc.size)
+                      partitions=acc.partitions, free=acc.free, flops=2 * acc.size)
     if reduce_res is not None:
         _f._side_write(sim, reduce_res, red, "exponential")
     return tile
@@ -331,3 +340,171 @@ DESTINATION = {
     "tensor_copy_predicated": _tensor_copy_predicated, "tensor_partition_reduce": _tensor_partition_reduce,
     "dma_transpose": _dma_transpose, "exponential": _exponential,
 }
+
+
+# -- accumulating and selecting instructions (NKI 0.6) --------------------------------------------------------
+class _Fp32(dt.DType):
+    """nl.fp32: float32, with the limits kernels pass as fill values (`nl.fp32.min`, the FP32_MIN that
+    range_select and affine_select require)."""
+
+    min = float(np.finfo(np.float32).min)
+    max = float(np.finfo(np.float32).max)
+
+
+fp32 = _Fp32("float32", np.dtype(np.float32), 4)
+_LOAD_REDUCE, _REDUCE = 4, 2  # isa.reduce_cmd values
+
+
+def _write_or_return(sim: Any, dst: Any, tile: Any, op: str) -> Any:
+    if dst is None:
+        return tile
+    _into(dst, tile, op)
+    return None
+
+
+@instruction("tensor_scalar_cumulative")
+def tensor_scalar_cumulative(dst: Any = None, src: Any = None, op0: Any = None, op1: Any = None, imm0: Any = 0.0,
+                             imm1: Any = None, reduce_cmd: Any = 3, reverse0: bool = False, dtype: Any = None,
+                             name: Any = None, **_: Any) -> Any:
+    """A running op1-reduction of (src op0 imm0) along the free axis, into dst (both generations write dst).
+    `reduce_cmd.reduce` continues from the register the previous cumulative instruction left: the last
+    column it wrote (a 2-D destination)."""
+    sim = active("tensor_scalar_cumulative").begin("tensor_scalar_cumulative")
+    acc = sim.operand(src)
+    i0 = sim.operand(imm0)
+    f0 = alu.op_name(op0, "tensor_scalar_cumulative")
+    f1 = alu.op_name(op1, "tensor_scalar_cumulative")
+    if f1 not in ("add", "subtract", "multiply", "maximum", "minimum"):
+        raise NKICompileError("tensor_scalar_cumulative", f"op1 must be add, subtract, multiply, max or min, not {f1}")
+    cmd = int(reduce_cmd) if reduce_cmd is not None else 3
+    start = None
+    if cmd == _LOAD_REDUCE:
+        if imm1 is None:
+            raise NKICompileError("tensor_scalar_cumulative", "reduce_cmd.load_reduce loads imm1, which is None")
+        start = sim.operand(imm1)
+    elif cmd == _REDUCE:
+        register = getattr(sim, "nki_vector_register", None)
+        if register is None:
+            raise NKICompileError("tensor_scalar_cumulative", "reduce_cmd.reduce continues the accumulator, but no "
+                                                              "earlier cumulative instruction left one")
+        start = sim.operand(register)
+    d = dt.as_dtype(dst.dtype) if dst is not None else result_dtype(dtype, acc)
+    values = sim.compute("cumulative", (f0, bool(reverse0), f1, d.name), [acc, i0, start])
+    reads = [r for r in (acc, i0, start) if isinstance(r, Access)]
+    tile = sim.result(values, d, engine=Engine.VECTOR, reads=reads, full_shape=acc.full_shape,
+                      partitions=acc.partitions, free=acc.free, flops=2 * acc.size)
+    out = _write_or_return(sim, dst, tile, "tensor_scalar_cumulative")
+    target = dst if dst is not None else tile
+    if isinstance(target, Tensor) and len(target.shape) == 2:
+        width = target.shape[1]
+        sim.nki_vector_register = View(target, (slice(None), slice(width - 1, width)))
+    return out
+
+
+def _mask_values(mask: Any, shape: tuple[int, ...]) -> np.ndarray:
+    """A predicate over tile positions (`iy < ix`) as a boolean array of the tile's shape."""
+    from benchmark.nki.indexing import _CMP, ArrayIndex, IndexExpr
+
+    if mask.kind == "leaf":
+        e = mask.expr
+        left = e.materialize() if isinstance(e, (IndexExpr, ArrayIndex)) else np.asarray(e)
+        return np.broadcast_to(_CMP[mask.cmp](left, mask.value), shape)
+    parts = [_mask_values(m, shape) for m in mask.parts]
+    if mask.kind == "and":
+        return parts[0] & parts[1]
+    if mask.kind == "or":
+        return parts[0] | parts[1]
+    return ~parts[0]
+
+
+@instruction("affine_select")
+def affine_select(pred: Any, on_true_tile: Any, on_false_value: Any, *, dtype: Any = None, mask: Any = None,
+                  **_: Any) -> Any:
+    """neuronxcc form: on_true_tile where the index predicate holds, else on_false_value (GpSimd Engine)."""
+    sim = active("affine_select").begin("affine_select")
+    acc = sim.operand(on_true_tile)
+    predicate = _mask_values(pred, tuple(acc.shape)).astype(np.uint8)
+    return _affine(sim, acc, predicate, on_false_value, dtype)
+
+
+def _affine(sim: Any, acc: Access, predicate: np.ndarray, on_false: Any, dtype: Any) -> Any:
+    d = result_dtype(dtype, acc)
+    values, _max = sim.compute("affine_select", (False, d.name), [acc, predicate, float(on_false)])
+    return sim.result(values, d, engine=Engine.GPSIMD, reads=[acc], full_shape=acc.full_shape,
+                      partitions=acc.partitions, free=acc.free, flops=acc.size)
+
+
+def _affine_select(dst: Any, pattern: Any, channel_multiplier: Any, on_true_tile: Any, on_false_value: Any,
+                   cmp_op: Any = None, offset: Any = 0, name: Any = None, **_: Any) -> None:
+    """nki.isa form: the predicate is cmp_op(offset + partition * channel_multiplier + sum(step * index), 0)
+    over the 4-D pattern [[step_w, num_w], ..., [step_x, num_x]] (padded with size-1 dimensions)."""
+    sim = active("affine_select").begin("affine_select")
+    acc = sim.operand(on_true_tile)
+    dims = [[0, 1]] * (4 - len(pattern)) + [list(p) for p in pattern]
+    value = np.full((acc.partitions, 1, 1, 1, 1), float(offset)) + \
+        np.arange(acc.partitions).reshape(-1, 1, 1, 1, 1) * float(channel_multiplier)
+    for axis, (step, num) in enumerate(dims):
+        shape = [1, 1, 1, 1, 1]
+        shape[axis + 1] = int(num)
+        value = value + np.arange(int(num)).reshape(shape) * float(step)
+    cmp = alu.op_name(cmp_op, "affine_select") if cmp_op is not None else "equal"
+    flat = value.reshape(acc.partitions, -1)
+    if flat.shape[1] != acc.free:
+        raise NKICompileError("affine_select", f"the pattern covers {flat.shape[1]} elements per partition, the tile "
+                                               f"has {acc.free}")
+    predicate = alu.binary(cmp, "affine_select")(flat, 0).astype(np.uint8).reshape(acc.shape)
+    _into(dst, _affine(sim, acc, predicate, on_false_value, dst.dtype), "affine_select")
+
+
+@instruction("select_reduce")
+def select_reduce(dst: Any = None, predicate: Any = None, on_true: Any = None, on_false: Any = 0.0,
+                  reduce_res: Any = None, reduce_cmd: Any = 0, reduce_op: Any = None, reverse_pred: bool = False,
+                  dtype: Any = None, name: Any = None, **_: Any) -> Any:
+    """dst = on_true where predicate (inverted by reverse_pred), else on_false; reduce_res gets each partition's
+    max (Vector Engine)."""
+    sim = active("select_reduce").begin("select_reduce")
+    acc = sim.operand(on_true)
+    pred = sim.operand(predicate)
+    other = sim.operand(on_false)
+    if isinstance(pred, Access) and pred.space == acc.space == MemorySpace.PSUM:
+        raise NKICompileError("select_reduce", "on_true and predicate cannot both be in PSUM")
+    d = dt.as_dtype(dst.dtype) if dst is not None else result_dtype(dtype, acc)
+    values, red = sim.compute("select", (bool(reverse_pred), d.name), [acc, pred, other])
+    reads = [r for r in (acc, pred, other) if isinstance(r, Access)]
+    tile = sim.result(values, d, engine=Engine.VECTOR, reads=reads, full_shape=acc.full_shape,
+                      partitions=acc.partitions, free=acc.free, flops=acc.size)
+    if reduce_res is not None:
+        _f._side_write(sim, reduce_res, red, "select_reduce")
+    return _write_or_return(sim, dst, tile, "select_reduce")
+
+
+@instruction("range_select")
+def range_select(dst: Any = None, on_true_tile: Any = None, comp_op0: Any = None, comp_op1: Any = None,
+                 bound0: Any = None, bound1: Any = None, reduce_cmd: Any = 3, reduce_res: Any = None,
+                 reduce_op: Any = None, range_start: Any = 0, on_false_value: Any = fp32.min, dtype: Any = None,
+                 name: Any = None, **_: Any) -> Any:
+    """on_true_tile where cmp0(range_start + column, bound0) and cmp1(range_start + column, bound1), else
+    on_false_value; reduce_res gets each partition's max (Vector Engine, NeuronCore-v3 and newer)."""
+    sim = active("range_select").begin("range_select")
+    require_core(sim, "range_select", 3)
+    acc = sim.operand(on_true_tile)
+    b0 = sim.operand(bound0)
+    b1 = sim.operand(bound1)
+    c0 = alu.op_name(comp_op0, "range_select")
+    c1 = alu.op_name(comp_op1, "range_select")
+    d = dt.as_dtype(dst.dtype) if dst is not None else result_dtype(dtype, acc)
+    values, red = sim.compute("range_select", (c0, c1, float(range_start), d.name),
+                              [acc, b0, b1, float(on_false_value)])
+    reads = [r for r in (acc, b0, b1) if isinstance(r, Access)]
+    tile = sim.result(values, d, engine=Engine.VECTOR, reads=reads, full_shape=acc.full_shape,
+                      partitions=acc.partitions, free=acc.free, flops=acc.size)
+    if reduce_res is not None:
+        _f._side_write(sim, reduce_res, red, "range_select")
+    return _write_or_return(sim, dst, tile, "range_select")
+
+
+FUNCTIONAL.update({"tensor_scalar_cumulative": tensor_scalar_cumulative, "affine_select": affine_select,
+                   "select_reduce": select_reduce, "range_select": range_select})
+DESTINATION.update({"tensor_scalar_cumulative": tensor_scalar_cumulative, "affine_select": _affine_select,
+                    "select_reduce": select_reduce, "range_select": range_select})
+LANGUAGE["fp32"] = fp32

@@ -68,6 +68,11 @@ class tile_size:  # noqa: N801 - the NKI name
     gemm_moving_fmax = 512
     psum_min_fmax = 1
     total_available_sbuf_size = 24 * 1024 * 1024 // 128
+    # NKI 0.6 names (API reference, nki.language.tile_size): the PSUM bank in fp32 elements and bytes, and the
+    # largest bn_stats input per partition.
+    psum_bank_fmax = 512
+    psum_bank_fmax_bytes = 2048
+    bn_stats_fmax = 512
 
 
 # -- tensor creation --------------------------------------------------------------------------------

@@ -26,7 +26,11 @@ from typing import Any
 import numpy as np
 
 from . import dtypes as dt
-from . import rules, semantics
+from . import (
+    rules,
+    semantics,
+    semantics_v06,  # noqa: F401 - the NKI 0.6 instructions' kinds (registered into semantics.KINDS)
+)
 from .blas import single_threaded_blas
 from .errors import NKIError
 from .program import Program, ReplayError, region_inside, spec_root

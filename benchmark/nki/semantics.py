@@ -465,9 +465,3 @@ def fill_tile(dst: np.ndarray, values: Any, windowed: bool, d: dt.DType, op: str
             dst[...] = fit_to(values, dst.shape, op)
         return
     dst[...] = d.round(np.asarray(values, dtype=d.storage)) if d.mantissa_bits else values
-
-
-# The instructions added for NKI 0.6 (issue 34) compute in semantics_v06.py; the replayer reaches them here.
-from benchmark.nki.semantics_v06 import KINDS_V06  # noqa: E402
-
-KINDS.update(KINDS_V06)

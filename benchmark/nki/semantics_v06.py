@@ -1,7 +1,7 @@
 """What the instructions added for NKI 0.6 compute (issue 34): one *kind* function each, like semantics.py.
 
-Registered into `semantics.KINDS` (semantics.py imports this module at its end), so the live simulator and the
-replayer share them. Semantics come from the SDK 2.32 `nki.isa` / `nki.language` API reference (the docstrings
+Importing this module registers them into `semantics.KINDS` (isa_v06.py and replay.py import it), so the live
+simulator and the replayer share them. Semantics come from the SDK 2.32 `nki.isa` / `nki.language` API reference (the docstrings
 of nki/api/nki/isa/__init__.py in aws-neuron-sdk) and the NKI 0.6 release notes (release-notes/components/
 nki.rst: nc_find_index8's all-ones unmatched slots and successive duplicates, nc_match_replace8's reverse order).
 """
@@ -12,14 +12,13 @@ from typing import Any
 
 import numpy as np
 
-from benchmark.nki import alu
+from benchmark.nki import alu, semantics
 from benchmark.nki import dtypes as dt
 from benchmark.nki.errors import NKICompileError
+from benchmark.nki.trace import Engine
 
 
 def _sem() -> Any:
-    from benchmark.nki import semantics  # the helpers live there; imported late (semantics imports us)
-
     return semantics
 
 
@@ -192,8 +191,93 @@ def exponential(params: tuple, v: list[Any], tiles: tuple[bool, ...]) -> Any:
     return s.to_dtype(out.reshape(x.shape), dt.as_dtype(params[0])), np.asarray(red, dtype=np.float32)
 
 
+def cumulative(params: tuple, v: list[Any], tiles: tuple[bool, ...]) -> Any:
+    """tensor_scalar_cumulative: reg = op1(data[:, i] op0 imm0, reg), out[:, i] = reg, along the free axis; reg
+    starts at op1's identity, at imm1 (load_reduce) or at the register an earlier instruction left (an operand:
+    the last column it wrote). Operands: src, imm0, start (None: identity). params: (op0, reverse0, op1,
+    dtype)."""
+    op0, reverse0, op1, d = params
+    s = _sem()
+    x = np.asarray(s.as_fp32(v[0]))
+    x2 = _rows(x)
+    imm0 = s.per_partition(v[1], tiles[1], "tensor_scalar_cumulative", "imm0")
+    f0 = alu.binary(op0, "tensor_scalar_cumulative")
+    f1 = alu.binary(op1, "tensor_scalar_cumulative")
+    pre = np.asarray(f0(imm0, x2) if reverse0 else f0(x2, imm0), dtype=np.float32)
+    start = _IDENTITY.get(op1, 0.0) if v[2] is None else s.per_partition(v[2], tiles[2], "tensor_scalar_cumulative",
+                                                                          "imm1")
+    reg = np.broadcast_to(np.asarray(start, dtype=np.float32).reshape(-1, 1) if np.ndim(start) else start,
+                          (x2.shape[0], 1))[:, 0].astype(np.float32)
+    out = np.empty_like(pre)
+    for i in range(pre.shape[1]):
+        reg = np.asarray(f1(pre[:, i], reg), dtype=np.float32)
+        out[:, i] = reg
+    return s.to_dtype(out.reshape(x.shape), dt.as_dtype(d))
+
+
+def select(params: tuple, v: list[Any], tiles: tuple[bool, ...]) -> Any:
+    """select_reduce / range_select / affine_select: on_true where the predicate holds, else on_false (a scalar
+    or one value per partition), and the max of each partition's result. Operands: on_true, predicate (a tile
+    or a constant mask), on_false. params: (reverse, dtype)."""
+    reverse, d = params
+    s = _sem()
+    x = np.asarray(s.as_fp32(v[0]))
+    x2 = _rows(x)
+    pred = np.asarray(v[1]).reshape(x2.shape) != 0
+    if reverse:
+        pred = ~pred
+    other = s.per_partition(v[2], tiles[2], "select", "on_false")
+    out = np.where(pred, x2, np.asarray(other, dtype=np.float32)).astype(np.float32)
+    return s.to_dtype(out.reshape(x.shape), dt.as_dtype(d)), out.max(axis=1, keepdims=True)
+
+
+def range_select(params: tuple, v: list[Any], tiles: tuple[bool, ...]) -> Any:
+    """on_true where cmp0(range_start + column, bound0) and cmp1(range_start + column, bound1), else on_false;
+    and the max of each partition's result. Operands: on_true, bound0, bound1 (one value per partition),
+    on_false. params: (cmp0, cmp1, range_start, dtype)."""
+    cmp0, cmp1, start, d = params
+    s = _sem()
+    x2 = _rows(v[0])
+    b0 = s.per_partition(v[1], tiles[1], "range_select", "bound0")
+    b1 = s.per_partition(v[2], tiles[2], "range_select", "bound1")
+    cols = (start + np.arange(x2.shape[1], dtype=np.float32))[None, :]
+    pred = alu.binary(cmp0, "range_select")(cols, b0) & alu.binary(cmp1, "range_select")(cols, b1)
+    return select((False, d), [v[0], pred, v[3]], (True, False, tiles[3]))
+
+
 KINDS_V06 = {
     "scalar_reduce": scalar_reduce, "max8": max8, "find_index8": find_index8, "match_replace8": match_replace8,
     "keep_where": keep_where, "partition_reduce": partition_reduce, "bn_stats": bn_stats, "bn_aggr": bn_aggr,
     "predicated": predicated, "transpose_axes": transpose_axes, "exponential": exponential,
+    "cumulative": cumulative, "select": select, "range_select": range_select, "affine_select": select,
 }
+semantics.KINDS.update(KINDS_V06)
+
+# The cost-trace row each kind's instruction records (isa_v06.py), for the replayer's row check
+# (trace_check.py): (engine, where its dtype is in params, FLOPs per input element); partitions and free size
+# are the first operand's (the data the engine streams), except where noted.
+_ROWS: dict[str, tuple[Engine, int, int]] = {
+    "scalar_reduce": (Engine.VECTOR, -1, 2), "max8": (Engine.VECTOR, 0, 1), "find_index8": (Engine.VECTOR, 0, 1),
+    "match_replace8": (Engine.VECTOR, 1, 1), "keep_where": (Engine.VECTOR, 0, 1),
+    "partition_reduce": (Engine.GPSIMD, 1, 1), "bn_stats": (Engine.VECTOR, 0, 1), "bn_aggr": (Engine.VECTOR, 0, 1),
+    "exponential": (Engine.VECTOR, 0, 2),
+    "transpose_axes": (Engine.DMA, 1, 0),  # partitions and free of the result (the SBUF tile written)
+    "predicated": (Engine.VECTOR, -1, 1),  # dtype: the destination's (given by the caller)
+    "cumulative": (Engine.VECTOR, -1, 2), "select": (Engine.VECTOR, -1, 1), "range_select": (Engine.VECTOR, -1, 1),
+    "affine_select": (Engine.GPSIMD, -1, 1),
+}
+
+
+def expected_row(kind: str, params: tuple, values: list[Any], outputs: tuple,
+                 dst_dtype: str | None) -> tuple | None:
+    """(engines, dtype, partitions, free, flops, is_transpose) of the row a kind above records; None for other
+    kinds."""
+    row = _ROWS.get(kind)
+    if row is None:
+        return None
+    engine, where, per_element = row
+    shape = np.shape(outputs[0]) if kind == "transpose_axes" else np.shape(values[0])
+    size = int(np.prod(shape)) if shape else 1
+    parts = shape[0] if shape else 1
+    d = dst_dtype if kind == "predicated" else params[where]
+    return frozenset((int(engine),)), d, parts, size // parts if parts else 0, per_element * size, 0

@@ -1,0 +1,244 @@
+"""The instructions added from the NKI 0.6 API reference (issue 34), as their reference pages describe them, in
+both generations (functional `neuronxcc.nki.isa`, destination-first `nki.isa`), and each priced by the
+performance model."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from benchmark.hardware import get_core_spec
+from benchmark.nki import NKICompileError, namespaces, simulate
+from benchmark.nki.isa_v06 import DESTINATION, FUNCTIONAL, LANGUAGE
+from benchmark.perf.costs import instruction_costs
+
+MODS = namespaces.build()
+nl = MODS["neuronxcc.nki.language"]
+nisa = MODS["neuronxcc.nki.isa"]
+nl2 = MODS["nki.language"]
+nisa2 = MODS["nki.isa"]
+
+
+def _out(shape, dtype=None):
+    return nl.ndarray(shape, dtype=dtype or nl.float32, buffer=nl.shared_hbm)
+
+
+def test_tensor_scalar_reduce_scales_and_reduces_into_reduce_res(rng):
+    def kernel(a):
+        out, red = _out(a.shape), _out((a.shape[0], 1))
+        r = nl.ndarray((a.shape[0], 1), dtype=nl.float32, buffer=nl.sbuf)
+        t = nisa.tensor_scalar_reduce(data=nl.load(a), op0=nl.multiply, operand0=2.0, reduce_op=nl.max, reduce_res=r)
+        nl.store(out, t)
+        nl.store(red, r)
+        return out, red
+
+    a = rng.standard_normal((128, 64)).astype(np.float32)
+    out, red = simulate(kernel, [a]).outputs
+    np.testing.assert_array_equal(out, a * 2)
+    np.testing.assert_array_equal(red[:, 0], (a * 2).max(axis=1))
+
+
+def test_max8_returns_the_eight_largest_values_in_descending_order(rng):
+    def kernel(a):
+        out = _out((a.shape[0], 8))
+        nl.store(out, nisa.max8(src=nl.load(a)))
+        return out
+
+    a = rng.standard_normal((32, 100)).astype(np.float32)
+    np.testing.assert_array_equal(simulate(kernel, [a]).outputs[0], -np.sort(-a, axis=1)[:, :8])
+
+
+def test_nc_find_index8_takes_successive_occurrences_and_marks_missing_values_all_ones():
+    def kernel(data, vals):
+        out = _out((1, 8), nl.uint32)
+        nl.store(out, nisa.nc_find_index8(data=nl.load(data), vals=nl.load(vals)))
+        return out
+
+    data = np.array([[5, 7, 7, 1, 7, 2, 9, 3, 0, 4]], dtype=np.float32)
+    vals = np.array([[7, 7, 7, 7, 9, 1, 42, 5]], dtype=np.float32)
+    got = simulate(kernel, [data, vals]).outputs[0]
+    assert got.tolist() == [[1, 2, 4, 0xFFFFFFFF, 6, 3, 0xFFFFFFFF, 0]]
+
+
+def test_nc_match_replace8_pairs_duplicate_values_from_the_last_slot_down():
+    # The API reference's own example (NKI 0.6 order): dst_idx = [2, 10, 9, 8, 7, 6, 5, 4].
+    def kernel(data, vals):
+        out, idx = _out(data.shape), _out((1, 8), nl.uint32)
+        i = nl.ndarray((1, 8), dtype=nl.uint32, buffer=nl.sbuf)
+        nl.store(out, nisa.nc_match_replace8(data=nl.load(data), vals=nl.load(vals), imm=-1.0, dst_idx=i))
+        nl.store(idx, i)
+        return out, idx
+
+    data = np.array([[1, 2, 3, 4, 8, 8, 8, 8, 8, 8, 8]], dtype=np.float32)
+    vals = np.array([[3, 8, 8, 8, 8, 8, 8, 8]], dtype=np.float32)
+    out, idx = simulate(kernel, [data, vals]).outputs
+    assert idx.tolist() == [[2, 10, 9, 8, 7, 6, 5, 4]]
+    assert out.tolist() == [[1, 2, -1, 4, -1, -1, -1, -1, -1, -1, -1]]
+
+
+@pytest.mark.parametrize(("prob", "kept"), [(0.0, 1.0), (1.0, 0.0)])
+def test_dropout_keeps_everything_at_zero_and_nothing_at_one(rng, prob, kept):
+    def kernel(a):
+        out = _out(a.shape)
+        nl.store(out, nisa.dropout(nl.load(a), prob=prob))
+        return out
+
+    a = rng.standard_normal((16, 32)).astype(np.float32) + 5
+    np.testing.assert_array_equal(simulate(kernel, [a]).outputs[0], a * kept)
+
+
+def test_dropout_drops_about_the_asked_fraction_and_rand_is_uniform_and_repeatable():
+    def kernel(a):
+        out, r = _out(a.shape), _out((64, 256))
+        nl.store(out, nisa.dropout(nl.load(a), prob=0.25))
+        nl.store(r, nl.rand((64, 256)))
+        return out, r
+
+    a = np.ones((128, 512), dtype=np.float32)
+    first = simulate(kernel, [a]).outputs
+    dropped = float((first[0] == 0).mean())
+    assert 0.22 < dropped < 0.28
+    assert 0.0 <= first[1].min() and first[1].max() < 1.0 and 0.45 < first[1].mean() < 0.55
+    again = simulate(kernel, [a]).outputs
+    np.testing.assert_array_equal(first[1], again[1])  # a kernel's random values do not change between runs
+
+
+def test_tensor_partition_reduce_reduces_across_partitions(rng):
+    def kernel(a):
+        out = _out((1, a.shape[1]))
+        nl.store(out, nisa.tensor_partition_reduce(np.add, nl.load(a)))
+        return out
+
+    a = rng.standard_normal((128, 32)).astype(np.float32)
+    np.testing.assert_allclose(simulate(kernel, [a]).outputs[0], a.sum(axis=0, keepdims=True), rtol=1e-5, atol=1e-5)
+
+
+def test_bn_stats_then_bn_aggr_give_each_partitions_mean_and_variance(rng):
+    def kernel(a):
+        out = _out((a.shape[0], 2))
+        stats = nl.ndarray((a.shape[0], 12), dtype=nl.float32, buffer=nl.sbuf)
+        for k in nl.affine_range(2):
+            stats[:, 6 * k:6 * k + 6] = nisa.bn_stats(nl.load(a[:, 256 * k:256 * (k + 1)]))
+        nl.store(out, nisa.bn_aggr(stats))
+        return out
+
+    a = rng.standard_normal((64, 512)).astype(np.float32)
+    got = simulate(kernel, [a]).outputs[0]
+    np.testing.assert_allclose(got[:, 0], a.mean(axis=1), rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(got[:, 1], a.var(axis=1), rtol=1e-4, atol=1e-5)
+
+
+def test_bn_stats_refuses_more_than_512_elements_per_partition(rng):
+    def kernel(a):
+        return nisa.bn_stats(nl.load(a))
+
+    with pytest.raises(NKICompileError, match="at most 512"):
+        simulate(kernel, [rng.standard_normal((8, 1024)).astype(np.float32)])
+
+
+def test_tensor_copy_predicated_copies_only_where_the_predicate_holds(rng):
+    def kernel(src, dst, pred):
+        out = _out(dst.shape)
+        d = nl.load(dst)
+        nisa.tensor_copy_predicated(src=nl.load(src), dst=d, predicate=nl.load(pred))
+        nl.store(out, d)
+        return out
+
+    src = rng.standard_normal((8, 16)).astype(np.float32)
+    dst = rng.standard_normal((8, 16)).astype(np.float32)
+    pred = (rng.random((8, 16)) > 0.5).astype(np.uint8)
+    np.testing.assert_array_equal(simulate(kernel, [src, dst, pred]).outputs[0], np.where(pred != 0, src, dst))
+
+
+def test_dma_transpose_and_load_transpose2d_transpose_on_the_way_in(rng):
+    def kernel(a):
+        out1, out2 = _out(a.shape[::-1]), _out(a.shape[::-1])
+        nl.store(out1, nisa.dma_transpose(a))
+        nl.store(out2, nl.load_transpose2d(a))
+        return out1, out2
+
+    a = rng.standard_normal((64, 128)).astype(np.float32)
+    for got in simulate(kernel, [a]).outputs:
+        np.testing.assert_array_equal(got, a.T)
+
+
+def test_the_destination_first_generation_writes_dst(rng):
+    def kernel(a):
+        out = nl2.ndarray((a.shape[0], 8), dtype=nl2.float32, buffer=nl2.shared_hbm)
+        t = nl2.ndarray(a.shape, dtype=nl2.float32, buffer=nl2.sbuf)
+        top = nl2.ndarray((a.shape[0], 8), dtype=nl2.float32, buffer=nl2.sbuf)
+        nisa2.dma_copy(dst=t, src=a)
+        nisa2.max8(dst=top, src=t)
+        nisa2.dma_copy(dst=out, src=top)
+        return out
+
+    a = rng.standard_normal((16, 40)).astype(np.float32)
+    np.testing.assert_array_equal(simulate(kernel, [a]).outputs[0], -np.sort(-a, axis=1)[:, :8])
+
+
+def _exp_kernel(a):
+    out = nl2.ndarray(a.shape, dtype=nl2.float32, buffer=nl2.shared_hbm)
+    t = nl2.ndarray(a.shape, dtype=nl2.float32, buffer=nl2.sbuf)
+    e = nl2.ndarray(a.shape, dtype=nl2.float32, buffer=nl2.sbuf)
+    nisa2.dma_copy(dst=t, src=a)
+    nisa2.exponential(dst=e, src=t, max_value=1.0)
+    nisa2.dma_copy(dst=out, src=e)
+    return out
+
+
+@pytest.mark.parametrize("platform", ["trn1", "trn2"])
+def test_a_neuroncore_v4_instruction_is_refused_on_older_cores_with_the_reason(platform):
+    with pytest.raises(NKICompileError, match=f"exponential exists only on NeuronCore-v4.*{platform} is NeuronCore"):
+        simulate(_exp_kernel, [np.zeros((4, 8), np.float32)], platform=platform)
+
+
+def test_a_neuroncore_v4_instruction_runs_on_trn3(rng):
+    a = rng.standard_normal((4, 8)).astype(np.float32)
+    np.testing.assert_allclose(simulate(_exp_kernel, [a], platform="trn3").outputs[0], np.exp(a - 1.0), rtol=1e-6)
+
+
+# -- every new instruction costs something ------------------------------------------------------------------
+def _kernels():
+    """One small kernel per instruction name this module adds (functional form), by name."""
+    def run(body):
+        def kernel(a):
+            body(nl.load(a), a)
+            return _out((1, 1))
+        return kernel
+
+    col = nl.ndarray
+    return {
+        "tensor_scalar_reduce": run(lambda t, a: nisa.tensor_scalar_reduce(
+            data=t, op0=nl.add, operand0=1.0, reduce_op=nl.add,
+            reduce_res=col((128, 1), dtype=nl.float32, buffer=nl.sbuf))),
+        "max8": run(lambda t, a: nisa.max8(src=t)),
+        "nc_find_index8": run(lambda t, a: nisa.nc_find_index8(data=t, vals=nisa.max8(src=t))),
+        "nc_match_replace8": run(lambda t, a: nisa.nc_match_replace8(data=t, vals=nisa.max8(src=t), imm=0.0)),
+        "dropout": run(lambda t, a: nisa.dropout(t, prob=0.5)),
+        "bn_stats": run(lambda t, a: nisa.bn_aggr(nisa.bn_stats(t))),
+        "bn_aggr": run(lambda t, a: nisa.bn_aggr(nisa.bn_stats(t))),
+        "tensor_copy_predicated": run(lambda t, a: nisa.tensor_copy_predicated(
+            src=t, dst=nl.zeros((128, 64), dtype=nl.float32), predicate=nl.zeros((128, 64), dtype=nl.uint8))),
+        "tensor_partition_reduce": run(lambda t, a: nisa.tensor_partition_reduce(np.add, t)),
+        "dma_transpose": run(lambda t, a: nisa.dma_transpose(a)),
+        "load_transpose2d": run(lambda t, a: nl.load_transpose2d(a)),
+        "rand": run(lambda t, a: nl.rand((128, 64))),
+    }
+
+
+def test_every_new_instruction_has_a_cost_on_every_platform():
+    kernels = _kernels()
+    listed = (set(FUNCTIONAL) | set(LANGUAGE) | set(DESTINATION)) - {"exponential"}  # trn3 only: below
+    assert listed <= set(kernels), f"instructions without a pricing kernel: {sorted(listed - set(kernels))}"
+    a = np.ones((128, 64), np.float32)
+    for platform in ("trn1", "trn2", "trn3"):
+        for name, kernel in sorted(kernels.items()):
+            trace = simulate(kernel, [a], platform=platform).trace
+            costs = instruction_costs(trace, get_core_spec(platform))
+            ops = [trace.op_names[k] for k in np.asarray(trace.columns["opcode"])]
+            assert name in ops, f"{name} left no row in the trace"
+            for op, seconds, moved in zip(ops, costs.seconds, costs.dma_bytes, strict=True):
+                assert seconds > 0 or moved > 0, f"{op} ({name}'s kernel) is free on {platform}"
+    trace = simulate(_exp_kernel, [np.ones((4, 8), np.float32)], platform="trn3").trace
+    costs = instruction_costs(trace, get_core_spec("trn3"))
+    assert all(s > 0 or b > 0 for s, b in zip(costs.seconds, costs.dma_bytes, strict=True))
