@@ -508,3 +508,176 @@ FUNCTIONAL.update({"tensor_scalar_cumulative": tensor_scalar_cumulative, "affine
 DESTINATION.update({"tensor_scalar_cumulative": tensor_scalar_cumulative, "affine_select": _affine_select,
                     "select_reduce": select_reduce, "range_select": range_select})
 LANGUAGE["fp32"] = fp32
+
+
+# -- nki.language names of the 0.6 reference ----------------------------------------------------------------
+_LANGUAGE_OPS: dict[str, Any] = {}
+
+
+def language_ops() -> dict[str, Any]:
+    """Elementwise operators and activation functions the 0.6 reference adds, made the way language.py makes
+    its own (so `op=nl.abs_min` works as an operator too)."""
+    from benchmark.nki import language as nl
+
+    if _LANGUAGE_OPS:
+        return _LANGUAGE_OPS
+    ops: dict[str, Any] = _LANGUAGE_OPS
+    ops.update({"abs_min": nl._binary_op("abs_min"), "mod": nl._binary_op("mod"),
+                           "bypass": nl._unary_op("bypass")})
+    for name in ("gelu_dx", "gelu_apprx_sigmoid_dx", "silu_dx", "erf_dx"):
+        ops[name] = nl._unary_op(name)
+
+    def average(x: Any, axis: Any, dtype: Any = None, keepdims: bool = False, **kw: Any) -> Any:
+        return nl.mean(x, axis, dtype=dtype, keepdims=keepdims, **kw)
+
+    alu.register(average, "average")  # tensor_partition_reduce(op=nl.average)
+    ops["average"] = average
+    return ops
+
+
+def _composite(what: str, x: Any, axis: Any, dtype: Any, keepdims: bool, epsilon: float = 0.0,
+               w: Any = None) -> Any:
+    from benchmark.nki.operands import free_axes
+
+    sim = active(what).begin(what)
+    acc = sim.operand(x)
+    axes = free_axes(axis, len(acc.shape), what)
+    wacc = sim.operand(w) if w is not None else None
+    d = result_dtype(dtype, acc)
+    values = sim.compute("composite", (what, axes, bool(keepdims), float(epsilon), d.name), [acc, wacc])
+    reads = [r for r in (acc, wacc) if isinstance(r, Access)]
+    return sim.result(values, d, engine=Engine.VECTOR, reads=reads, partitions=acc.partitions, free=acc.free,
+                      flops=4 * acc.size)
+
+
+@instruction("var")
+def var(x: Any, axis: Any, dtype: Any = None, keepdims: bool = False, **_: Any) -> Any:
+    return _composite("var", x, axis, dtype, keepdims)
+
+
+@instruction("softmax")
+def softmax(x: Any, axis: Any = -1, dtype: Any = None, **_: Any) -> Any:
+    return _composite("softmax", x, axis, dtype, True)
+
+
+@instruction("rms_norm")
+def rms_norm(x: Any, w: Any, axis: Any, n: Any = None, epsilon: float = 1e-6, dtype: Any = None,
+             compute_dtype: Any = None, **_: Any) -> Any:
+    return _composite("rms_norm", x, axis, dtype, True, epsilon, w)
+
+
+def nl_dropout(x: Any, rate: Any, dtype: Any = None, **_: Any) -> Any:
+    """nl.dropout(x, rate): nisa.dropout with the rate as the drop probability."""
+    return dropout(x, rate, dtype=dtype)
+
+
+def random_seed(seed: Any) -> None:
+    """nl.random_seed: later rand/dropout/rng draws come from a generator seeded with `seed` (an int)."""
+    sim = active("random_seed")
+    sim.nki_rng = np.random.default_rng(int(seed))
+
+
+def expand_dims(x: Any, axis: int) -> Any:
+    """A size-1 axis inserted (a view, no instruction)."""
+    shape = list(x.shape)
+    shape.insert(axis if axis >= 0 else len(shape) + 1 + axis, 1)
+    return x.reshape(tuple(shape))
+
+
+def _space_is(*spaces: MemorySpace) -> Any:
+    def check(buffer: Any) -> bool:
+        space = getattr(buffer, "space", None)
+        return space in spaces
+
+    return check
+
+
+def dynamic_range(start: int, stop: int | None = None, step: int = 1) -> Any:
+    """A loop that runs on the device (its bounds could be registers): simulated as a sequential loop over
+    integer bounds; register bounds are refused."""
+    from benchmark.nki import language as nl
+
+    bounds = (start,) if stop is None else (start, stop, step)
+    if not all(isinstance(b, (int, np.integer)) for b in bounds):
+        raise NKICompileError("dynamic_range", "register (runtime) loop bounds are not simulated yet; give integers")
+    return nl.sequential_range(*bounds)
+
+
+def fori_loop(lower: int, upper: int, body_fun: Any, step: int = 1) -> None:
+    """for i in range(lower, upper, step): body_fun(i), as a device loop (integer bounds; see dynamic_range)."""
+    for i in dynamic_range(lower, upper, step):
+        body_fun(i)
+
+
+def while_loop(init: Any, body_fun: Any) -> None:
+    raise NKICompileError("while_loop", "a loop on a register condition depends on values computed on the device; "
+                                        "registers are not simulated yet (issue 34)")
+
+
+LANGUAGE.update({
+    "var": var, "softmax": softmax, "rms_norm": rms_norm, "dropout": nl_dropout, "random_seed": random_seed,
+    "expand_dims": expand_dims, "dynamic_range": dynamic_range, "fori_loop": fori_loop, "while_loop": while_loop,
+    "is_hbm": _space_is(MemorySpace.HBM), "is_sbuf": _space_is(MemorySpace.SBUF),
+    "is_psum": _space_is(MemorySpace.PSUM), "is_on_chip": _space_is(MemorySpace.SBUF, MemorySpace.PSUM),
+    "DType": dt.DType, "NkiTensor": Tensor, "NKIObject": object,
+})
+
+
+def no_reorder() -> Any:
+    """`with nl.no_reorder():` keeps program order, which the simulator always does."""
+    import contextlib
+
+    return contextlib.nullcontext()
+
+
+LANGUAGE["no_reorder"] = no_reorder
+
+
+# -- nki.isa names of the 0.6 reference -----------------------------------------------------------------------
+class matmul_perf_mode(str, __import__("enum").Enum):  # noqa: N801 - the NKI name
+    none = "none"
+    double_row = "double_row"
+
+
+class dma_engine(__import__("enum").IntEnum):  # noqa: N801 - the NKI name
+    dma = 1
+    gpsimd_dma = 2
+
+
+class NkiValidationError(NKICompileError):
+    """What the 0.6 API raises for a rule a call breaks (ours: NKICompileError)."""
+
+
+def get_nc_sub_version() -> int:
+    """The NeuronCore's minor revision: 0 on every platform we simulate (the API reference gives no values)."""
+    return 0
+
+
+@instruction("rand2")
+def _rand2(dst: Any, min: Any, max: Any, name: Any = None, **_: Any) -> None:  # noqa: A002 - the NKI names
+    """Uniform draws in [min, max) into dst (Vector Engine, NeuronCore-v4); scalar bounds."""
+    sim = active("rand2").begin("rand2")
+    require_core(sim, "rand2", 4)
+    shape = tuple(int(s) for s in dst.shape)
+    d = dt.as_dtype(dst.dtype)
+    values = sim.compute("uniform", (float(min), float(max), d.name), [_draws(sim, shape)])
+    _into(dst, sim.result(values, d, engine=Engine.VECTOR, reads=[]), "rand2")
+
+
+@instruction("rng")
+def _rng(dst: Any, engine: Any = None, name: Any = None, **_: Any) -> None:
+    """32 random bits per element, truncated to dst's dtype (Vector Engine)."""
+    sim = active("rng").begin("rng")
+    shape = tuple(int(s) for s in dst.shape)
+    rng = getattr(sim, "nki_rng", None)
+    if rng is None:
+        rng = sim.nki_rng = np.random.default_rng(0)
+    bits = rng.integers(0, 2**32, size=shape, dtype=np.uint32)
+    d = dt.as_dtype(dst.dtype)
+    values = sim.compute("uniform", (0.0, None, d.name), [bits])
+    _into(dst, sim.result(values, d, engine=Engine.VECTOR, reads=[]), "rng")
+
+
+DESTINATION.update({"rand2": _rand2, "rng": _rng, "matmul_perf_mode": matmul_perf_mode, "dma_engine": dma_engine,
+                    "NkiValidationError": NkiValidationError, "get_nc_sub_version": get_nc_sub_version})
+FUNCTIONAL.update({"matmul_perf_mode": matmul_perf_mode, "dma_engine": dma_engine})

@@ -12,7 +12,7 @@ import types
 from typing import Any
 
 from . import isa, isa_dst, language
-from .isa_v06 import DESTINATION, FUNCTIONAL, LANGUAGE
+from .isa_v06 import DESTINATION, FUNCTIONAL, LANGUAGE, language_ops
 from .simulate import jit, simulate_kernel
 
 _MARK = "__nki_simulator__"
@@ -109,7 +109,8 @@ def build() -> dict[str, types.ModuleType]:
     neuronxcc.__path__ = []  # type: ignore[attr-defined]
     setattr(neuronxcc, _MARK, True)
     old = _top("neuronxcc.nki")
-    old.language = _alias("neuronxcc.nki.language", language, LANGUAGE)  # type: ignore[attr-defined]
+    extra_language = {**LANGUAGE, **language_ops()}
+    old.language = _alias("neuronxcc.nki.language", language, extra_language)  # type: ignore[attr-defined]
     old.isa = _alias("neuronxcc.nki.isa", isa, FUNCTIONAL)  # type: ignore[attr-defined]
     old.typing = _typing_module("neuronxcc.nki.typing")  # type: ignore[attr-defined]
     old.compiler = _compiler_module("neuronxcc.nki.compiler")  # type: ignore[attr-defined]
@@ -118,7 +119,7 @@ def build() -> dict[str, types.ModuleType]:
                  "neuronxcc.nki.isa": old.isa, "neuronxcc.nki.typing": old.typing,
                  "neuronxcc.nki.compiler": old.compiler})
     new = _top("nki")
-    new.language = _alias("nki.language", language, LANGUAGE)  # type: ignore[attr-defined]
+    new.language = _alias("nki.language", language, extra_language)  # type: ignore[attr-defined]
     for loop in ("affine_range", "sequential_range", "static_range"):
         setattr(new.language, loop, _unrolled)
     new.isa = _alias("nki.isa", isa_dst, DESTINATION)  # type: ignore[attr-defined]

@@ -245,11 +245,44 @@ def range_select(params: tuple, v: list[Any], tiles: tuple[bool, ...]) -> Any:
     return select((False, d), [v[0], pred, v[3]], (True, False, tiles[3]))
 
 
+def composite(params: tuple, v: list[Any], tiles: tuple[bool, ...]) -> Any:
+    """nl.var / nl.softmax / nl.rms_norm, computed in float32 along free axes. Operands: x, and w for rms_norm.
+    params: (what, axes, keepdims, epsilon, dtype)."""
+    what, axes, keepdims, eps, d = params
+    s = _sem()
+    x = np.asarray(s.as_fp32(v[0]), dtype=np.float32)
+    axes = tuple(axes)
+    if what == "var":
+        out = x.var(axis=axes, keepdims=keepdims)
+    elif what == "softmax":
+        e = np.exp(x - x.max(axis=axes, keepdims=True))
+        out = e / e.sum(axis=axes, keepdims=True)
+    else:  # rms_norm: x / sqrt(mean(x^2) + eps) * w
+        w = np.asarray(s.as_fp32(v[1]), dtype=np.float32) if tiles[1] else v[1]
+        rms = np.sqrt((x * x).mean(axis=axes, keepdims=True) + np.float32(eps))
+        out = x / rms * (np.reshape(w, (1,) * (x.ndim - np.ndim(w)) + np.shape(w)) if tiles[1] else w)
+    return s.to_dtype(np.asarray(out, dtype=np.float32), dt.as_dtype(d))
+
+
+def uniform(params: tuple, v: list[Any], tiles: tuple[bool, ...]) -> Any:
+    """rand2 / rng: draws fixed when the kernel ran, scaled to [lo, hi) (rand2) or kept as 32 random bits
+    truncated to the destination's width (rng). Operands: draws. params: (lo, hi or None for bits, dtype)."""
+    lo, hi, d = params
+    target = dt.as_dtype(d)
+    if hi is None:
+        bits = np.asarray(v[0], dtype=np.uint32)
+        if target.storage.kind in "iu":
+            return bits.astype(target.storage)  # numpy keeps the low bits
+        return _sem().to_dtype(bits.astype(np.float32), target)
+    return _sem().to_dtype(np.float32(lo) + (np.float32(hi) - np.float32(lo)) * np.asarray(v[0], np.float32), target)
+
+
 KINDS_V06 = {
     "scalar_reduce": scalar_reduce, "max8": max8, "find_index8": find_index8, "match_replace8": match_replace8,
     "keep_where": keep_where, "partition_reduce": partition_reduce, "bn_stats": bn_stats, "bn_aggr": bn_aggr,
     "predicated": predicated, "transpose_axes": transpose_axes, "exponential": exponential,
     "cumulative": cumulative, "select": select, "range_select": range_select, "affine_select": select,
+    "composite": composite, "uniform": uniform,
 }
 semantics.KINDS.update(KINDS_V06)
 
@@ -265,6 +298,8 @@ _ROWS: dict[str, tuple[Engine, int, int]] = {
     "predicated": (Engine.VECTOR, -1, 1),  # dtype: the destination's (given by the caller)
     "cumulative": (Engine.VECTOR, -1, 2), "select": (Engine.VECTOR, -1, 1), "range_select": (Engine.VECTOR, -1, 1),
     "affine_select": (Engine.GPSIMD, -1, 1),
+    "composite": (Engine.VECTOR, -1, 4),  # var, softmax, rms_norm: a few passes over the data
+    "uniform": (Engine.VECTOR, -1, 1),
 }
 
 
