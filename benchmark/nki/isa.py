@@ -15,6 +15,7 @@ from . import alu
 from . import dtypes as dt
 from .errors import NKICompileError, unsupported
 from .indexing import ArrayIndex, IndexExpr
+from .indirect import has_tile_index, tile_indices
 from .operands import (
     broadcast_full_shape,
     free_axes,
@@ -398,7 +399,8 @@ def dma_copy(*, dst: Any, src: Any, mask: Any = None, dst_rmw_op: Any = None, oo
     win = mask_window(mask)
     s = sim.operand(src, win, on_chip=False)
     if isinstance(dst, View):
-        out = dst.base.access(dst.items, win, "dma_copy")
+        items = tile_indices(sim, dst.items, "dma_copy") if has_tile_index(dst.items) else dst.items
+        out = dst.base.access(items, win, "dma_copy")
     elif isinstance(dst, Tensor):
         out = dst.whole(win, "dma_copy")
     else:

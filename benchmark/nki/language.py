@@ -16,6 +16,7 @@ from . import dtypes as dt
 from . import isa as _isa
 from .errors import NKICompileError, unsupported
 from .indexing import IndexExpr, arange, ds, mgrid  # noqa: F401  (re-exported as nl.arange, ...)
+from .indirect import has_tile_index, tile_indices
 from .operands import (
     broadcast_full_shape,
     free_axes,
@@ -201,7 +202,8 @@ def store(dst: Any, value: Any, mask: Any = None, **_: Any) -> None:
     sim = active("store").begin("store")
     win = mask_window(mask)
     if isinstance(dst, View):
-        out = dst.base.access(dst.items, win, "store")
+        items = tile_indices(sim, dst.items, "store") if has_tile_index(dst.items) else dst.items
+        out = dst.base.access(items, win, "store")
     elif isinstance(dst, Tensor):
         out = dst.whole(win, "store")
     else:

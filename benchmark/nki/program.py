@@ -54,6 +54,9 @@ class Program:
     # Per trace tensor id: (buffer, tensor serial, offset, strides of its coordinates in the buffer); a blocked
     # tensor's buffer is -1: its blocks' buffers carry its serial and their block keys.
     trace_tensors: list[tuple] = field(default_factory=list)
+    # Kernel lines whose accesses were addressed through a tile's values (indirect.py): their addresses are this
+    # run's constants, so the program cannot be replayed on other inputs (replay.check_program refuses it).
+    indirect: list[int] = field(default_factory=list)
 
     def __len__(self) -> int:
         return len(self.instructions)
@@ -289,7 +292,7 @@ def _window(window: Any) -> tuple | None:
 
 
 # -- the wire form: JSON plus numeric arrays (protocol.py frames them; no pickle) ---------------------------
-PROGRAM_FIELDS = ("buffers", "instructions", "trace_operands", "inputs", "outputs", "trace_tensors")
+PROGRAM_FIELDS = ("buffers", "instructions", "trace_operands", "inputs", "outputs", "trace_tensors", "indirect")
 
 
 def wire(program: Program) -> tuple[dict[str, Any], dict[str, np.ndarray]]:

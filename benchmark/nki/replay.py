@@ -121,6 +121,11 @@ def check_program(program: Program, platform: str = "trn1", trace: Any = None) -
 
 def _check_program(program: Program, platform: str, trace: Any) -> None:
     buffers, constants = program.buffers, program.constants
+    if program.indirect:
+        line = program.indirect[0]
+        raise ReplayError("the kernel addresses memory through a tile's values (indirect DMA, gather or scatter); "
+                          "the recorded program holds this run's addresses, so it cannot be replayed on other "
+                          "inputs (simulate each input instead)", line if isinstance(line, int) else 0)
     for bid, buffer in enumerate(buffers):
         _check_buffer(bid, buffer, program)
     if len(program.trace_operands) != len(program.instructions):

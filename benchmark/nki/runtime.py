@@ -34,6 +34,7 @@ from . import dtypes as dt
 from . import semantics
 from .accumulation import LazyMatmul, MatmulQueue
 from .errors import NKICompileError, NKIError, NKIRuntimeError
+from .indirect import has_tile_index, tile_indices
 from .liveness import Liveness
 from .program import ProgramRecorder
 from .races import RaceCheck
@@ -351,7 +352,8 @@ class Simulator:
         """Resolve an input: an Access for tensors/views, the value itself for scalars."""
         op = op or self.op
         if isinstance(x, View):
-            acc = x.base.access(x.items, window, op)
+            items = tile_indices(self, x.items, op) if has_tile_index(x.items) else x.items
+            acc = x.base.access(items, window, op)
         elif isinstance(x, Tensor):
             acc = x.whole(window, op)
         elif isinstance(x, Derived):

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from benchmark.hardware import get_core_spec
-from benchmark.nki import NKICompileError, namespaces, simulate
+from benchmark.nki import NKICompileError, NKIRuntimeError, namespaces, simulate
 from benchmark.nki.isa_v06 import DESTINATION, FUNCTIONAL, LANGUAGE, language_ops
 from benchmark.perf.costs import instruction_costs
 
@@ -297,3 +297,36 @@ def _rand2_kernel(a):
     nisa2.rand2(dst=t, min=-1.0, max=1.0)
     nisa2.dma_copy(dst=out, src=t)
     return out
+
+
+# -- indirect DMA: addresses from a tile's values -------------------------------------------------------------
+def _gather_scatter(data, idx):
+    out = nl.ndarray(data.shape, dtype=data.dtype, buffer=nl.shared_hbm)
+    i_f = nl.arange(data.shape[1])[None, :]
+    index = nl.load(idx)  # (rows, 1) int32 on the chip
+    rows = nl.load(data[index, i_f])  # gather: row idx[k] of data into partition k
+    nl.store(out[index, i_f], value=rows)  # scatter it back to the same rows
+    return out
+
+
+def test_a_tile_of_indices_gathers_and_scatters_rows(rng):
+    data = rng.standard_normal((16, 32)).astype(np.float32)
+    idx = np.array([[3], [0], [7], [12]], dtype=np.int32)
+    got = simulate(_gather_scatter, [data, idx]).outputs[0]
+    np.testing.assert_array_equal(got[idx[:, 0]], data[idx[:, 0]])
+
+
+def test_an_index_tile_pointing_outside_the_tensor_is_an_error(rng):
+    with pytest.raises(NKIRuntimeError, match="index 16 is out of bounds for axis 0"):
+        simulate(_gather_scatter, [rng.standard_normal((16, 32)).astype(np.float32), np.array([[16]], np.int32)])
+
+
+def test_a_program_with_indirect_addresses_refuses_to_replay(rng):
+    from benchmark.nki.program import ReplayError
+    from benchmark.nki.replay import check_program
+
+    data = rng.standard_normal((16, 32)).astype(np.float32)
+    program = simulate(_gather_scatter, [data, np.array([[1]], np.int32)], record_program=True).program
+    assert program.indirect
+    with pytest.raises(ReplayError, match="cannot be replayed on other inputs"):
+        check_program(program)
