@@ -233,6 +233,16 @@ class ProgramRecorder:
         self._open = [kind, params, tuple(self.spec(o) for o in operands), [], -1, line]
         self._outputs = outputs if isinstance(outputs, tuple) else (outputs,)
 
+    def before_open(self, kind: str, params: tuple, operands: list[Any], outputs: Any, store: tuple) -> None:
+        """A row-less step the simulator only finds it needs once the open instruction is being stored (the
+        zeros of a PSUM tile a matmul accumulates into, runtime._zero_unwritten_psum): recorded ahead of it.
+        `store` is (mode, slot, destination access, *extra)."""
+        mode, slot, dst, *extra = store
+        entry = (kind, params, tuple(self.spec(o) for o in operands), ((mode, slot, self.spec(dst), *extra),), -1, 0)
+        self.program.instructions.append(entry)
+        self.program.trace_operands.append(())
+        _ = outputs  # the step's value: kept by the caller, recomputed by the replayer
+
     def store(self, mode: str, value: Any, dst: Access, *extra: Any) -> None:
         """The open instruction's result `value` goes to `dst` (mode and its parameters: see the docstring)."""
         if self._open is None:

@@ -330,3 +330,19 @@ def test_a_program_with_indirect_addresses_refuses_to_replay(rng):
     assert program.indirect
     with pytest.raises(ReplayError, match="cannot be replayed on other inputs"):
         check_program(program)
+
+
+def test_matmul_accumulation_into_a_never_written_psum_tile_starts_at_zero(rng):
+    # The attention tutorial's v8-v11 pattern: `acc[...] += nc_matmul(...)` into an nl.ndarray in PSUM.
+    def kernel(a, b):
+        out = _out((128, 256))
+        acc = nl.ndarray((2, nl.par_dim(128), 256), dtype=nl.float32, buffer=nl.psum)
+        for k in nl.affine_range(3):
+            acc[1] += nisa.nc_matmul(nl.load(a[k]), nl.load(b[k]))
+        nl.store(out, nisa.tensor_copy(acc[1]))
+        return out
+
+    a = rng.standard_normal((3, 128, 128)).astype(np.float32)
+    b = rng.standard_normal((3, 128, 256)).astype(np.float32)
+    expected = sum(a[k].T.astype(np.float64) @ b[k] for k in range(3))
+    np.testing.assert_allclose(simulate(kernel, [a, b]).outputs[0], expected, rtol=1e-4, atol=1e-3)
