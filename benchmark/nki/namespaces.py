@@ -84,6 +84,28 @@ def _compiler_module(name: str) -> types.ModuleType:
     return mod
 
 
+def _collectives_module(name: str) -> types.ModuleType:
+    """nki.collectives: importable, every name refused with the reason. Collectives exchange data between
+    NeuronCores (ranks); the simulator runs one NeuronCore per kernel, so it simulates none of them."""
+    mod = types.ModuleType(name, "NKI collectives: refused by the CPU simulator (one NeuronCore, no ranks)")
+
+    def refuse(attr: str) -> Any:
+        if attr.startswith("__"):
+            raise AttributeError(attr)
+
+        def missing(*_: Any, **__: Any) -> Any:
+            from .errors import NKICompileError
+
+            raise NKICompileError(f"nki.collectives.{attr}", "collectives are not simulated: the CPU simulator runs "
+                                                             "one NeuronCore, with no other ranks to exchange with")
+
+        return missing
+
+    mod.__getattr__ = refuse  # type: ignore[attr-defined]
+    setattr(mod, _MARK, True)
+    return mod
+
+
 def _decorator(func: Any = None, **options: Any) -> Any:
     return jit(func, **options)
 
@@ -125,8 +147,9 @@ def build() -> dict[str, types.ModuleType]:
     new.isa = _alias("nki.isa", isa_dst, DESTINATION)  # type: ignore[attr-defined]
     new.typing = _typing_module("nki.typing")  # type: ignore[attr-defined]
     new.compiler = _compiler_module("nki.compiler")  # type: ignore[attr-defined]
+    new.collectives = _collectives_module("nki.collectives")  # type: ignore[attr-defined]
     mods.update({"nki": new, "nki.language": new.language, "nki.isa": new.isa, "nki.typing": new.typing,
-                 "nki.compiler": new.compiler})
+                 "nki.compiler": new.compiler, "nki.collectives": new.collectives})
     return mods
 
 

@@ -346,3 +346,11 @@ def test_matmul_accumulation_into_a_never_written_psum_tile_starts_at_zero(rng):
     b = rng.standard_normal((3, 128, 256)).astype(np.float32)
     expected = sum(a[k].T.astype(np.float64) @ b[k] for k in range(3))
     np.testing.assert_allclose(simulate(kernel, [a, b]).outputs[0], expected, rtol=1e-4, atol=1e-3)
+
+
+def test_collectives_import_and_refuse_with_the_reason():
+    def kernel(a):
+        MODS["nki.collectives"].all_reduce(a)
+
+    with pytest.raises(NKICompileError, match="collectives are not simulated: the CPU simulator runs one NeuronCore"):
+        simulate(kernel, [np.zeros((2, 2), np.float32)])
