@@ -681,3 +681,35 @@ def _rng(dst: Any, engine: Any = None, name: Any = None, **_: Any) -> None:
 DESTINATION.update({"rand2": _rand2, "rng": _rng, "matmul_perf_mode": matmul_perf_mode, "dma_engine": dma_engine,
                     "NkiValidationError": NkiValidationError, "get_nc_sub_version": get_nc_sub_version})
 FUNCTIONAL.update({"matmul_perf_mode": matmul_perf_mode, "dma_engine": dma_engine})
+
+
+# -- access patterns ------------------------------------------------------------------------------------------
+def tensor_ap(self: Tensor, pattern: Any, offset: int = 0, dtype: Any = None, **extra: Any) -> View:
+    """`tensor.ap([[step, num], ...], offset=0)`: the view whose element (k0, k1, ...) is the tensor's element
+    at flat (row-major) index offset + sum(step_i * k_i) (NKI access patterns, nki/deep-dives/nki-aps.rst: the
+    first pair steps across partitions). Built as explicit indices, so any pattern inside the tensor works; a
+    reinterpreting `dtype=` and dynamic offsets (`scalar_offset`, `vector_offset`) are refused."""
+    if dtype is not None and dt.as_dtype(dtype) != self.dtype:
+        raise NKICompileError("ap", "reinterpreting a tensor's bytes as another dtype (.ap(dtype=...)) is not "
+                                    "simulated")
+    if any(extra.get(k) is not None for k in ("scalar_offset", "vector_offset", "indirect_dim")):
+        raise NKICompileError("ap", "dynamic offsets in an access pattern (registers, index tiles) are not "
+                                    "simulated yet")
+    pairs = [(int(step), int(num)) for step, num in pattern]
+    flat = np.full([num for _, num in pairs], int(offset), dtype=np.int64)
+    for axis, (step, num) in enumerate(pairs):
+        shape = [1] * len(pairs)
+        shape[axis] = num
+        flat = flat + step * np.arange(num, dtype=np.int64).reshape(shape)
+    size = int(np.prod(self.shape))
+    if flat.size and (flat.min() < 0 or flat.max() >= size):
+        bad = int(flat.min()) if flat.min() < 0 else int(flat.max())
+        raise NKICompileError("ap", f"the access pattern reaches element {bad} of tensor {self.name!r} "
+                                    f"{self.shape} ({size} elements)")
+    from benchmark.nki.indexing import ArrayIndex
+
+    coords = np.unravel_index(flat, self.shape)
+    return View(self, tuple(ArrayIndex(c) for c in coords))
+
+
+Tensor.ap = tensor_ap  # type: ignore[attr-defined]

@@ -354,3 +354,25 @@ def test_collectives_import_and_refuse_with_the_reason():
 
     with pytest.raises(NKICompileError, match="collectives are not simulated: the CPU simulator runs one NeuronCore"):
         simulate(kernel, [np.zeros((2, 2), np.float32)])
+
+
+def test_an_access_pattern_views_a_tile_as_pool_windows(rng):
+    # The SDK example's 2x2 max pool: .ap() gives a (C, H/2, W/2, 2, 2) view of a (C, H, W) tile.
+    def kernel(a):
+        c, h, w = a.shape
+        out = _out((c, h // 2, w // 2))
+        t = nl.load(a)
+        view = t.ap([[h * w, c], [2 * w, h // 2], [2, w // 2], [w, 2], [1, 2]])
+        nl.store(out, nl.max(view, axis=[3, 4]))
+        return out
+
+    a = rng.standard_normal((4, 6, 8)).astype(np.float32)
+    np.testing.assert_array_equal(simulate(kernel, [a]).outputs[0], a.reshape(4, 3, 2, 4, 2).max(axis=(2, 4)))
+
+
+def test_an_access_pattern_outside_the_tensor_is_refused():
+    def kernel(a):
+        return nl.load(a).ap([[8, 2], [1, 9]])
+
+    with pytest.raises(NKICompileError, match="reaches element 16 of tensor"):
+        simulate(kernel, [np.zeros((2, 8), np.float32)])
