@@ -52,3 +52,43 @@ def tile_indices(sim: Any, items: Any, op: str) -> Any:
         else:
             out.append(it)
     return out[0] if single else tuple(out)
+
+
+def skip_out_of_bounds(sim: Any, src: Any, dst: Any, op: str) -> tuple[Any, Any]:
+    """dma_copy(oob_mode=oob_mode.skip): the partitions whose index (in the one indirect side) falls outside
+    its tensor are left out of both sides, so they are neither read nor written (the API reference's
+    dma_copy; AWS's test_indirect_load_oob_skip). Returns (src, dst) as Views, or as given when nothing is
+    indirect or every index is inside."""
+    sides = [x for x in (src, dst) if isinstance(x, View) and has_tile_index(x.items)]
+    if len(sides) != 1:
+        return src, dst
+    side = sides[0]
+    items = list(side.items) if isinstance(side.items, tuple) else [side.items]
+    axis = next(k for k, it in enumerate(items) if isinstance(it, (Tensor, View)))
+    values = tile_indices(sim, items[axis], op).array
+    valid = ((values >= 0) & (values < side.base.shape[axis])).reshape(values.shape[0], -1).all(axis=1)
+    if valid.all():
+        return src, dst
+    items[axis] = ArrayIndex(values[valid])
+    other = dst if side is src else src
+    other_view = other if isinstance(other, View) else View(other, (Ellipsis,))
+    from .addressing import normalize_items
+    from .indexing import IndexExpr
+
+    o_items = normalize_items(other_view.items, len(other_view.base.shape))
+    first = next(k for k, it in enumerate(o_items) if not isinstance(it, (int, np.integer)))
+    it = o_items[first]
+    if isinstance(it, slice):
+        rows = np.arange(*it.indices(other_view.base.shape[first]))[:, None]
+    elif isinstance(it, (IndexExpr, ArrayIndex)):
+        rows = it.materialize()
+    else:
+        raise NKICompileError(op, "oob_mode.skip needs the other side indexed by a slice or an arange")
+    o_items[first] = ArrayIndex(rows.reshape(rows.shape[0], -1)[valid][:, :1])
+    for k in range(first + 1, len(o_items)):  # explicit indices cannot mix with slices: the free axes as aranges
+        if isinstance(o_items[k], slice):
+            columns = np.arange(*o_items[k].indices(other_view.base.shape[k]))
+            o_items[k] = ArrayIndex(columns.reshape((1,) * (k - first) + (-1,)))
+    new_side = View(side.base, tuple(items))
+    new_other = View(other_view.base, tuple(o_items))
+    return (new_side, new_other) if side is src else (new_other, new_side)

@@ -15,7 +15,7 @@ from . import alu
 from . import dtypes as dt
 from .errors import NKICompileError, unsupported
 from .indexing import ArrayIndex, IndexExpr
-from .indirect import has_tile_index, tile_indices
+from .indirect import has_tile_index, skip_out_of_bounds, tile_indices
 from .operands import (
     broadcast_full_shape,
     free_axes,
@@ -397,6 +397,8 @@ def dma_copy(*, dst: Any, src: Any, mask: Any = None, dst_rmw_op: Any = None, oo
     """A DMA between any two memories, written straight into dst."""
     sim = active("dma_copy").begin("dma_copy")
     win = mask_window(mask)
+    if oob_mode is not None and int(oob_mode) == 1:  # oob_mode.skip
+        src, dst = skip_out_of_bounds(sim, src, dst, "dma_copy")
     s = sim.operand(src, win, on_chip=False)
     if isinstance(dst, View):
         items = tile_indices(sim, dst.items, "dma_copy") if has_tile_index(dst.items) else dst.items

@@ -376,3 +376,19 @@ def test_an_access_pattern_outside_the_tensor_is_refused():
 
     with pytest.raises(NKICompileError, match="reaches element 16 of tensor"):
         simulate(kernel, [np.zeros((2, 8), np.float32)])
+
+
+def test_oob_mode_skip_leaves_out_the_rows_whose_index_is_outside(rng):
+    def kernel(a):
+        out = _out((8, 16))
+        ix, iy = nl.mgrid[0:8, 0:16]
+        idx = nisa.iota(3 * nl.arange(8)[:, None], dtype=np.int32)  # 0, 3, ..., 21: rows 6 and 7 outside a
+        tile = nisa.memset(shape=(8, 16), value=-1.0, dtype=nl.float32)
+        nisa.dma_copy(src=a[idx, iy], dst=tile[ix, iy], oob_mode=nisa.oob_mode.skip)
+        nl.store(out, tile)
+        return out
+
+    a = rng.standard_normal((16, 16)).astype(np.float32)
+    expected = np.full((8, 16), -1.0, np.float32)
+    expected[:6] = a[0:16:3]
+    np.testing.assert_array_equal(simulate(kernel, [a]).outputs[0], expected)
