@@ -22,6 +22,12 @@ class DType:
     def __repr__(self) -> str:
         return self.name
 
+    @property
+    def dtype(self) -> np.dtype:
+        """numpy takes any object with a `dtype` as that dtype: `np.ones(shape, dtype=nl.float8_e5m2)` (AWS's
+        tests build inputs so) gives an array in the type's storage (float32 for the narrow floats)."""
+        return self.storage
+
     def round(self, values: np.ndarray) -> np.ndarray:
         """Round float32 values to this type's precision (round to nearest even)."""
         if not self.mantissa_bits:
