@@ -713,3 +713,34 @@ def tensor_ap(self: Tensor, pattern: Any, offset: int = 0, dtype: Any = None, **
 
 
 Tensor.ap = tensor_ap  # type: ignore[attr-defined]
+
+
+@instruction("nc_stream_shuffle")
+def nc_stream_shuffle(src: Any = None, dst: Any = None, shuffle_mask: Any = None, *, mask: Any = None,
+                      name: Any = None, **_: Any) -> None:
+    """Cross-partition moves within quadrants of 32 partitions (Vector Engine), written into dst in place:
+    dst partition i of each quadrant takes src partition shuffle_mask[i] of that quadrant; 255 keeps dst's."""
+    sim = active("nc_stream_shuffle").begin("nc_stream_shuffle")
+    masks = tuple(int(m) for m in shuffle_mask)
+    if len(masks) != 32 or any(not (0 <= m < 32 or m == 255) for m in masks):
+        raise NKICompileError("nc_stream_shuffle", "shuffle_mask must be 32 partition numbers (0-31, or 255 to keep "
+                                                   "the destination's)")
+    out = _destination(dst, mask_window(mask), "nc_stream_shuffle")
+    s = sim.operand(src)
+    if not isinstance(s, Access):
+        raise NKICompileError("nc_stream_shuffle", "src must be a tile")
+    if s.tensor.dtype != out.tensor.dtype:
+        raise NKICompileError("nc_stream_shuffle", f"dst ({out.tensor.dtype}) must have src's dtype ({s.tensor.dtype})")
+    keeps = 255 in masks
+    values = sim.compute("shuffle", (masks, tuple(out.shape)), [s, out] if keeps else [s])
+    sim.write(out, values, "nc_stream_shuffle")
+    sim.emit("nc_stream_shuffle", Engine.VECTOR, out.tensor.dtype.name, out.partitions, out.free, out.size,
+             [s, out] if keeps else [s], [out], sim.line_no, sim.ctx)
+
+
+def _nc_stream_shuffle(dst: Any, src: Any, shuffle_mask: Any, name: Any = None, **_: Any) -> None:
+    nc_stream_shuffle(src=src, dst=dst, shuffle_mask=shuffle_mask)
+
+
+FUNCTIONAL["nc_stream_shuffle"] = nc_stream_shuffle
+DESTINATION["nc_stream_shuffle"] = _nc_stream_shuffle

@@ -277,12 +277,36 @@ def uniform(params: tuple, v: list[Any], tiles: tuple[bool, ...]) -> Any:
     return _sem().to_dtype(np.float32(lo) + (np.float32(hi) - np.float32(lo)) * np.asarray(v[0], np.float32), target)
 
 
+def shuffle(params: tuple, v: list[Any], tiles: tuple[bool, ...]) -> Any:
+    """nc_stream_shuffle: in each quadrant of 32 destination partitions, partition i takes source partition
+    mask[i] of the same quadrant (255: keeps what it holds). Operands: src, and dst's current values when the
+    mask keeps any. params: (mask, dst shape)."""
+    mask, shape = params
+    src = np.asarray(v[0])
+    s2 = src.reshape(src.shape[0], -1)
+    cur = np.asarray(v[1]) if len(v) > 1 else np.zeros(tuple(shape), dtype=src.dtype)
+    out = cur.reshape(cur.shape[0], -1).copy()
+    if s2.shape[1] != out.shape[1]:
+        raise NKICompileError("nc_stream_shuffle", f"src has {s2.shape[1]} elements per partition, dst "
+                                                   f"{out.shape[1]}: they must match")
+    for p in range(out.shape[0]):
+        m = int(mask[p % 32])
+        if m == 255:
+            continue
+        source = (p // 32) * 32 + m
+        if source >= s2.shape[0]:
+            raise NKICompileError("nc_stream_shuffle", f"destination partition {p} reads source partition {source}, "
+                                                       f"but src has {s2.shape[0]}")
+        out[p] = s2[source]
+    return out.reshape(cur.shape)
+
+
 KINDS_V06 = {
     "scalar_reduce": scalar_reduce, "max8": max8, "find_index8": find_index8, "match_replace8": match_replace8,
     "keep_where": keep_where, "partition_reduce": partition_reduce, "bn_stats": bn_stats, "bn_aggr": bn_aggr,
     "predicated": predicated, "transpose_axes": transpose_axes, "exponential": exponential,
     "cumulative": cumulative, "select": select, "range_select": range_select, "affine_select": select,
-    "composite": composite, "uniform": uniform,
+    "composite": composite, "uniform": uniform, "shuffle": shuffle,
 }
 semantics.KINDS.update(KINDS_V06)
 
@@ -300,6 +324,7 @@ _ROWS: dict[str, tuple[Engine, int, int]] = {
     "affine_select": (Engine.GPSIMD, -1, 1),
     "composite": (Engine.VECTOR, -1, 4),  # var, softmax, rms_norm: a few passes over the data
     "uniform": (Engine.VECTOR, -1, 1),
+    "shuffle": (Engine.VECTOR, -2, 1),  # partitions and free of the destination (the result); its dtype
 }
 
 
@@ -311,8 +336,8 @@ def expected_row(kind: str, params: tuple, values: list[Any], outputs: tuple,
     if row is None:
         return None
     engine, where, per_element = row
-    shape = np.shape(outputs[0]) if kind == "transpose_axes" else np.shape(values[0])
+    shape = np.shape(outputs[0]) if kind in ("transpose_axes", "shuffle") else np.shape(values[0])
     size = int(np.prod(shape)) if shape else 1
     parts = shape[0] if shape else 1
-    d = dst_dtype if kind == "predicated" else params[where]
+    d = dst_dtype if kind in ("predicated", "shuffle") else params[where]
     return frozenset((int(engine),)), d, parts, size // parts if parts else 0, per_element * size, 0

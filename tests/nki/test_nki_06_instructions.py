@@ -244,6 +244,8 @@ def _kernels():
         "silu_dx": run(lambda t, a: nl.silu_dx(t)),
         "erf_dx": run(lambda t, a: nl.erf_dx(t)),
         "rng": lambda a: _rng_kernel(a),
+        "nc_stream_shuffle": run(lambda t, a: nisa.nc_stream_shuffle(
+            src=t, dst=col((128, 64), dtype=nl.float32, buffer=nl.sbuf), shuffle_mask=list(range(32)))),
     }
 
 
@@ -392,3 +394,21 @@ def test_oob_mode_skip_leaves_out_the_rows_whose_index_is_outside(rng):
     expected = np.full((8, 16), -1.0, np.float32)
     expected[:6] = a[0:16:3]
     np.testing.assert_array_equal(simulate(kernel, [a]).outputs[0], expected)
+
+
+def test_nc_stream_shuffle_moves_partitions_within_each_quadrant_and_255_keeps_the_destination(rng):
+    def kernel(a, b):
+        out = _out(b.shape)
+        t = nl.load(a)
+        d = nl.load(b)
+        mask = [(i + 1) % 32 for i in range(32)]
+        mask[5] = 255
+        nisa.nc_stream_shuffle(src=t, dst=d, shuffle_mask=mask)
+        nl.store(out, d)
+        return out
+
+    a = rng.standard_normal((64, 8)).astype(np.float32)
+    b = rng.standard_normal((64, 8)).astype(np.float32)
+    expected = np.concatenate([np.roll(a[q * 32:(q + 1) * 32], -1, axis=0) for q in range(2)])
+    expected[[5, 37]] = b[[5, 37]]
+    np.testing.assert_array_equal(simulate(kernel, [a, b]).outputs[0], expected)
