@@ -744,3 +744,35 @@ def _nc_stream_shuffle(dst: Any, src: Any, shuffle_mask: Any, name: Any = None, 
 
 FUNCTIONAL["nc_stream_shuffle"] = nc_stream_shuffle
 DESTINATION["nc_stream_shuffle"] = _nc_stream_shuffle
+
+
+@instruction("gather_flattened")
+def gather_flattened(data: Any, indices: Any, axis: int = 0, dtype: Any = None, **_: Any) -> Any:
+    """nl.gather_flattened: each partition picks its own elements by index (GpSimd Engine)."""
+    sim = active("gather_flattened").begin("gather_flattened")
+    acc = sim.operand(data)
+    idx = sim.operand(indices)
+    d = result_dtype(dtype, acc)
+    values = sim.compute("gather_free", (d.name,), [acc, idx])
+    return sim.result(values, d, engine=Engine.GPSIMD, reads=[acc, idx])
+
+
+@instruction("sequence_bounds")
+def sequence_bounds(segment_ids: Any = None, *, dtype: Any = None, **_: Any) -> Any:
+    """[start, end) of the segment of each element of a one-partition tile of segment ids (GpSimd Engine)."""
+    sim = active("sequence_bounds").begin("sequence_bounds")
+    acc = sim.operand(segment_ids)
+    if acc.partitions != 1:
+        raise NKICompileError("sequence_bounds", f"segment_ids must have one partition, not {acc.partitions}")
+    d = result_dtype(dtype, acc)
+    values = sim.compute("sequence_bounds", (d.name,), [acc])
+    return sim.result(values, d, engine=Engine.GPSIMD, reads=[acc])
+
+
+def _sequence_bounds(dst: Any, segment_ids: Any, name: Any = None, **_: Any) -> None:
+    _into(dst, sequence_bounds(segment_ids, dtype=dst.dtype), "sequence_bounds")
+
+
+LANGUAGE["gather_flattened"] = gather_flattened
+FUNCTIONAL["sequence_bounds"] = sequence_bounds
+DESTINATION["sequence_bounds"] = _sequence_bounds

@@ -301,12 +301,43 @@ def shuffle(params: tuple, v: list[Any], tiles: tuple[bool, ...]) -> Any:
     return out.reshape(cur.shape)
 
 
+def gather_free(params: tuple, v: list[Any], tiles: tuple[bool, ...]) -> Any:
+    """nl.gather_flattened: result[p, j] = data[p, indices[p, j]] over each partition's flattened free
+    elements. Operands: data, indices. params: (dtype,)."""
+    data = np.asarray(v[0])
+    flat = data.reshape(data.shape[0], -1)
+    idx = np.asarray(v[1]).astype(np.int64)
+    idx2 = idx.reshape(idx.shape[0], -1)
+    if idx2.shape[0] != flat.shape[0]:
+        raise NKICompileError("gather_flattened", f"indices have {idx2.shape[0]} partitions, data {flat.shape[0]}")
+    if idx2.size and (idx2.min() < 0 or idx2.max() >= flat.shape[1]):
+        raise NKICompileError("gather_flattened", f"an index is outside the {flat.shape[1]} elements per partition")
+    return _sem().to_dtype(np.take_along_axis(flat, idx2, axis=1).reshape(idx.shape), dt.as_dtype(params[0]))
+
+
+def sequence_bounds(params: tuple, v: list[Any], tiles: tuple[bool, ...]) -> Any:
+    """For each element of a (1, n) tile of segment ids: [start, end) of its segment (first index, last index
+    + 1); id 0 is padding and gets (n, -1). Result (1, 2, n). params: (dtype,)."""
+    ids = np.asarray(v[0]).reshape(-1)
+    n = ids.size
+    start = np.full(n, n, dtype=np.float64)
+    end = np.full(n, -1, dtype=np.float64)
+    for seg in np.unique(ids):
+        if seg == 0:
+            continue
+        where = np.flatnonzero(ids == seg)
+        start[where] = where[0]
+        end[where] = where[-1] + 1
+    return _sem().to_dtype(np.stack([start, end])[None, :, :], dt.as_dtype(params[0]))
+
+
 KINDS_V06 = {
     "scalar_reduce": scalar_reduce, "max8": max8, "find_index8": find_index8, "match_replace8": match_replace8,
     "keep_where": keep_where, "partition_reduce": partition_reduce, "bn_stats": bn_stats, "bn_aggr": bn_aggr,
     "predicated": predicated, "transpose_axes": transpose_axes, "exponential": exponential,
     "cumulative": cumulative, "select": select, "range_select": range_select, "affine_select": select,
     "composite": composite, "uniform": uniform, "shuffle": shuffle,
+    "gather_free": gather_free, "sequence_bounds": sequence_bounds,
 }
 semantics.KINDS.update(KINDS_V06)
 
@@ -325,6 +356,7 @@ _ROWS: dict[str, tuple[Engine, int, int]] = {
     "composite": (Engine.VECTOR, -1, 4),  # var, softmax, rms_norm: a few passes over the data
     "uniform": (Engine.VECTOR, -1, 1),
     "shuffle": (Engine.VECTOR, -2, 1),  # partitions and free of the destination (the result); its dtype
+    "gather_free": (Engine.GPSIMD, 0, 1), "sequence_bounds": (Engine.GPSIMD, 0, 1),  # shaped like the result
 }
 
 
@@ -336,7 +368,8 @@ def expected_row(kind: str, params: tuple, values: list[Any], outputs: tuple,
     if row is None:
         return None
     engine, where, per_element = row
-    shape = np.shape(outputs[0]) if kind in ("transpose_axes", "shuffle") else np.shape(values[0])
+    result_shaped = kind in ("transpose_axes", "shuffle", "gather_free", "sequence_bounds")
+    shape = np.shape(outputs[0]) if result_shaped else np.shape(values[0])
     size = int(np.prod(shape)) if shape else 1
     parts = shape[0] if shape else 1
     d = dst_dtype if kind in ("predicated", "shuffle") else params[where]

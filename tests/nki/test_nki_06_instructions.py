@@ -244,6 +244,8 @@ def _kernels():
         "silu_dx": run(lambda t, a: nl.silu_dx(t)),
         "erf_dx": run(lambda t, a: nl.erf_dx(t)),
         "rng": lambda a: _rng_kernel(a),
+        "gather_flattened": run(lambda t, a: nl.gather_flattened(t, nl.zeros((128, 8), dtype=nl.uint32))),
+        "sequence_bounds": run(lambda t, a: nisa.sequence_bounds(segment_ids=nl.load(a[0:1, :]))),
         "nc_stream_shuffle": run(lambda t, a: nisa.nc_stream_shuffle(
             src=t, dst=col((128, 64), dtype=nl.float32, buffer=nl.sbuf), shuffle_mask=list(range(32)))),
     }
@@ -412,3 +414,25 @@ def test_nc_stream_shuffle_moves_partitions_within_each_quadrant_and_255_keeps_t
     expected = np.concatenate([np.roll(a[q * 32:(q + 1) * 32], -1, axis=0) for q in range(2)])
     expected[[5, 37]] = b[[5, 37]]
     np.testing.assert_array_equal(simulate(kernel, [a, b]).outputs[0], expected)
+
+
+def test_gather_flattened_picks_each_partitions_elements_by_index(rng):
+    def kernel(a, idx):
+        out = _out(idx.shape)
+        nl.store(out, nl.gather_flattened(nl.load(a), nl.load(idx)))
+        return out
+
+    a = rng.standard_normal((4, 16)).astype(np.float32)
+    idx = rng.integers(0, 16, size=(4, 5)).astype(np.uint32)
+    np.testing.assert_array_equal(simulate(kernel, [a, idx]).outputs[0], np.take_along_axis(a, idx.astype(int), 1))
+
+
+def test_sequence_bounds_gives_each_segments_start_and_end_and_padding_n_and_minus_one():
+    def kernel(ids):
+        out = _out((1, 2, ids.shape[1]), nl.int32)
+        nl.store(out, nisa.sequence_bounds(segment_ids=nl.load(ids)))
+        return out
+
+    ids = np.array([[0, 1, 1, 2, 2, 2, 0, 3, 3]], dtype=np.int32)  # the API reference's example
+    got = simulate(kernel, [ids]).outputs[0]
+    assert got.tolist() == [[[9, 1, 1, 3, 3, 3, 9, 7, 7], [-1, 3, 3, 6, 6, 6, -1, 9, 9]]]
