@@ -776,3 +776,26 @@ def _sequence_bounds(dst: Any, segment_ids: Any, name: Any = None, **_: Any) -> 
 LANGUAGE["gather_flattened"] = gather_flattened
 FUNCTIONAL["sequence_bounds"] = sequence_bounds
 DESTINATION["sequence_bounds"] = _sequence_bounds
+
+
+@instruction("local_gather")
+def local_gather(src_buffer: Any, index: Any, num_elem_per_idx: int = 1, num_valid_indices: Any = None, *,
+                 dtype: Any = None, **_: Any) -> Any:
+    """Per GpSimd core (16 partitions), a gather from its own partitions by element offsets (GpSimd Engine)."""
+    sim = active("local_gather").begin("local_gather")
+    if int(num_elem_per_idx) not in (1, 2, 4, 8, 16, 32):
+        raise NKICompileError("local_gather", f"num_elem_per_idx must be 1, 2, 4, 8, 16 or 32, not {num_elem_per_idx}")
+    acc = sim.operand(src_buffer)
+    idx = sim.operand(index)
+    d = acc.tensor.dtype  # the API casts nothing
+    values = sim.compute("local_gather", (int(num_elem_per_idx), int(num_valid_indices or 0), d.name), [acc, idx])
+    return sim.result(values, d, engine=Engine.GPSIMD, reads=[acc, idx])
+
+
+def _local_gather(dst: Any, src_buffer: Any, index: Any, num_elem_per_idx: int = 1, num_valid_indices: Any = None,
+                  name: Any = None, **_: Any) -> None:
+    _into(dst, local_gather(src_buffer, index, num_elem_per_idx, num_valid_indices), "local_gather")
+
+
+FUNCTIONAL["local_gather"] = local_gather
+DESTINATION["local_gather"] = _local_gather

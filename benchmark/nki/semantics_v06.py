@@ -331,13 +331,40 @@ def sequence_bounds(params: tuple, v: list[Any], tiles: tuple[bool, ...]) -> Any
     return _sem().to_dtype(np.stack([start, end])[None, :, :], dt.as_dtype(params[0]))
 
 
+def local_gather(params: tuple, v: list[Any], tiles: tuple[bool, ...]) -> Any:
+    """local_gather: each group of 16 partitions (one GpSimd core) flattens its index slice partition-first,
+    keeps the first `num_valid`, and gathers `num_elem` contiguous elements at each index (an element offset
+    into each partition's flattened free elements) from its own 16 partitions. Result (P, num_valid * num_elem).
+    Operands: src, index. params: (num_elem, num_valid or 0 for all, dtype)."""
+    num_elem, num_valid, d = params
+    src = np.asarray(v[0])
+    flat = src.reshape(src.shape[0], -1)
+    index = np.asarray(v[1]).astype(np.int64)
+    index = index.reshape(index.shape[0], -1)
+    parts = flat.shape[0]
+    if parts % 16 or index.shape[0] != parts:
+        raise NKICompileError("local_gather", f"src_buffer and index need the same partitions, a multiple of 16; got "
+                                              f"{parts} and {index.shape[0]}")
+    count = num_valid or index[:16].size
+    out = np.empty((parts, count * num_elem), dtype=flat.dtype)
+    offsets = np.arange(num_elem)
+    for core in range(parts // 16):
+        rows = slice(16 * core, 16 * (core + 1))
+        starts = index[rows].flatten(order="F")[:count]
+        cols = (starts[:, None] + offsets[None, :]).reshape(-1)
+        if cols.size and (cols.min() < 0 or cols.max() >= flat.shape[1]):
+            raise NKICompileError("local_gather", f"an index reaches past the {flat.shape[1]} elements per partition")
+        out[rows] = flat[rows][:, cols]
+    return _sem().to_dtype(out, dt.as_dtype(d))
+
+
 KINDS_V06 = {
     "scalar_reduce": scalar_reduce, "max8": max8, "find_index8": find_index8, "match_replace8": match_replace8,
     "keep_where": keep_where, "partition_reduce": partition_reduce, "bn_stats": bn_stats, "bn_aggr": bn_aggr,
     "predicated": predicated, "transpose_axes": transpose_axes, "exponential": exponential,
     "cumulative": cumulative, "select": select, "range_select": range_select, "affine_select": select,
     "composite": composite, "uniform": uniform, "shuffle": shuffle,
-    "gather_free": gather_free, "sequence_bounds": sequence_bounds,
+    "gather_free": gather_free, "sequence_bounds": sequence_bounds, "local_gather": local_gather,
 }
 semantics.KINDS.update(KINDS_V06)
 
@@ -357,6 +384,7 @@ _ROWS: dict[str, tuple[Engine, int, int]] = {
     "uniform": (Engine.VECTOR, -1, 1),
     "shuffle": (Engine.VECTOR, -2, 1),  # partitions and free of the destination (the result); its dtype
     "gather_free": (Engine.GPSIMD, 0, 1), "sequence_bounds": (Engine.GPSIMD, 0, 1),  # shaped like the result
+    "local_gather": (Engine.GPSIMD, -1, 1),  # shaped like the result
 }
 
 
@@ -368,7 +396,7 @@ def expected_row(kind: str, params: tuple, values: list[Any], outputs: tuple,
     if row is None:
         return None
     engine, where, per_element = row
-    result_shaped = kind in ("transpose_axes", "shuffle", "gather_free", "sequence_bounds")
+    result_shaped = kind in ("transpose_axes", "shuffle", "gather_free", "sequence_bounds", "local_gather")
     shape = np.shape(outputs[0]) if result_shaped else np.shape(values[0])
     size = int(np.prod(shape)) if shape else 1
     parts = shape[0] if shape else 1

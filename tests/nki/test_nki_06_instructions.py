@@ -244,6 +244,7 @@ def _kernels():
         "silu_dx": run(lambda t, a: nl.silu_dx(t)),
         "erf_dx": run(lambda t, a: nl.erf_dx(t)),
         "rng": lambda a: _rng_kernel(a),
+        "local_gather": run(lambda t, a: nisa.local_gather(t, nl.zeros((128, 2), dtype=nl.uint16))),
         "gather_flattened": run(lambda t, a: nl.gather_flattened(t, nl.zeros((128, 8), dtype=nl.uint32))),
         "sequence_bounds": run(lambda t, a: nisa.sequence_bounds(segment_ids=nl.load(a[0:1, :]))),
         "nc_stream_shuffle": run(lambda t, a: nisa.nc_stream_shuffle(
@@ -436,3 +437,20 @@ def test_sequence_bounds_gives_each_segments_start_and_end_and_padding_n_and_min
     ids = np.array([[0, 1, 1, 2, 2, 2, 0, 3, 3]], dtype=np.int32)  # the API reference's example
     got = simulate(kernel, [ids]).outputs[0]
     assert got.tolist() == [[[9, 1, 1, 3, 3, 3, 9, 7, 7], [-1, 3, 3, 6, 6, 6, -1, 9, 9]]]
+
+
+def test_local_gather_gathers_within_each_group_of_16_partitions(rng):
+    def kernel(src, index):
+        out = _out((32, 3 * 2))
+        nl.store(out, nisa.local_gather(nl.load(src), nl.load(index), num_elem_per_idx=2, num_valid_indices=3))
+        return out
+
+    src = rng.standard_normal((32, 10)).astype(np.float32)
+    index = rng.integers(0, 4, size=(32, 1)).astype(np.uint16) * 2
+    expected = np.empty((32, 6), np.float32)
+    for core in range(2):
+        rows = slice(16 * core, 16 * core + 16)
+        starts = index[rows].flatten(order="F")[:3]
+        cols = (starts[:, None] + np.arange(2)).reshape(-1)
+        expected[rows] = src[rows][:, cols]
+    np.testing.assert_array_equal(simulate(kernel, [src, index]).outputs[0], expected)
