@@ -799,3 +799,30 @@ def _local_gather(dst: Any, src_buffer: Any, index: Any, num_elem_per_idx: int =
 
 FUNCTIONAL["local_gather"] = local_gather
 DESTINATION["local_gather"] = _local_gather
+
+
+@instruction("activate2")
+def activate2(dst: Any, op: Any, data: Any, imm0: Any, imm1: Any, op0: Any, op1: Any, relu_param: Any = 0.0,
+              reverse0: bool = False, reverse1: bool = False, reduce_op: Any = None, reduce_res: Any = None,
+              reduce_cmd: Any = None, name: Any = None, **_: Any) -> None:
+    """op((data op0 imm0) op1 imm1) into dst, reducing into reduce_res (Scalar Engine, NeuronCore-v4)."""
+    sim = active("activate2").begin("activate2")
+    require_core(sim, "activate2", 4)
+    acc = sim.operand(data)
+    i0 = sim.operand(imm0)
+    i1 = sim.operand(imm1)
+    names = [alu.op_name(o, "activate2") if o is not None else "bypass" for o in (op0, op1)]
+    fn = alu.op_name(op, "activate2")
+    rname = _reduce_name(reduce_op, "activate2") if reduce_res is not None and reduce_op is not None else None
+    d = dt.as_dtype(dst.dtype)
+    values, red = sim.compute("activate2", ((names[0], bool(reverse0)), (names[1], bool(reverse1)), fn, rname,
+                                            d.name), [acc, i0, i1])
+    reads = [r for r in (acc, i0, i1) if isinstance(r, Access)]
+    tile = sim.result(values, d, engine=Engine.SCALAR, reads=reads, full_shape=acc.full_shape,
+                      partitions=acc.partitions, free=acc.free, flops=acc.size)
+    if rname is not None:
+        _f._side_write(sim, reduce_res, red, "activate2")
+    _into(dst, tile, "activate2")
+
+
+DESTINATION["activate2"] = activate2

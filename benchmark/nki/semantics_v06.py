@@ -358,6 +358,20 @@ def local_gather(params: tuple, v: list[Any], tiles: tuple[bool, ...]) -> Any:
     return _sem().to_dtype(out, dt.as_dtype(d))
 
 
+def activate2(params: tuple, v: list[Any], tiles: tuple[bool, ...]) -> Any:
+    """activate2: op((data op0 imm0) op1 imm1) in float32 (bypass skips a stage), and the free-axis reduction
+    of the result. Operands: data, imm0, imm1. params: ((op0, reverse0), (op1, reverse1), function, reduce
+    operator or None, dtype)."""
+    first, second, fn, reduce_op, d = params
+    s = _sem()
+    pre = s.tensor_scalar((first, second, "float32"), v, tiles)
+    out = np.asarray(alu.unary(fn, "activate2")(np.asarray(pre, dtype=np.float32)), dtype=np.float32)
+    red = None
+    if reduce_op is not None:
+        red = alu.reducer(reduce_op, "activate2")(_rows(out), axis=1, keepdims=True)
+    return s.to_dtype(out, dt.as_dtype(d)), red
+
+
 KINDS_V06 = {
     "scalar_reduce": scalar_reduce, "max8": max8, "find_index8": find_index8, "match_replace8": match_replace8,
     "keep_where": keep_where, "partition_reduce": partition_reduce, "bn_stats": bn_stats, "bn_aggr": bn_aggr,
@@ -365,6 +379,7 @@ KINDS_V06 = {
     "cumulative": cumulative, "select": select, "range_select": range_select, "affine_select": select,
     "composite": composite, "uniform": uniform, "shuffle": shuffle,
     "gather_free": gather_free, "sequence_bounds": sequence_bounds, "local_gather": local_gather,
+    "activate2": activate2,
 }
 semantics.KINDS.update(KINDS_V06)
 
@@ -385,6 +400,7 @@ _ROWS: dict[str, tuple[Engine, int, int]] = {
     "shuffle": (Engine.VECTOR, -2, 1),  # partitions and free of the destination (the result); its dtype
     "gather_free": (Engine.GPSIMD, 0, 1), "sequence_bounds": (Engine.GPSIMD, 0, 1),  # shaped like the result
     "local_gather": (Engine.GPSIMD, -1, 1),  # shaped like the result
+    "activate2": (Engine.SCALAR, -1, 1),
 }
 
 

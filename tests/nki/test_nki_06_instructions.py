@@ -272,7 +272,7 @@ def _instruction_names() -> set[str]:
     return found
 
 
-V4_ONLY = {"exponential", "rand2"}  # priced on trn3 below
+V4_ONLY = {"exponential", "rand2", "activate2"}  # priced on trn3 below
 
 
 def test_every_new_instruction_has_a_cost_on_every_platform():
@@ -290,7 +290,7 @@ def test_every_new_instruction_has_a_cost_on_every_platform():
             assert name in ops, f"{name} left no row in the trace"
             for op, seconds, moved in zip(ops, costs.seconds, costs.dma_bytes, strict=True):
                 assert seconds > 0 or moved > 0, f"{op} ({name}'s kernel) is free on {platform}"
-    for kernel in (_exp_kernel, _rand2_kernel):
+    for kernel in (_exp_kernel, _rand2_kernel, _activate2_kernel):
         trace = simulate(kernel, [np.ones((4, 8), np.float32)], platform="trn3").trace
         costs = instruction_costs(trace, get_core_spec("trn3"))
         assert all(s > 0 or b > 0 for s, b in zip(costs.seconds, costs.dma_bytes, strict=True))
@@ -454,3 +454,26 @@ def test_local_gather_gathers_within_each_group_of_16_partitions(rng):
         cols = (starts[:, None] + np.arange(2)).reshape(-1)
         expected[rows] = src[rows][:, cols]
     np.testing.assert_array_equal(simulate(kernel, [src, index]).outputs[0], expected)
+
+
+def _activate2_kernel(a):
+    out = nl2.ndarray(a.shape, dtype=nl2.float32, buffer=nl2.shared_hbm)
+    red = nl2.ndarray((a.shape[0], 1), dtype=nl2.float32, buffer=nl2.shared_hbm)
+    t = nl2.ndarray(a.shape, dtype=nl2.float32, buffer=nl2.sbuf)
+    e = nl2.ndarray(a.shape, dtype=nl2.float32, buffer=nl2.sbuf)
+    r = nl2.ndarray((a.shape[0], 1), dtype=nl2.float32, buffer=nl2.sbuf)
+    nisa2.dma_copy(dst=t, src=a)
+    nisa2.activate2(dst=e, op=nl2.exp, data=t, imm0=2.0, imm1=1.0, op0=nl2.multiply, op1=nl2.subtract,
+                    reduce_op=nl2.maximum, reduce_res=r)
+    nisa2.dma_copy(dst=out, src=e)
+    nisa2.dma_copy(dst=red, src=r)
+    return out, red
+
+
+def test_activate2_scales_subtracts_activates_and_reduces_on_trn3_only(rng):
+    a = rng.standard_normal((8, 16)).astype(np.float32)
+    out, red = simulate(_activate2_kernel, [a], platform="trn3").outputs
+    np.testing.assert_allclose(out, np.exp(a * 2 - 1), rtol=1e-6)
+    np.testing.assert_allclose(red[:, 0], np.exp(a * 2 - 1).max(axis=1), rtol=1e-6)
+    with pytest.raises(NKICompileError, match="activate2 exists only on NeuronCore-v4"):
+        simulate(_activate2_kernel, [a], platform="trn2")
