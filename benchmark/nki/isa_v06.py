@@ -826,3 +826,39 @@ def activate2(dst: Any, op: Any, data: Any, imm0: Any, imm1: Any, op0: Any, op1:
 
 
 DESTINATION["activate2"] = activate2
+
+
+@instruction("nc_n_gather")
+def _nc_n_gather(dst: Any, data: Any, indices: Any, name: Any = None, **_: Any) -> None:
+    """Each partition gathers from its own flattened free elements by uint32 indices (GpSimd Engine)."""
+    sim = active("nc_n_gather").begin("nc_n_gather")
+    acc = sim.operand(data)
+    idx = sim.operand(indices)
+    d = dt.as_dtype(dst.dtype)
+    values = sim.compute("gather_free", (d.name,), [acc, idx])
+    _into(dst, sim.result(values, d, engine=Engine.GPSIMD, reads=[acc, idx]), "nc_n_gather")
+
+
+@instruction("nonzero_with_count")
+def _nonzero_with_count(dst: Any, src: Any, index_offset: int = 0, padding_val: Any = -1, name: Any = None,
+                        **_: Any) -> None:
+    """Positions of the nonzero elements, padding and their count, on partitions 0, 16, ..., 112 only (each
+    GpSimd core's first partition); dst's other partitions are left as they are (GpSimd Engine, NeuronCore-v3+)."""
+    sim = active("nonzero_with_count").begin("nonzero_with_count")
+    require_core(sim, "nonzero_with_count", 3)
+    for t, what in ((src, "src"), (dst, "dst")):
+        if not isinstance(t, Tensor) or len(t.shape) != 2:
+            raise NKICompileError("nonzero_with_count", f"{what} must be a 2-D tile")
+    if dst.shape[1] != src.shape[1] + 1:
+        raise NKICompileError("nonzero_with_count", f"dst needs one more element per partition than src "
+                                                    f"({src.shape[1] + 1}), has {dst.shape[1]}")
+    rows = slice(0, src.shape[0], 16)
+    acc = sim.operand(View(src, (rows, slice(None))))
+    d = dt.as_dtype(dst.dtype)
+    values = sim.compute("nonzero", (int(index_offset), float(padding_val), d.name), [acc])
+    _into(View(dst, (rows, slice(None))), sim.result(values, d, engine=Engine.GPSIMD, reads=[acc]),
+          "nonzero_with_count")
+
+
+DESTINATION["nc_n_gather"] = _nc_n_gather
+DESTINATION["nonzero_with_count"] = _nonzero_with_count

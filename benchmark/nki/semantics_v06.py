@@ -372,6 +372,19 @@ def activate2(params: tuple, v: list[Any], tiles: tuple[bool, ...]) -> Any:
     return s.to_dtype(out, dt.as_dtype(d)), red
 
 
+def nonzero(params: tuple, v: list[Any], tiles: tuple[bool, ...]) -> Any:
+    """nonzero_with_count on the partitions it reads: the positions of the nonzero elements plus index_offset,
+    then padding, then their count (one more element than the input). params: (index_offset, padding, dtype)."""
+    offset, padding, d = params
+    x = np.asarray(v[0]).reshape(np.shape(v[0])[0], -1)
+    out = np.full((x.shape[0], x.shape[1] + 1), padding, dtype=np.int64)
+    for p in range(x.shape[0]):
+        hits = np.flatnonzero(x[p] != 0)
+        out[p, :len(hits)] = hits + offset
+        out[p, -1] = len(hits)
+    return _sem().to_dtype(out, dt.as_dtype(d))
+
+
 KINDS_V06 = {
     "scalar_reduce": scalar_reduce, "max8": max8, "find_index8": find_index8, "match_replace8": match_replace8,
     "keep_where": keep_where, "partition_reduce": partition_reduce, "bn_stats": bn_stats, "bn_aggr": bn_aggr,
@@ -379,7 +392,7 @@ KINDS_V06 = {
     "cumulative": cumulative, "select": select, "range_select": range_select, "affine_select": select,
     "composite": composite, "uniform": uniform, "shuffle": shuffle,
     "gather_free": gather_free, "sequence_bounds": sequence_bounds, "local_gather": local_gather,
-    "activate2": activate2,
+    "activate2": activate2, "nonzero": nonzero,
 }
 semantics.KINDS.update(KINDS_V06)
 
@@ -401,6 +414,7 @@ _ROWS: dict[str, tuple[Engine, int, int]] = {
     "gather_free": (Engine.GPSIMD, 0, 1), "sequence_bounds": (Engine.GPSIMD, 0, 1),  # shaped like the result
     "local_gather": (Engine.GPSIMD, -1, 1),  # shaped like the result
     "activate2": (Engine.SCALAR, -1, 1),
+    "nonzero": (Engine.GPSIMD, -1, 1),  # shaped like the result
 }
 
 
@@ -412,7 +426,8 @@ def expected_row(kind: str, params: tuple, values: list[Any], outputs: tuple,
     if row is None:
         return None
     engine, where, per_element = row
-    result_shaped = kind in ("transpose_axes", "shuffle", "gather_free", "sequence_bounds", "local_gather")
+    result_shaped = kind in ("transpose_axes", "shuffle", "gather_free", "sequence_bounds", "local_gather",
+                                   "nonzero")
     shape = np.shape(outputs[0]) if result_shaped else np.shape(values[0])
     size = int(np.prod(shape)) if shape else 1
     parts = shape[0] if shape else 1

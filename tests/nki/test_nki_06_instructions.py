@@ -244,12 +244,26 @@ def _kernels():
         "silu_dx": run(lambda t, a: nl.silu_dx(t)),
         "erf_dx": run(lambda t, a: nl.erf_dx(t)),
         "rng": lambda a: _rng_kernel(a),
+        "nc_n_gather": lambda a: _dst_kernel(a, lambda t, d: nisa2.nc_n_gather(
+            dst=d, data=t, indices=nl2.zeros((128, 64), dtype=nl2.uint32, buffer=nl2.sbuf))),
+        "nonzero_with_count": lambda a: _dst_kernel(a, lambda t, d: nisa2.nonzero_with_count(
+            dst=nl2.zeros((128, 65), dtype=nl2.int32, buffer=nl2.sbuf), src=t)),
         "local_gather": run(lambda t, a: nisa.local_gather(t, nl.zeros((128, 2), dtype=nl.uint16))),
         "gather_flattened": run(lambda t, a: nl.gather_flattened(t, nl.zeros((128, 8), dtype=nl.uint32))),
         "sequence_bounds": run(lambda t, a: nisa.sequence_bounds(segment_ids=nl.load(a[0:1, :]))),
         "nc_stream_shuffle": run(lambda t, a: nisa.nc_stream_shuffle(
             src=t, dst=col((128, 64), dtype=nl.float32, buffer=nl.sbuf), shuffle_mask=list(range(32)))),
     }
+
+
+def _dst_kernel(a, body):
+    """A destination-first kernel around one instruction: `body(tile of a, destination tile)`."""
+    out = nl2.ndarray((1, 1), dtype=nl2.float32, buffer=nl2.shared_hbm)
+    t = nl2.ndarray(a.shape, dtype=nl2.float32, buffer=nl2.sbuf)
+    d = nl2.ndarray(a.shape, dtype=nl2.float32, buffer=nl2.sbuf)
+    nisa2.dma_copy(dst=t, src=a)
+    body(t, d)
+    return out
 
 
 def _rng_kernel(a):
@@ -282,7 +296,7 @@ def test_every_new_instruction_has_a_cost_on_every_platform():
     a = np.ones((128, 64), np.float32)
     for platform in ("trn1", "trn2", "trn3"):
         for name, kernel in sorted(kernels.items()):
-            if name == "range_select" and platform == "trn1":
+            if name in ("range_select", "nonzero_with_count") and platform == "trn1":
                 continue  # NeuronCore-v3 and newer
             trace = simulate(kernel, [a], platform=platform).trace
             costs = instruction_costs(trace, get_core_spec(platform))
@@ -477,3 +491,39 @@ def test_activate2_scales_subtracts_activates_and_reduces_on_trn3_only(rng):
     np.testing.assert_allclose(red[:, 0], np.exp(a * 2 - 1).max(axis=1), rtol=1e-6)
     with pytest.raises(NKICompileError, match="activate2 exists only on NeuronCore-v4"):
         simulate(_activate2_kernel, [a], platform="trn2")
+
+
+def test_nonzero_with_count_writes_positions_padding_and_count_on_each_cores_first_partition():
+    def kernel(a):
+        out = nl2.ndarray((32, 9), dtype=nl2.int32, buffer=nl2.shared_hbm)
+        t = nl2.ndarray((32, 8), dtype=nl2.float32, buffer=nl2.sbuf)
+        d = nl2.ndarray((32, 9), dtype=nl2.int32, buffer=nl2.sbuf)
+        nisa2.dma_copy(dst=t, src=a)
+        nisa2.memset(dst=d, value=7)
+        nisa2.nonzero_with_count(dst=d, src=t, index_offset=16, padding_val=-1)
+        nisa2.dma_copy(dst=out, src=d)
+        return out
+
+    a = np.zeros((32, 8), np.float32)
+    a[0] = [0, 1, 1, 0, 0, 1, 0, 0]  # the API reference's example
+    got = simulate(kernel, [a], platform="trn2").outputs[0]
+    assert got[0].tolist() == [17, 18, 21, -1, -1, -1, -1, -1, 3]
+    assert got[16].tolist() == [-1] * 8 + [0]
+    assert (got[1] == 7).all()  # the other partitions are untouched
+
+
+def test_nc_n_gather_gathers_within_each_partition(rng):
+    def kernel(a, idx):
+        out = nl2.ndarray(idx.shape, dtype=nl2.float32, buffer=nl2.shared_hbm)
+        t = nl2.ndarray(a.shape, dtype=nl2.float32, buffer=nl2.sbuf)
+        i = nl2.ndarray(idx.shape, dtype=nl2.uint32, buffer=nl2.sbuf)
+        g = nl2.ndarray(idx.shape, dtype=nl2.float32, buffer=nl2.sbuf)
+        nisa2.dma_copy(dst=t, src=a)
+        nisa2.dma_copy(dst=i, src=idx)
+        nisa2.nc_n_gather(dst=g, data=t, indices=i)
+        nisa2.dma_copy(dst=out, src=g)
+        return out
+
+    a = rng.standard_normal((8, 20)).astype(np.float32)
+    idx = rng.integers(0, 20, size=(8, 6)).astype(np.uint32)
+    np.testing.assert_array_equal(simulate(kernel, [a, idx]).outputs[0], np.take_along_axis(a, idx.astype(int), 1))
