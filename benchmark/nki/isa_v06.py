@@ -598,20 +598,83 @@ def dynamic_range(start: int, stop: int | None = None, step: int = 1) -> Any:
     from benchmark.nki import language as nl
 
     bounds = (start,) if stop is None else (start, stop, step)
-    if not all(isinstance(b, (int, np.integer)) for b in bounds):
-        raise NKICompileError("dynamic_range", "register (runtime) loop bounds are not simulated yet; give integers")
-    return nl.sequential_range(*bounds)
+    if isinstance(step, VirtualRegister):
+        raise NKICompileError("dynamic_range", "the step must be a compile-time integer, not a register")
+    # A register bound is the value it holds when the loop starts (register_load marks such kernels).
+    return nl.sequential_range(*(int(b) for b in bounds))
 
 
-def fori_loop(lower: int, upper: int, body_fun: Any, step: int = 1) -> None:
-    """for i in range(lower, upper, step): body_fun(i), as a device loop (integer bounds; see dynamic_range)."""
+def fori_loop(lower: Any, upper: Any, body_fun: Any, step: int = 1) -> None:
+    """for i in range(lower, upper, step): body_fun(i), as a device loop; `i` is a register holding the
+    iteration value (bounds may be registers: see dynamic_range)."""
     for i in dynamic_range(lower, upper, step):
-        body_fun(i)
+        body_fun(VirtualRegister(i))
+
+
+WHILE_LOOP_LIMIT = 1_000_000  # iterations before a while_loop is taken for a loop that never ends
 
 
 def while_loop(init: Any, body_fun: Any) -> None:
-    raise NKICompileError("while_loop", "a loop on a register condition depends on values computed on the device; "
-                                        "registers are not simulated yet (issue 34)")
+    """r = init; while r != 0: r = body_fun(r). Each iteration runs as it executes (the trace shows every one);
+    a condition loaded from a tile (register_load) makes the kernel data-dependent (see register_load)."""
+    reg = init
+    for _ in range(WHILE_LOOP_LIMIT):
+        if int(reg) == 0:
+            return
+        reg = body_fun(reg)
+        if not isinstance(reg, (VirtualRegister, int, np.integer)):
+            raise NKICompileError("while_loop", "the body must return the next condition register")
+    from benchmark.nki.errors import NKIRuntimeError
+
+    raise NKIRuntimeError("while_loop", f"the condition was still nonzero after {WHILE_LOOP_LIMIT} iterations")
+
+
+class VirtualRegister:
+    """nisa.register_alloc(): an engine register holding an integer. Usable wherever NKI takes one (loop
+    bounds, fori_loop's induction value) and wherever Python takes an int (`range`, slices)."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: int = 0) -> None:
+        self.value = int(value)
+
+    def __index__(self) -> int:
+        return self.value
+
+    __int__ = __index__
+
+    def __repr__(self) -> str:
+        return f"VirtualRegister({self.value})"
+
+
+def register_alloc(x: Any = None) -> VirtualRegister:
+    return VirtualRegister(int(x) if x is not None else 0)
+
+
+def register_move(dst: VirtualRegister, src: Any) -> None:
+    dst.value = int(src)
+
+
+@instruction("register_load")
+def register_load(dst: VirtualRegister, src: Any) -> None:
+    """A register takes the first element of an on-chip tile. What the kernel does next then depends on a value
+    computed at run time, so its recorded program is marked data-dependent (Program.indirect) and the replayer
+    refuses it, as for indirect DMA."""
+    sim = active("register_load").begin("register_load")
+    acc = sim.operand(src)
+    values = np.asarray(sim.read(acc, "register_load")).reshape(-1)
+    if not values.size:
+        raise NKICompileError("register_load", "src has no elements")
+    dst.value = int(values[0])
+    if sim.recorder is not None:
+        sim.recorder.program.indirect.append(sim.line_no)
+
+
+def register_store(dst: Any, src: Any) -> None:
+    """A tile filled with a register's value (a memset of the value it holds when the kernel runs)."""
+    from benchmark.nki import isa_dst
+
+    isa_dst.memset(dst, int(src))
 
 
 LANGUAGE.update({
@@ -678,6 +741,9 @@ def _rng(dst: Any, engine: Any = None, name: Any = None, **_: Any) -> None:
     _into(dst, sim.result(values, d, engine=Engine.VECTOR, reads=[]), "rng")
 
 
+DESTINATION.update({"register_alloc": register_alloc, "register_move": register_move,
+                    "register_load": register_load, "register_store": register_store,
+                    "VirtualRegister": VirtualRegister})
 DESTINATION.update({"rand2": _rand2, "rng": _rng, "matmul_perf_mode": matmul_perf_mode, "dma_engine": dma_engine,
                     "NkiValidationError": NkiValidationError, "get_nc_sub_version": get_nc_sub_version})
 FUNCTIONAL.update({"matmul_perf_mode": matmul_perf_mode, "dma_engine": dma_engine})

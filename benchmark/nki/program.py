@@ -54,8 +54,8 @@ class Program:
     # Per trace tensor id: (buffer, tensor serial, offset, strides of its coordinates in the buffer); a blocked
     # tensor's buffer is -1: its blocks' buffers carry its serial and their block keys.
     trace_tensors: list[tuple] = field(default_factory=list)
-    # Kernel lines whose accesses were addressed through a tile's values (indirect.py): their addresses are this
-    # run's constants, so the program cannot be replayed on other inputs (replay.check_program refuses it).
+    # Kernel lines whose addresses (indirect.py) or control flow (isa_v06.register_load) came from a tile's values:
+    # they are this run's constants, so the program cannot be replayed on other inputs (check_program refuses it).
     indirect: list[int] = field(default_factory=list)
 
     def __len__(self) -> int:

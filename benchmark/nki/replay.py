@@ -123,9 +123,10 @@ def _check_program(program: Program, platform: str, trace: Any) -> None:
     buffers, constants = program.buffers, program.constants
     if program.indirect:
         line = program.indirect[0]
-        raise ReplayError("the kernel addresses memory through a tile's values (indirect DMA, gather or scatter); "
-                          "the recorded program holds this run's addresses, so it cannot be replayed on other "
-                          "inputs (simulate each input instead)", line if isinstance(line, int) else 0)
+        raise ReplayError("the kernel's addresses or control flow depend on values computed on the device "
+                          "(indirect DMA, gather or scatter, register_load); the recorded program holds this run's, "
+                          "so it cannot be replayed on other inputs (simulate each input instead)",
+                          line if isinstance(line, int) else 0)
     for bid, buffer in enumerate(buffers):
         _check_buffer(bid, buffer, program)
     if len(program.trace_operands) != len(program.instructions):

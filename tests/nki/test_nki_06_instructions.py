@@ -527,3 +527,39 @@ def test_nc_n_gather_gathers_within_each_partition(rng):
     a = rng.standard_normal((8, 20)).astype(np.float32)
     idx = rng.integers(0, 20, size=(8, 6)).astype(np.uint32)
     np.testing.assert_array_equal(simulate(kernel, [a, idx]).outputs[0], np.take_along_axis(a, idx.astype(int), 1))
+
+
+def test_loops_on_registers_run_as_many_times_as_the_device_value_says():
+    # fori_loop with an upper bound loaded from a tile, and a while_loop counting a loaded value down (the API
+    # reference's pattern): the bodies run 3 and 5 times.
+    def kernel(bounds):
+        out = nl2.ndarray((1, 2), dtype=nl2.float32, buffer=nl2.shared_hbm)
+        b = nl2.ndarray((1, 2), dtype=nl2.int32, buffer=nl2.sbuf)
+        nisa2.dma_copy(dst=b, src=bounds)
+        acc = nl2.ndarray((1, 2), dtype=nl2.float32, buffer=nl2.sbuf)
+        nisa2.memset(dst=acc, value=0.0)
+        upper = nisa2.register_alloc()
+        nisa2.register_load(upper, b[0:1, 0:1])
+
+        def body(i):
+            nisa2.tensor_scalar(dst=acc[0:1, 0:1], data=acc[0:1, 0:1], op0=nl2.add, operand0=1.0)
+
+        nl2.fori_loop(0, upper, body)
+        count = nl2.ndarray((1, 1), dtype=nl2.int32, buffer=nl2.sbuf)
+        nisa2.tensor_copy(dst=count, src=b[0:1, 1:2])
+        reg = nisa2.register_alloc()
+        nisa2.register_load(reg, count)
+
+        def countdown(r):
+            nisa2.tensor_scalar(dst=acc[0:1, 1:2], data=acc[0:1, 1:2], op0=nl2.add, operand0=1.0)
+            nisa2.tensor_scalar(dst=count, data=count, op0=nl2.subtract, operand0=1)
+            nisa2.register_load(r, count)
+            return r
+
+        nl2.while_loop(reg, countdown)
+        nisa2.dma_copy(dst=out, src=acc)
+        return out
+
+    simulation = simulate(kernel, [np.array([[3, 5]], np.int32)], record_program=True)
+    assert simulation.outputs[0].tolist() == [[3.0, 5.0]]
+    assert simulation.program.indirect  # the instruction stream depends on device values: not replayable
