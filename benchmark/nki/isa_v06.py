@@ -662,12 +662,13 @@ def register_load(dst: VirtualRegister, src: Any) -> None:
     refuses it, as for indirect DMA."""
     sim = active("register_load").begin("register_load")
     acc = sim.operand(src)
-    values = np.asarray(sim.read(acc, "register_load")).reshape(-1)
-    if not values.size:
-        raise NKICompileError("register_load", "src has no elements")
-    dst.value = int(values[0])
+    if not isinstance(acc, Access) or not acc.size:
+        raise NKICompileError("register_load", "src must be a tile with at least one element")
+    dst.value = int(sim.compute("register", (acc.tensor.dtype.name,), [acc]))
     if sim.recorder is not None:
         sim.recorder.program.indirect.append(sim.line_no)
+    sim.emit("register_load", Engine.VECTOR, acc.tensor.dtype.name, acc.partitions, acc.free, acc.size, [acc], [],
+             sim.line_no, sim.ctx)
 
 
 def register_store(dst: Any, src: Any) -> None:

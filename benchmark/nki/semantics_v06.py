@@ -385,6 +385,12 @@ def nonzero(params: tuple, v: list[Any], tiles: tuple[bool, ...]) -> Any:
     return _sem().to_dtype(out, dt.as_dtype(d))
 
 
+def register(params: tuple, v: list[Any], tiles: tuple[bool, ...]) -> Any:
+    """register_load: the first element of a tile, as the integer a register holds. params: (dtype,)."""
+    values = np.asarray(v[0]).reshape(-1)
+    return np.int64(values[0]) if values.size else np.int64(0)
+
+
 KINDS_V06 = {
     "scalar_reduce": scalar_reduce, "max8": max8, "find_index8": find_index8, "match_replace8": match_replace8,
     "keep_where": keep_where, "partition_reduce": partition_reduce, "bn_stats": bn_stats, "bn_aggr": bn_aggr,
@@ -392,7 +398,7 @@ KINDS_V06 = {
     "cumulative": cumulative, "select": select, "range_select": range_select, "affine_select": select,
     "composite": composite, "uniform": uniform, "shuffle": shuffle,
     "gather_free": gather_free, "sequence_bounds": sequence_bounds, "local_gather": local_gather,
-    "activate2": activate2, "nonzero": nonzero,
+    "activate2": activate2, "nonzero": nonzero, "register": register,
 }
 semantics.KINDS.update(KINDS_V06)
 
@@ -415,6 +421,7 @@ _ROWS: dict[str, tuple[Engine, int, int]] = {
     "local_gather": (Engine.GPSIMD, -1, 1),  # shaped like the result
     "activate2": (Engine.SCALAR, -1, 1),
     "nonzero": (Engine.GPSIMD, -1, 1),  # shaped like the result
+    "register": (Engine.VECTOR, 0, 1),
 }
 
 

@@ -244,6 +244,7 @@ def _kernels():
         "silu_dx": run(lambda t, a: nl.silu_dx(t)),
         "erf_dx": run(lambda t, a: nl.erf_dx(t)),
         "rng": lambda a: _rng_kernel(a),
+        "register_load": lambda a: _dst_kernel(a, lambda t, d: nisa2.register_load(nisa2.register_alloc(), t)),
         "nc_n_gather": lambda a: _dst_kernel(a, lambda t, d: nisa2.nc_n_gather(
             dst=d, data=t, indices=nl2.zeros((128, 64), dtype=nl2.uint32, buffer=nl2.sbuf))),
         "nonzero_with_count": lambda a: _dst_kernel(a, lambda t, d: nisa2.nonzero_with_count(
