@@ -532,7 +532,25 @@ def language_ops() -> dict[str, Any]:
 
     alu.register(average, "average")  # tensor_partition_reduce(op=nl.average)
     ops["average"] = average
+
+    def prelu(*_: Any, **__: Any) -> Any:
+        raise NKICompileError("prelu", "nl.prelu is an activation function to pass as op= (activate2 with "
+                                       "relu_param), not a function to call")
+
+    alu.register(prelu, "prelu")
+    ops["prelu"] = prelu
+    ops["MemoryRegion"] = MemoryRegion
     return ops
+
+
+class MemoryRegion(__import__("enum").Enum):
+    """nl.MemoryRegion: the names of the memories (the simulator's buffers are nl.sbuf, nl.psum, nl.hbm ...)."""
+
+    sbuf = "sbuf"
+    psum = "psum"
+    private_hbm = "private_hbm"
+    shared_hbm = "shared_hbm"
+    hbm = "hbm"
 
 
 def _composite(what: str, x: Any, axis: Any, dtype: Any, keepdims: bool, epsilon: float = 0.0,
@@ -882,8 +900,10 @@ def activate2(dst: Any, op: Any, data: Any, imm0: Any, imm1: Any, op0: Any, op1:
     fn = alu.op_name(op, "activate2")
     rname = _reduce_name(reduce_op, "activate2") if reduce_res is not None and reduce_op is not None else None
     d = dt.as_dtype(dst.dtype)
+    if not isinstance(relu_param, (int, float, np.number)):
+        raise NKICompileError("activate2", "a per-partition relu_param is not simulated; give a number")
     values, red = sim.compute("activate2", ((names[0], bool(reverse0)), (names[1], bool(reverse1)), fn, rname,
-                                            d.name), [acc, i0, i1])
+                                            float(relu_param), d.name), [acc, i0, i1])
     reads = [r for r in (acc, i0, i1) if isinstance(r, Access)]
     tile = sim.result(values, d, engine=Engine.SCALAR, reads=reads, full_shape=acc.full_shape,
                       partitions=acc.partitions, free=acc.free, flops=acc.size)

@@ -361,11 +361,14 @@ def local_gather(params: tuple, v: list[Any], tiles: tuple[bool, ...]) -> Any:
 def activate2(params: tuple, v: list[Any], tiles: tuple[bool, ...]) -> Any:
     """activate2: op((data op0 imm0) op1 imm1) in float32 (bypass skips a stage), and the free-axis reduction
     of the result. Operands: data, imm0, imm1. params: ((op0, reverse0), (op1, reverse1), function, reduce
-    operator or None, dtype)."""
-    first, second, fn, reduce_op, d = params
+    operator or None, relu_param, dtype); the function `prelu` is x where x > 0, else relu_param * x."""
+    first, second, fn, reduce_op, relu_param, d = params
     s = _sem()
-    pre = s.tensor_scalar((first, second, "float32"), v, tiles)
-    out = np.asarray(alu.unary(fn, "activate2")(np.asarray(pre, dtype=np.float32)), dtype=np.float32)
+    pre = np.asarray(s.tensor_scalar((first, second, "float32"), v, tiles), dtype=np.float32)
+    if fn == "prelu":
+        out = np.where(pre > 0, pre, np.float32(relu_param) * pre).astype(np.float32)
+    else:
+        out = np.asarray(alu.unary(fn, "activate2")(pre), dtype=np.float32)
     red = None
     if reduce_op is not None:
         red = alu.reducer(reduce_op, "activate2")(_rows(out), axis=1, keepdims=True)

@@ -564,3 +564,17 @@ def test_loops_on_registers_run_as_many_times_as_the_device_value_says():
     simulation = simulate(kernel, [np.array([[3, 5]], np.int32)], record_program=True)
     assert simulation.outputs[0].tolist() == [[3.0, 5.0]]
     assert simulation.program.indirect  # the instruction stream depends on device values: not replayable
+
+
+def test_activate2_with_prelu_scales_negative_values_by_relu_param():
+    def kernel(a):
+        out = nl2.ndarray(a.shape, dtype=nl2.float32, buffer=nl2.shared_hbm)
+        t = nl2.ndarray(a.shape, dtype=nl2.float32, buffer=nl2.sbuf)
+        nisa2.dma_copy(dst=t, src=a)
+        nisa2.activate2(dst=t, op=nl2.prelu, data=t, imm0=1.0, imm1=0.0, op0=nl2.multiply, op1=nl2.bypass,
+                        relu_param=0.25)
+        nisa2.dma_copy(dst=out, src=t)
+        return out
+
+    a = np.array([[-4.0, -1.0, 0.0, 2.0]], np.float32)
+    assert simulate(kernel, [a], platform="trn3").outputs[0].tolist() == [[-1.0, -0.25, 0.0, 2.0]]
