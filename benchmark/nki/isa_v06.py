@@ -949,3 +949,24 @@ def _nonzero_with_count(dst: Any, src: Any, index_offset: int = 0, padding_val: 
 
 DESTINATION["nc_n_gather"] = _nc_n_gather
 DESTINATION["nonzero_with_count"] = _nonzero_with_count
+
+
+@instruction("set_rng_seed")
+def _set_rng_seed(src_seeds: Any, name: Any = None, **_: Any) -> None:
+    """Later random draws (rand, dropout, rng, rand2) come from a generator seeded with the tile's values. Our
+    generator is numpy's, not the engines' XORWOW: the draws are uniform and repeatable, not the device's bits.
+    The seeds are device values, so the program is marked data-dependent (as register_load)."""
+    sim = active("set_rng_seed").begin("set_rng_seed")
+    acc = sim.operand(src_seeds)
+    if not isinstance(acc, Access) or not acc.size:
+        raise NKICompileError("set_rng_seed", "src_seeds must be a tile with at least one element")
+    sim.compute("register", (acc.tensor.dtype.name,), [acc])
+    seeds = np.asarray(sim.read(acc, "set_rng_seed")).astype(np.int64).reshape(-1) & 0xFFFFFFFF
+    sim.nki_rng = np.random.default_rng([int(v) for v in seeds])
+    if sim.recorder is not None:
+        sim.recorder.program.indirect.append(sim.line_no)
+    sim.emit("set_rng_seed", Engine.VECTOR, acc.tensor.dtype.name, acc.partitions, acc.free, acc.size, [acc], [],
+             sim.line_no, sim.ctx)
+
+
+DESTINATION["set_rng_seed"] = _set_rng_seed

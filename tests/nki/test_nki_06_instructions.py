@@ -245,6 +245,7 @@ def _kernels():
         "erf_dx": run(lambda t, a: nl.erf_dx(t)),
         "rng": lambda a: _rng_kernel(a),
         "register_load": lambda a: _dst_kernel(a, lambda t, d: nisa2.register_load(nisa2.register_alloc(), t)),
+        "set_rng_seed": lambda a: _dst_kernel(a, lambda t, d: nisa2.set_rng_seed(t)),
         "nc_n_gather": lambda a: _dst_kernel(a, lambda t, d: nisa2.nc_n_gather(
             dst=d, data=t, indices=nl2.zeros((128, 64), dtype=nl2.uint32, buffer=nl2.sbuf))),
         "nonzero_with_count": lambda a: _dst_kernel(a, lambda t, d: nisa2.nonzero_with_count(
@@ -578,3 +579,21 @@ def test_activate2_with_prelu_scales_negative_values_by_relu_param():
 
     a = np.array([[-4.0, -1.0, 0.0, 2.0]], np.float32)
     assert simulate(kernel, [a], platform="trn3").outputs[0].tolist() == [[-1.0, -0.25, 0.0, 2.0]]
+
+
+def test_set_rng_seed_makes_the_draws_follow_the_seed_tile():
+    def kernel(seeds):
+        out = nl2.ndarray((4, 16), dtype=nl2.uint32, buffer=nl2.shared_hbm)
+        s = nl2.ndarray(seeds.shape, dtype=nl2.int32, buffer=nl2.sbuf)
+        t = nl2.ndarray((4, 16), dtype=nl2.uint32, buffer=nl2.sbuf)
+        nisa2.dma_copy(dst=s, src=seeds)
+        nisa2.set_rng_seed(s)
+        nisa2.rng(dst=t)
+        nisa2.dma_copy(dst=out, src=t)
+        return out
+
+    first = simulate(kernel, [np.array([[1, 2]], np.int32)]).outputs[0]
+    same = simulate(kernel, [np.array([[1, 2]], np.int32)]).outputs[0]
+    other = simulate(kernel, [np.array([[3, 4]], np.int32)]).outputs[0]
+    np.testing.assert_array_equal(first, same)
+    assert not np.array_equal(first, other)
