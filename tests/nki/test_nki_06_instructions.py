@@ -597,3 +597,17 @@ def test_set_rng_seed_makes_the_draws_follow_the_seed_tile():
     other = simulate(kernel, [np.array([[3, 4]], np.int32)]).outputs[0]
     np.testing.assert_array_equal(first, same)
     assert not np.array_equal(first, other)
+
+
+def test_the_0_6_float8_types_round_as_their_formats_do():
+    def kernel(a):
+        e4, e8 = _out(a.shape), _out(a.shape)
+        t = nl.load(a)
+        nl.store(e4, nl.copy(t, dtype=nl.float8_e4m3fn))
+        nl.store(e8, nl.copy(t, dtype=nl.float8_e8m0fnu))
+        return e4, e8
+
+    a = np.array([[1.0, 1.1, 3.0, 5.0, 0.3]], np.float32)
+    e4, e8 = simulate(kernel, [a]).outputs
+    assert e4.tolist() == [[1.0, 1.125, 3.0, 5.0, 0.3125]]  # 3 mantissa bits
+    assert e8.tolist() == [[1.0, 1.0, 4.0, 4.0, 0.25]]  # powers of two only (log2 3 = 1.58 -> 2)
