@@ -19,6 +19,7 @@ from benchmark.boards import best_over_time, build_board
 from benchmark.display import best_over_time_figure_html, board_figure_html
 from benchmark.models import Platform
 from benchmark.services.baselines import baseline_progress
+from engine.platforms.nki.hardware import UNCALIBRATED
 from engine.platforms.registry import DEFAULT_PLATFORM, NKI, get_definition
 
 CASES = ("mini", "full")
@@ -42,6 +43,7 @@ def leaderboard(request: HttpRequest) -> HttpResponse:
         "case": case,
         "cases": BOARD_CASES,
         "platforms": Platform.choices,
+        "uncalibrated": platform in UNCALIBRATED,
         "chart": board_figure_html(board),
         "history_chart": best_over_time_figure_html(best_over_time(board)),
         "can_launch": services.can_create_kernels(request.user),

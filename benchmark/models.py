@@ -342,6 +342,14 @@ class Evaluation(models.Model):
         return self.reference_digest != self.kernel.problem.reference_digest
 
     @property
+    def uncalibrated(self) -> bool:
+        """A simulated latency on a platform no hardware measurement has checked the performance model against
+        (engine.platforms.nki.hardware.UNCALIBRATED): the page says so beside the number."""
+        from engine.platforms.nki.hardware import UNCALIBRATED
+
+        return self.is_simulated and self.platform in UNCALIBRATED
+
+    @property
     def is_simulated(self) -> bool:
         return self.backend == Backend.SIMULATOR
 

@@ -2,7 +2,7 @@
 
 Shared code (the problem and evaluation models, the evaluation pipeline, the leaderboard, the agents'
 prompts) reads what it assumes about a platform from its `PlatformDefinition` here, instead of spelling
-"trn1", "NKI" or "Trainium" itself. Two languages today: NKI on Trainium generations (trn1, trn2) and
+"trn1", "NKI" or "Trainium" itself. Two languages today: NKI on Trainium generations (trn1, trn2, trn3) and
 Triton on NVIDIA GPUs (h100, h200; issue 24). Code that only makes sense for one language (the NKI
 simulator's peaks, its prompt rules) asks `definition.language` or iterates `platforms_for(NKI)`, never
 every `Platform`.
@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from engine.choices import Choices
-from engine.platforms.nki.hardware import TRN1, TRN2, NeuronCoreSpec
+from engine.platforms.nki.hardware import TRN1, TRN2, TRN3, NeuronCoreSpec
 from engine.platforms.triton.hardware import H100, H200, GpuSpec
 
 
@@ -39,6 +39,7 @@ class Platform(Choices):
 
     TRN1 = "trn1", "trn1 (NeuronCore-v2)"
     TRN2 = "trn2", "trn2 (NeuronCore-v3)"
+    TRN3 = "trn3", "trn3 (NeuronCore-v4)"
     H100 = "h100", "h100 (NVIDIA H100 SXM)"
     H200 = "h200", "h200 (NVIDIA H200 SXM)"
 
@@ -74,6 +75,10 @@ DEFINITIONS: dict[Platform, PlatformDefinition] = {
     Platform.TRN2: PlatformDefinition(
         platform=Platform.TRN2, language=NKI, language_name="NKI", hardware_name="AWS Trainium2 (NeuronCore)",
         hardware=TRN2, backends=_NKI_BACKENDS, default_backend=Backend.SIMULATOR,
+    ),
+    Platform.TRN3: PlatformDefinition(
+        platform=Platform.TRN3, language=NKI, language_name="NKI", hardware_name="AWS Trainium3 (NeuronCore)",
+        hardware=TRN3, backends=_NKI_BACKENDS, default_backend=Backend.SIMULATOR,
     ),
     Platform.H100: PlatformDefinition(
         platform=Platform.H100, language=TRITON, language_name="Triton", hardware_name="NVIDIA H100 SXM GPU",

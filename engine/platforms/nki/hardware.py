@@ -18,10 +18,17 @@ constant here and nowhere else. Sources, abbreviated in the comments:
              (MIN_II ~64 cycles; activation/tensor_scalar max(MIN_II, N); tensor_tensor max(MIN_II, 2N) with
              both inputs in SBUF; reciprocal max(MIN_II, 8N); nc_matmul 4*max(min(64, N_st), N_mov) for
              fp32; GpSimd startup ~150 cycles; activation_reduce/tensor_scalar_reduce + MIN_II).
+- [ARCH-V4]  Neuron docs, "Trainium3 Architecture Guide for NKI" (nki/guides/architecture/trainium3_arch.rst,
+             aws-neuron-sdk 81ce03a): 8 NeuronCore-v4 and 128 DMA engines per device, HBM 4.7 TB/s per device
+             (about-neuron/arch/neuron-hardware/trainium3.rst says 4.9 TB/s; we take the NKI guide's), SBUF 32 MiB
+             and PSUM 2 MiB per core; engine clocks Tensor 2.4 GHz, Vector/Scalar/GpSimd 1.2 GHz; Tensor Engine
+             79 BF16/FP16/TF32 and 20 FP32 TFLOPS per core; Vector Engine 1.2 FP32 TFLOPS. The guide also says
+             NeuronCore-v3 has 28 MiB of SBUF, where TRN2 below has 24 MiB from the Trainium2 page (not changed
+             here: a trn2 result would move).
 - [DESIGN]   ../shared/DESIGN.md section 11: the trn1 peak figures NKIBench uses.
 - [DMA-BW]   Neuron docs, "Guideline to Avoid Under-Utilizing DMA Bandwidth" (nki/deep-dives/
              nki-dma-bandwidth-guide.rst, aws-neuron-sdk 81ce03a, 2026-04): 16 DMA engines per NeuronCore at
-             17 B/ns each on TRN1 (272 GB/s), 23 B/ns on TRN2; every transfer pays descriptor setup, sync and
+             17 B/ns each on TRN1 (272 GB/s), 23 B/ns on TRN2, 33 B/ns on TRN3 (528 GB/s); every transfer pays descriptor setup, sync and
              ~1300 ns semaphore-to-start latency; per partition, < 256 B is severely overhead-bound, 256 B-2 KiB
              improving, >= 2 KiB approaches peak, >= 4 KiB saturates.
 - [DMA-OV]   Neuron docs, "Introduction to Direct Memory Access (DMA) with NKI" (nki/get-started/about/
@@ -432,7 +439,52 @@ TRN2 = NeuronCoreSpec(
     dma_queue_issue_s=0.0,  # off: no trn2 measurement to check it on (trn1 ships it on)
 )
 
-CORE_SPECS: dict[str, NeuronCoreSpec] = {spec.name: spec for spec in (TRN1, TRN2)}
+# NeuronCore-v4 (issue 34). Uncalibrated: no trn3 measurement exists; every [FIT] value is trn1's, carried over.
+TRN3 = NeuronCoreSpec(
+    name="trn3",
+    core="NeuronCore-v4",
+    partitions=128,
+    sbuf_bytes_per_partition=32 * MIB // 128,  # [ARCH-V4]: 32 MiB SBUF
+    psum_bytes_per_partition=2 * MIB // 128,  # [ARCH-V4]: 2 MiB PSUM
+    psum_bank_bytes_per_partition=2 * KIB,  # [TILING]: psum_bank_fmax 512 fp32, unchanged
+    hbm_bytes_per_s=4.7e12 / 8,  # [ARCH-V4]: 4.7 TB/s per device, 8 cores
+    vector_flops_per_s=1.2e12,  # [ARCH-V4]: the Vector Engine's 1.2 FP32 TFLOPS
+    matmul_fp32_flops_per_s=20e12,  # [ARCH-V4]: 20 FP32 TFLOPS per core
+    engine_clock_hz=1.2e9,  # [ARCH-V4]: Vector 1.2 GHz
+    # One element per partition per cycle, as the ISA cost formulas count; [ARCH-V4]'s wider data paths (256 or
+    # 512 elements per cycle) are not modelled, so trn3's elementwise costs are an upper bound.
+    engine_lanes=128,
+    min_ii_cycles=64,  # [ISA]
+    gpsimd_start_cycles=150,  # [ISA]
+    engine_dispatch_cycles=32.0,  # [FIT] on trn1, carried over
+    tensor_clock_hz=79e12 / (2 * 128 * 128),  # [ARCH-V4]: 79 BF16 TFLOPS per core (= 2.4 GHz x 128 x 128 x 2)
+    tensor_fp32_passes=79e12 / 20e12,  # [ARCH-V4]: bf16 / fp32 rate
+    tensor_min_stationary=64,  # [ISA]
+    tensor_fixed_cycles=0.0,  # [FIT] on trn1, carried over
+    tensor_efficiency=0.8,  # [FIT] on trn1, carried over
+    tensor_tensor_cycles_per_elem=2.0,  # [ISA]
+    nl_binary_cycles_per_elem=1.2,  # [FIT] on trn1, carried over
+    reciprocal_cycles_per_elem=3.5,  # [FIT] on trn1, carried over (ISA: 8)
+    dma_queues=16,  # [ARCH-V4]: 128 DMA engines per device, 8 cores; [DMA-BW]: 16 per core
+    dma_fixed_s=1.3e-6,  # [DMA-BW], as trn1
+    dma_efficiency=1.15,  # [FIT] on trn1, carried over
+    dma_sbuf_bytes_per_s=4.7e12 / 8,  # assumption, as trn1: the HBM rate
+    dma_engine_bytes_per_s=33e9,  # [DMA-BW] TRN3: 33 B/ns per engine
+    dma_descriptor_bytes=256.0,  # [DMA-BW], as trn1
+    sync_latency_s=0.0,  # [FIT] on trn1, carried over
+    issue_window=0,  # [FIT] on trn1, carried over
+    reorder_window=0,  # [FIT] on trn1, carried over
+    dependent_overhead_cycles=0.0,
+    sbuf_usable_fraction=0.9,  # [FIT] on trn1, carried over
+    hfu_peak_flops_per_s=79e12,  # [ARCH-V4]
+    dma_queue_issue_s=0.0,  # off, as trn2: no measurement to check it on
+    scalar_clock_hz=1.2e9,  # [ARCH-V4]
+    gpsimd_clock_hz=1.2e9,  # [ARCH-V4]
+)
+
+CORE_SPECS: dict[str, NeuronCoreSpec] = {spec.name: spec for spec in (TRN1, TRN2, TRN3)}
+# Platforms whose performance model no measurement has checked: pages and boards say "uncalibrated".
+UNCALIBRATED = frozenset({"trn2", "trn3"})
 
 
 def get_core_spec(name: str) -> NeuronCoreSpec:

@@ -19,7 +19,11 @@ from __future__ import annotations
 # 1.2 (issue 32): matmul products no longer depend on the CPU's BLAS kernel or thread count
 # (exact_matmul.py): each element is the float32 rounding of a fixed-order float64 sum, so the last bits of
 # matmul results moved (traces and the performance model's predictions did not).
-SIMULATOR_VERSION = "1.2"
+# 1.3 (issue 34): results of existing kernels can change: one-element tiles ((1, 1), (1,)) were copies, so their
+# loads and stores read NaN and memsets into them were lost; float -> int casts now round half to even and
+# saturate (they truncated and wrapped); nl.abs_max keeps the sign; `+=` of a matmul into a never-written PSUM
+# tile starts at zero (it was an error). The 14 NKIBench kernels' traces and outputs did not move.
+SIMULATOR_VERSION = "1.3"
 
 from engine.platforms.nki.simulator import errors  # noqa: E402
 from engine.platforms.nki.simulator.errors import NKICompileError, NKIError, NKIRuntimeError  # noqa: E402

@@ -51,7 +51,9 @@ class JitKernel:
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         if runtime._ACTIVE is not None:
             return self.func(*args, **kwargs)  # a kernel calling another kernel: plain call
-        sim = simulate(self, list(args), kwargs=kwargs)
+        args, kwargs = _arrays_positional(self.func, args, kwargs)
+        sim = simulate(self, list(args), kwargs=kwargs, platform=self.platform)
+        _write_back(args, sim)
         return sim.outputs[0] if len(sim.outputs) == 1 else sim.outputs
 
     def __getitem__(self, grid: Any) -> Any:
@@ -61,10 +63,20 @@ class JitKernel:
         def launch(*args: Any, **kwargs: Any) -> Any:
             if runtime._ACTIVE is not None:
                 raise NKICompileError("spmd", "an SPMD launch cannot happen inside a running kernel")
-            sim = simulate(self, list(args), kwargs=kwargs, grid=dims)
+            args, kwargs = _arrays_positional(self.func, args, kwargs)
+            sim = simulate(self, list(args), kwargs=kwargs, grid=dims, platform=self.platform)
+            _write_back(args, sim)
             return sim.outputs[0] if len(sim.outputs) == 1 else sim.outputs
 
         return launch
+
+    @property
+    def platform(self) -> str:
+        """`@nki.jit(platform_target="trn2")` simulates on that platform (trn1 when none is named)."""
+        from engine.platforms.nki.hardware import CORE_SPECS
+
+        target = str(self.options.get("platform_target", "trn1"))
+        return target if target in CORE_SPECS else "trn1"
 
     def __repr__(self) -> str:
         return f"<nki.jit kernel {self.__name__}>"
@@ -85,6 +97,15 @@ def _unwrap(kernel: Any) -> Any:
     return getattr(kernel, "__wrapped__", kernel) if not callable(kernel) else kernel
 
 
+def check_grid(grid: tuple[int, ...]) -> None:
+    """A launch grid must name at least one program on every axis: `kernel[0](...)` would run nothing and
+    return outputs nobody wrote, so it is an error (the device rejects an empty launch too)."""
+    for axis, size in enumerate(grid):
+        if size < 1:
+            raise NKICompileError("spmd", f"launch grid {list(grid)} has {size} programs on axis {axis}; every "
+                                          "axis needs at least 1")
+
+
 def simulate(kernel: Any, inputs: list[Any], *, platform: str = "trn1", record_trace: bool = True,
              kwargs: dict[str, Any] | None = None, grid: tuple[int, ...] = (), workers: int = 1,
              record_program: bool = False) -> Simulation:
@@ -103,6 +124,7 @@ def simulate(kernel: Any, inputs: list[Any], *, platform: str = "trn1", record_t
     code = getattr(func, "__code__", None)
     if code is None:
         raise TypeError(f"simulate needs a kernel function, got {type(kernel).__name__}")
+    check_grid(grid)
     names = _parameter_names(func, len(inputs))
     rerun = False
     fallback = ""
@@ -175,9 +197,34 @@ def _rare_garbage_collection() -> Iterator[None]:
         gc.set_threshold(*before)
 
 
+def _write_back(args: tuple, sim: Simulation) -> None:
+    """A kernel called from Python (`kernel(a, out)`, `simulate_kernel(kernel, a, out)`) writes its HBM arguments
+    in place, as NKI's own simulator does (AWS's tests pass an output array in and read it after); `simulate`
+    itself leaves the caller's arrays alone (it reports `inputs_after`)."""
+    for given, after in zip(args, sim.inputs_after, strict=False):
+        if isinstance(given, np.ndarray) and isinstance(after, np.ndarray) and given.flags.writeable \
+                and given.shape == after.shape:
+            np.copyto(given, after, casting="unsafe")
+
+
+def _arrays_positional(func: Any, args: tuple, kwargs: dict[str, Any]) -> tuple[tuple, dict[str, Any]]:
+    """Arrays given by keyword (`kernel(src, imm0=array)`) become positional inputs, so they are HBM tensors
+    like every other array argument (keyword arguments reach the kernel as they are)."""
+    if not any(isinstance(v, np.ndarray) for v in kwargs.values()):
+        return args, kwargs
+    try:
+        bound = inspect.signature(func).bind(*args, **kwargs)
+    except (TypeError, ValueError):
+        return args, kwargs
+    bound.apply_defaults()
+    return bound.args, bound.kwargs
+
+
 def simulate_kernel(kernel: Any, *args: Any, **kwargs: Any) -> Any:
     """nki.simulate_kernel(kernel, *numpy_arrays): the kernel's outputs as numpy arrays."""
+    args, kwargs = _arrays_positional(_unwrap(kernel), args, kwargs)
     sim = simulate(kernel, list(args), kwargs=kwargs)
+    _write_back(args, sim)
     return sim.outputs[0] if len(sim.outputs) == 1 else sim.outputs
 
 

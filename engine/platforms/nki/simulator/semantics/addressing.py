@@ -187,6 +187,10 @@ def apply_recipe(arr: np.ndarray, recipe: tuple[Any, ...]) -> np.ndarray:
     simple, index, extra, out_shape = recipe
     if simple:
         view = arr[index]
+        if type(view) is not np.ndarray:
+            # Every axis pinned to one element (a (1, 1) tile): numpy returns a scalar copy, and a write into
+            # it would be lost; the Ellipsis makes numpy return a 0-d view instead.
+            view = arr[(*index, Ellipsis)]
         if extra is not None:
             view = view.transpose(extra)
         if view.shape != out_shape:

@@ -36,7 +36,24 @@ def _gelu_tanh(x: np.ndarray) -> np.ndarray:
     return 0.5 * x * (1.0 + np.tanh(0.7978845608028654 * (x + 0.044715 * x * x * x)))
 
 
+def _gelu_dx(x: np.ndarray) -> np.ndarray:
+    """d/dx of the exact gelu: Phi(x) + x * phi(x)."""
+    return 0.5 * (1.0 + _erf(x * 0.7071067811865476)) + x * np.exp(-0.5 * x * x) * 0.3989422804014327
+
+
+def _sigmoid_gelu_dx(x: np.ndarray) -> np.ndarray:
+    """d/dx of x * sigmoid(1.702 x)."""
+    s = _sigmoid(1.702 * x)
+    return s + 1.702 * x * s * (1.0 - s)
+
+
 UNARY: dict[str, Callable[[np.ndarray], np.ndarray]] = {
+    # NKI 0.6 derivatives (nki.language gelu_dx, gelu_apprx_sigmoid_dx, silu_dx, erf_dx) and bypass
+    "gelu_dx": _gelu_dx,
+    "gelu_apprx_sigmoid_dx": _sigmoid_gelu_dx,
+    "silu_dx": lambda x: _sigmoid(x) * (1.0 + x * (1.0 - _sigmoid(x))),
+    "erf_dx": lambda x: 1.1283791670955126 * np.exp(-x * x),
+    "bypass": lambda x: x,
     "copy": lambda x: x,
     "identity": lambda x: x,
     "exp": np.exp,
@@ -92,7 +109,11 @@ BINARY: dict[str, Callable[[Any, Any], np.ndarray]] = {
     "bitwise_xor": np.bitwise_xor,
     "left_shift": np.left_shift,
     "right_shift": np.right_shift,
-    "abs_max": lambda a, b: np.maximum(np.abs(a), np.abs(b)),
+    # The input with the larger magnitude, sign kept; a tie returns y (nki.language.abs_max, NKI 0.6 API
+    # reference: abs_max(-5, 3) is -5, abs_max(1, -1) is -1).
+    "abs_max": lambda a, b: np.where(np.abs(a) > np.abs(b), a, b),
+    "abs_min": lambda a, b: np.where(np.abs(a) < np.abs(b), a, b),
+    "bypass": lambda a, b: a,  # NKI 0.6 nl.bypass: the operator slot does nothing
 }
 
 # Reductions: binary operators with an associative numpy reduce.

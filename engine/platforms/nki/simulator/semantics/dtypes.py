@@ -22,6 +22,12 @@ class DType:
     def __repr__(self) -> str:
         return self.name
 
+    @property
+    def dtype(self) -> np.dtype:
+        """numpy takes any object with a `dtype` as that dtype: `np.ones(shape, dtype=nl.float8_e5m2)` (AWS's
+        tests build inputs so) gives an array in the type's storage (float32 for the narrow floats)."""
+        return self.storage
+
     def round(self, values: np.ndarray) -> np.ndarray:
         """Round float32 values to this type's precision (round to nearest even)."""
         if not self.mantissa_bits:
@@ -63,6 +69,23 @@ _BY_NAME: dict[str, DType] = {
 }
 _BY_NAME["bool_"] = bool_
 _BY_NAME["float8_e4m3fn"] = float8_e4m3
+# NKI 0.6 (API reference, nki.api.shared: data types): float8_e4m3fn is the OCP e4m3 (same mantissa as our
+# float8_e4m3); float8_e8m0fnu is the MX scale type: 8 exponent bits, no mantissa, so values round to powers of
+# two (mantissa_bits=0 would mean "no rounding", hence the explicit power-of-two rounding below).
+float8_e4m3fn = DType("float8_e4m3fn", np.dtype(np.float32), 1, mantissa_bits=3)
+_BY_NAME["float8_e4m3fn"] = float8_e4m3fn
+
+
+class _PowerOfTwo(DType):
+    def round(self, values: np.ndarray) -> np.ndarray:
+        v = np.asarray(values, dtype=np.float32)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            out = np.exp2(np.round(np.log2(np.abs(v)))).astype(np.float32)
+        return np.where(v > 0, out, np.float32(0.0))
+
+
+float8_e8m0fnu = _PowerOfTwo("float8_e8m0fnu", np.dtype(np.float32), 1, mantissa_bits=-1)
+_BY_NAME["float8_e8m0fnu"] = float8_e8m0fnu
 
 
 def as_dtype(value: Any) -> DType:

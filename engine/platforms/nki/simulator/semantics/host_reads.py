@@ -15,6 +15,7 @@ from typing import Any
 
 from engine.platforms.nki.simulator.errors import NKICompileError
 from engine.platforms.nki.simulator.semantics.tensors import Derived, Tensor, View
+from engine.platforms.nki.simulator.trace import MemorySpace
 
 _HOST_READS = {
     "__bool__": ("bool", "its truth value (`if tile:`, `bool(tile)`, `and`/`or`/`not`)"),
@@ -69,9 +70,23 @@ def _array_ufunc(self: Any, ufunc: Any, method: str, *inputs: Any, **kwargs: Any
                                    "on the host: NKI tensor values live on the device (use the nl/nisa operation)")
 
 
+def _tensor_truth(refuse: Callable[..., Any]) -> Callable[..., Any]:
+    """`if imm1:` on an HBM tensor (a kernel argument that may be None) asks whether the argument was given,
+    not what it holds: AWS's NKI tests rely on it (test_nki_isa_tensor_scalar_cumulative), so an HBM tensor
+    handle is true. An on-chip tile's truth would read its values: still refused."""
+
+    def truth(self: Tensor) -> bool:
+        if self.space == MemorySpace.HBM:
+            return True
+        return refuse(self)
+
+    return truth
+
+
 def install() -> None:
     for cls in (Tensor, View, Derived):
         for method, (op, what) in _HOST_READS.items():
             setattr(cls, method, _host_read(op, what))
         cls.__array_ufunc__ = _array_ufunc  # type: ignore[attr-defined]
+    Tensor.__bool__ = _tensor_truth(Tensor.__bool__)  # type: ignore[method-assign]
 

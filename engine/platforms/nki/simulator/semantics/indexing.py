@@ -368,7 +368,24 @@ class _MGrid:
             step = k.step or 1
             e = arange(start, k.stop, step)
             out.append(IndexExpr(e.const, ((j - n, e.terms[0][1], e.terms[0][2]),), n))
-        return out[0] if n == 1 else tuple(out)
+        return out[0] if n == 1 else _Grid(out)
+
+
+class _Grid(tuple):
+    """The index expressions of an nl.mgrid, one per dimension: unpack it, or name them as NKI does (`.p`
+    the partition index, `.x`, `.y`, `.z` the free ones)."""
+
+    __slots__ = ()
+
+    def _axis(self, k: int) -> Any:
+        if k >= len(self):
+            raise AttributeError(f"this mgrid has {len(self)} dimensions")
+        return self[k]
+
+    p = property(lambda self: self._axis(0))
+    x = property(lambda self: self._axis(1))
+    y = property(lambda self: self._axis(2))
+    z = property(lambda self: self._axis(3))
 
 
 mgrid = _MGrid()

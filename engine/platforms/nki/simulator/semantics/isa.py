@@ -15,6 +15,7 @@ from engine.platforms.nki.simulator.errors import NKICompileError, unsupported
 from engine.platforms.nki.simulator.semantics import alu
 from engine.platforms.nki.simulator.semantics import dtypes as dt
 from engine.platforms.nki.simulator.semantics.indexing import ArrayIndex, IndexExpr
+from engine.platforms.nki.simulator.semantics.indirect import has_tile_index, skip_out_of_bounds, tile_indices
 from engine.platforms.nki.simulator.semantics.operands import (
     broadcast_full_shape,
     free_axes,
@@ -47,6 +48,7 @@ class reduce_cmd(IntEnum):  # noqa: N801
     reset = 1
     reduce = 2
     reset_reduce = 3
+    load_reduce = 4  # NKI 0.6: seed the accumulator from reduce_init
 
 
 class dge_mode(IntEnum):  # noqa: N801
@@ -395,9 +397,12 @@ def dma_copy(*, dst: Any, src: Any, mask: Any = None, dst_rmw_op: Any = None, oo
     """A DMA between any two memories, written straight into dst."""
     sim = active("dma_copy").begin("dma_copy")
     win = mask_window(mask)
+    if oob_mode is not None and int(oob_mode) == 1:  # oob_mode.skip
+        src, dst = skip_out_of_bounds(sim, src, dst, "dma_copy")
     s = sim.operand(src, win, on_chip=False)
     if isinstance(dst, View):
-        out = dst.base.access(dst.items, win, "dma_copy")
+        items = tile_indices(sim, dst.items, "dma_copy") if has_tile_index(dst.items) else dst.items
+        out = dst.base.access(items, win, "dma_copy")
     elif isinstance(dst, Tensor):
         out = dst.whole(win, "dma_copy")
     else:

@@ -16,6 +16,7 @@ from engine.platforms.nki.simulator.semantics import alu, host_reads
 from engine.platforms.nki.simulator.semantics import dtypes as dt
 from engine.platforms.nki.simulator.semantics import isa as _isa
 from engine.platforms.nki.simulator.semantics.indexing import IndexExpr, arange, ds, mgrid  # noqa: F401  (re-exported as nl.arange, ...)
+from engine.platforms.nki.simulator.semantics.indirect import has_tile_index, tile_indices
 from engine.platforms.nki.simulator.semantics.operands import (
     broadcast_full_shape,
     free_axes,
@@ -46,6 +47,8 @@ bfloat16 = dt.bfloat16
 tfloat32 = dt.tfloat32
 float8_e4m3 = dt.float8_e4m3
 float8_e5m2 = dt.float8_e5m2
+float8_e4m3fn = dt.float8_e4m3fn
+float8_e8m0fnu = dt.float8_e8m0fnu
 int8, int16, int32, int64 = dt.int8, dt.int16, dt.int32, dt.int64
 uint8, uint16, uint32, uint64 = dt.uint8, dt.uint16, dt.uint32, dt.uint64
 bool_ = dt.bool_
@@ -66,6 +69,11 @@ class tile_size:  # noqa: N801 - the NKI name
     gemm_moving_fmax = 512
     psum_min_fmax = 1
     total_available_sbuf_size = 24 * 1024 * 1024 // 128
+    # NKI 0.6 names (API reference, nki.language.tile_size): the PSUM bank in fp32 elements and bytes, and the
+    # largest bn_stats input per partition.
+    psum_bank_fmax = 512
+    psum_bank_fmax_bytes = 2048
+    bn_stats_fmax = 512
 
 
 # -- tensor creation --------------------------------------------------------------------------------
@@ -194,7 +202,8 @@ def store(dst: Any, value: Any, mask: Any = None, **_: Any) -> None:
     sim = active("store").begin("store")
     win = mask_window(mask)
     if isinstance(dst, View):
-        out = dst.base.access(dst.items, win, "store")
+        items = tile_indices(sim, dst.items, "store") if has_tile_index(dst.items) else dst.items
+        out = dst.base.access(items, win, "store")
     elif isinstance(dst, Tensor):
         out = dst.whole(win, "store")
     else:

@@ -12,6 +12,7 @@ import types
 from typing import Any
 
 from engine.platforms.nki.simulator.semantics import isa, isa_dst, language
+from engine.platforms.nki.simulator.semantics.isa_v06 import DESTINATION, FUNCTIONAL, LANGUAGE, language_ops
 from engine.platforms.nki.simulator.simulate import jit, simulate_kernel
 
 _MARK = "__nki_simulator__"
@@ -29,12 +30,14 @@ def _typing_module(name: str) -> types.ModuleType:
     return mod
 
 
-def _alias(name: str, source: types.ModuleType) -> types.ModuleType:
-    """A module named `name` exposing `source`'s public names (and its unsupported-op fallback)."""
+def _alias(name: str, source: types.ModuleType, extra: dict[str, Any] | None = None) -> types.ModuleType:
+    """A module named `name` exposing `source`'s public names, then `extra` (and the unsupported-op fallback)."""
     mod = types.ModuleType(name, source.__doc__)
     for attr in dir(source):
         if not attr.startswith("__"):
             setattr(mod, attr, getattr(source, attr))
+    for attr, value in (extra or {}).items():
+        setattr(mod, attr, value)
     fallback = getattr(source, "__getattr__", None)
     if fallback is not None:
         mod.__getattr__ = fallback  # type: ignore[attr-defined]
@@ -81,6 +84,28 @@ def _compiler_module(name: str) -> types.ModuleType:
     return mod
 
 
+def _collectives_module(name: str) -> types.ModuleType:
+    """nki.collectives: importable, every name refused with the reason. Collectives exchange data between
+    NeuronCores (ranks); the simulator runs one NeuronCore per kernel, so it simulates none of them."""
+    mod = types.ModuleType(name, "NKI collectives: refused by the CPU simulator (one NeuronCore, no ranks)")
+
+    def refuse(attr: str) -> Any:
+        if attr.startswith("__"):
+            raise AttributeError(attr)
+
+        def missing(*_: Any, **__: Any) -> Any:
+            from engine.platforms.nki.simulator.errors import NKICompileError
+
+            raise NKICompileError(f"nki.collectives.{attr}", "collectives are not simulated: the CPU simulator runs "
+                                                             "one NeuronCore, with no other ranks to exchange with")
+
+        return missing
+
+    mod.__getattr__ = refuse  # type: ignore[attr-defined]
+    setattr(mod, _MARK, True)
+    return mod
+
+
 def _decorator(func: Any = None, **options: Any) -> Any:
     return jit(func, **options)
 
@@ -106,8 +131,9 @@ def build() -> dict[str, types.ModuleType]:
     neuronxcc.__path__ = []  # type: ignore[attr-defined]
     setattr(neuronxcc, _MARK, True)
     old = _top("neuronxcc.nki")
-    old.language = _alias("neuronxcc.nki.language", language)  # type: ignore[attr-defined]
-    old.isa = _alias("neuronxcc.nki.isa", isa)  # type: ignore[attr-defined]
+    extra_language = {**LANGUAGE, **language_ops()}
+    old.language = _alias("neuronxcc.nki.language", language, extra_language)  # type: ignore[attr-defined]
+    old.isa = _alias("neuronxcc.nki.isa", isa, FUNCTIONAL)  # type: ignore[attr-defined]
     old.typing = _typing_module("neuronxcc.nki.typing")  # type: ignore[attr-defined]
     old.compiler = _compiler_module("neuronxcc.nki.compiler")  # type: ignore[attr-defined]
     neuronxcc.nki = old  # type: ignore[attr-defined]
@@ -115,14 +141,15 @@ def build() -> dict[str, types.ModuleType]:
                  "neuronxcc.nki.isa": old.isa, "neuronxcc.nki.typing": old.typing,
                  "neuronxcc.nki.compiler": old.compiler})
     new = _top("nki")
-    new.language = _alias("nki.language", language)  # type: ignore[attr-defined]
+    new.language = _alias("nki.language", language, extra_language)  # type: ignore[attr-defined]
     for loop in ("affine_range", "sequential_range", "static_range"):
         setattr(new.language, loop, _unrolled)
-    new.isa = _alias("nki.isa", isa_dst)  # type: ignore[attr-defined]
+    new.isa = _alias("nki.isa", isa_dst, DESTINATION)  # type: ignore[attr-defined]
     new.typing = _typing_module("nki.typing")  # type: ignore[attr-defined]
     new.compiler = _compiler_module("nki.compiler")  # type: ignore[attr-defined]
+    new.collectives = _collectives_module("nki.collectives")  # type: ignore[attr-defined]
     mods.update({"nki": new, "nki.language": new.language, "nki.isa": new.isa, "nki.typing": new.typing,
-                 "nki.compiler": new.compiler})
+                 "nki.compiler": new.compiler, "nki.collectives": new.collectives})
     return mods
 
 

@@ -34,6 +34,7 @@ from engine.platforms.nki.simulator.errors import NKICompileError, NKIError, NKI
 from engine.platforms.nki.simulator.semantics import dtypes as dt
 from engine.platforms.nki.simulator.semantics import semantics
 from engine.platforms.nki.simulator.semantics.accumulation import LazyMatmul, MatmulQueue
+from engine.platforms.nki.simulator.semantics.indirect import has_tile_index, tile_indices
 from engine.platforms.nki.simulator.semantics.races import RaceCheck
 from engine.platforms.nki.simulator.semantics.tensors import (
     ON_CHIP,
@@ -351,7 +352,8 @@ class Simulator:
         """Resolve an input: an Access for tensors/views, the value itself for scalars."""
         op = op or self.op
         if isinstance(x, View):
-            acc = x.base.access(x.items, window, op)
+            items = tile_indices(self, x.items, op) if has_tile_index(x.items) else x.items
+            acc = x.base.access(items, window, op)
         elif isinstance(x, Tensor):
             acc = x.whole(window, op)
         elif isinstance(x, Derived):
@@ -563,9 +565,27 @@ class Simulator:
         if self.split is not None:
             self.split.wrote(dst)
         if dst.init is not None and not dst.init.all():
-            self._uninitialised(dst, op)
+            if dst.space != MemorySpace.PSUM or isinstance(dst, FancyAccess):
+                self._uninitialised(dst, op)
+            self._zero_unwritten_psum(dst, op)
         self.races.write(dst, True, op, nest)
         self.matmuls.add(dst, mm, sources)
+
+    def _zero_unwritten_psum(self, dst: Access, op: str) -> None:
+        """`psum[...] += nc_matmul(...)` into a PSUM tile never written: the elements not written yet start at
+        zero, as NKI 0.6's simulator treats it (release notes: it warns, the hardware's behaviour being
+        undefined; the attention tutorials v8-v11 rely on it). Recorded before the open matmul as the same
+        keep_written step the 2.30 nc_matmul takes (replay_checks.py requires a matmul to follow it)."""
+        written = np.array(dst.init)
+        zeros = semantics.keep_written((), [dst.array, written], (True, False))
+        if self.recorder is not None:
+            self.recorder.before_open("keep_written", (), [dst, written], zeros, ("write", 0, dst, None, True))
+        dst.array[...] = zeros
+        if dst.tensor.blocks is None:
+            dst.init[...] = True  # type: ignore[index]
+        else:
+            dst.tensor.recycler.mark_written(dst.tensor, dst)  # type: ignore[union-attr]
+        dst.tensor.version += 1
 
     def finish(self) -> None:
         """End of the kernel: run what is still pending or deferred."""

@@ -48,11 +48,30 @@ def as_fp32(x: Any) -> Any:
     return x
 
 
+def float_to_int(values: Any, storage: np.dtype) -> Any:
+    """A float -> integer conversion as the engines do it: round to nearest, ties to even, and saturate to the
+    destination's range (NKI 0.6 release notes, "fp32-to-integer casts match hardware"); numpy would truncate
+    and wrap. NaN becomes 0 (our choice: the notes do not say)."""
+    info = np.iinfo(storage)
+    arr = np.rint(np.asarray(values, dtype=np.float64))
+    arr = np.nan_to_num(arr, nan=0.0, posinf=float(info.max), neginf=float(info.min))
+    return np.clip(arr, info.min, info.max).astype(storage)
+
+
+def _needs_int_cast(values: Any, storage: np.dtype) -> bool:
+    if storage.kind not in "iu":
+        return False
+    if isinstance(values, np.ndarray):
+        return values.dtype.kind == "f"
+    return isinstance(values, (float, np.floating))
+
+
 def to_dtype(values: Any, d: dt.DType) -> np.ndarray:
-    """`values` in the storage of dtype `d`, rounded as the device rounds (bf16, tf32, fp8)."""
+    """`values` in the storage of dtype `d`, rounded as the device rounds (bf16, tf32, fp8; float -> int
+    rounds to nearest even and saturates)."""
     arr = np.asarray(values)
     if arr.dtype != d.storage:
-        arr = arr.astype(d.storage)
+        arr = float_to_int(arr, d.storage) if _needs_int_cast(arr, d.storage) else arr.astype(d.storage)
     if d.mantissa_bits:
         arr = d.round(arr)
     return arr
@@ -403,6 +422,8 @@ def write(dst: np.ndarray, values: Any, accumulate: str | None, d: dt.DType, op:
             if d.mantissa_bits:
                 dst[...] = d.round(dst)
             return
+    if _needs_int_cast(values, dst.dtype):
+        values = float_to_int(values, dst.dtype)
     if accumulate:
         vals = fit_to(values, dst.shape, op)
         if accumulate == "add":
@@ -423,6 +444,8 @@ def write_fancy(base: np.ndarray, index: tuple, shape: tuple[int, ...], values: 
     vals = fit_to(values, shape, op)
     if accumulate:
         vals = alu.binary(accumulate, op)(base[index], vals)
+    if _needs_int_cast(vals, base.dtype):
+        vals = float_to_int(vals, base.dtype)
     base[index] = d.round(np.asarray(vals, dtype=d.storage)) if d.mantissa_bits else vals
 
 

@@ -54,6 +54,9 @@ class Program:
     # Per trace tensor id: (buffer, tensor serial, offset, strides of its coordinates in the buffer); a blocked
     # tensor's buffer is -1: its blocks' buffers carry its serial and their block keys.
     trace_tensors: list[tuple] = field(default_factory=list)
+    # Kernel lines whose addresses (indirect.py) or control flow (isa_v06.register_load) came from a tile's values:
+    # they are this run's constants, so the program cannot be replayed on other inputs (check_program refuses it).
+    indirect: list[int] = field(default_factory=list)
 
     def __len__(self) -> int:
         return len(self.instructions)
@@ -230,6 +233,16 @@ class ProgramRecorder:
         self._open = [kind, params, tuple(self.spec(o) for o in operands), [], -1, line]
         self._outputs = outputs if isinstance(outputs, tuple) else (outputs,)
 
+    def before_open(self, kind: str, params: tuple, operands: list[Any], outputs: Any, store: tuple) -> None:
+        """A row-less step the simulator only finds it needs once the open instruction is being stored (the
+        zeros of a PSUM tile a matmul accumulates into, runtime._zero_unwritten_psum): recorded ahead of it.
+        `store` is (mode, slot, destination access, *extra)."""
+        mode, slot, dst, *extra = store
+        entry = (kind, params, tuple(self.spec(o) for o in operands), ((mode, slot, self.spec(dst), *extra),), -1, 0)
+        self.program.instructions.append(entry)
+        self.program.trace_operands.append(())
+        _ = outputs  # the step's value: kept by the caller, recomputed by the replayer
+
     def store(self, mode: str, value: Any, dst: Access, *extra: Any) -> None:
         """The open instruction's result `value` goes to `dst` (mode and its parameters: see the docstring)."""
         if self._open is None:
@@ -289,7 +302,7 @@ def _window(window: Any) -> tuple | None:
 
 
 # -- the wire form: JSON plus numeric arrays (protocol.py frames them; no pickle) ---------------------------
-PROGRAM_FIELDS = ("buffers", "instructions", "trace_operands", "inputs", "outputs", "trace_tensors")
+PROGRAM_FIELDS = ("buffers", "instructions", "trace_operands", "inputs", "outputs", "trace_tensors", "indirect")
 
 
 def wire(program: Program) -> tuple[dict[str, Any], dict[str, np.ndarray]]:

@@ -27,7 +27,12 @@ import numpy as np
 
 from engine.platforms.nki.simulator.errors import NKIError
 from engine.platforms.nki.simulator.semantics import dtypes as dt
-from engine.platforms.nki.simulator.semantics import semantics
+
+# the NKI 0.6 instructions' kinds (registered into semantics.KINDS)
+from engine.platforms.nki.simulator.semantics import (
+    semantics,
+    semantics_v06,  # noqa: F401
+)
 from engine.platforms.nki.simulator.speed.blas import single_threaded_blas
 from engine.platforms.nki.simulator.verification import rules
 from engine.platforms.nki.simulator.verification.program import Program, ReplayError, region_inside, spec_root
@@ -118,6 +123,12 @@ def check_program(program: Program, platform: str = "trn1", trace: Any = None) -
 
 def _check_program(program: Program, platform: str, trace: Any) -> None:
     buffers, constants = program.buffers, program.constants
+    if program.indirect:
+        line = program.indirect[0]
+        raise ReplayError("the kernel's addresses or control flow depend on values computed on the device "
+                          "(indirect DMA, gather or scatter, register_load); the recorded program holds this run's, "
+                          "so it cannot be replayed on other inputs (simulate each input instead)",
+                          line if isinstance(line, int) else 0)
     for bid, buffer in enumerate(buffers):
         _check_buffer(bid, buffer, program)
     if len(program.trace_operands) != len(program.instructions):

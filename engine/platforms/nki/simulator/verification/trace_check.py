@@ -30,6 +30,7 @@ import numpy as np
 
 from engine.platforms.nki.simulator.semantics.dtypes import as_dtype
 from engine.platforms.nki.simulator.semantics.ops import label_allowed
+from engine.platforms.nki.simulator.semantics.semantics_v06 import expected_row
 from engine.platforms.nki.simulator.semantics.tensors import _partition_strides
 from engine.platforms.nki.simulator.trace import ACCESS_COLUMNS, INSTRUCTION_COLUMNS, Engine, Trace
 from engine.platforms.nki.simulator.verification.program import (
@@ -327,6 +328,9 @@ class RowCheck:
         first_free = first_size // first[0] if first and first[0] else 0
         vector = frozenset((int(Engine.VECTOR),))
         engines_tensor = frozenset((int(Engine.TENSOR),))
+        v06 = expected_row(kind, params, values, outputs, program.buffers[stores[0][2][1]][2] if stores else None)
+        if v06 is not None:  # the NKI 0.6 instructions (semantics_v06.py)
+            return v06
         if kind == "matmul":
             k, m, n, is_transpose = params
             dtype = program.buffers[spec_root(operands[0])[1]][2]
