@@ -49,7 +49,7 @@ class Migration(migrations.Migration):
                 ('error', models.TextField(blank=True)),
                 ('chosen', models.BooleanField(default=False, help_text='Kept in the beam for the next iteration.')),
                 ('created', models.DateTimeField(auto_now_add=True)),
-                ('evaluation', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to='engine.evaluator')),
+                ('evaluation', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to='benchmark.evaluation')),
                 ('kernel', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to='benchmark.kernel')),
                 ('parent_kernel', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='+', to='benchmark.kernel')),
                 ('iteration', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='candidates', to='optimizer.iteration')),
