@@ -17,8 +17,7 @@ from benchmark.models import DEFAULT_CASE, Evaluation, Kernel, Problem
 from engine.platforms.nki import generations
 
 if TYPE_CHECKING:
-    from benchmark.boards import Board, Improvement
-    from benchmark.leaderboard import Leaderboard
+    from benchmark.leaderboard import Board, Improvement
 
 # A full-size trace has millions of instructions; the browser draws at most this many bars per engine,
 # merging neighbouring busy intervals (gaps under one bar's resolution are invisible anyway).
@@ -171,17 +170,19 @@ def critical_path_figure_html(path_share: dict[str, float]) -> str:
     return figure_html(figure)
 
 
-def leaderboard_figure_html(board: Leaderboard) -> str:
-    """Bars of latency per problem: baseline, best found, and AccelOpt's published best where known."""
-    rows = [row for row in board.rows if row.best is not None or row.baseline is not None]
+def leaderboard_figure_html(board: Board) -> str:
+    """Measured latencies per problem of a GPU board: baseline, best found, and AccelOpt's published best
+    where known."""
+    rows = [row for row in board.rows if row.measured.best is not None]
     if not rows:
         return ""
     import plotly.graph_objects as go
 
     names = [row.problem.address for row in rows]
     figure = go.Figure()
-    figure.add_trace(go.Bar(name="baseline", x=names, y=[row.baseline.latency_ms if row.baseline else None for row in rows]))
-    figure.add_trace(go.Bar(name="best found", x=names, y=[row.best.latency_ms if row.best else None for row in rows]))
+    figure.add_trace(go.Bar(name="baseline", x=names,
+                            y=[row.measured.baseline.latency_ms if row.measured.baseline else None for row in rows]))
+    figure.add_trace(go.Bar(name="best found", x=names, y=[row.measured.best.latency_ms for row in rows]))
     if any(row.reference for row in rows):
         figure.add_trace(go.Bar(name="AccelOpt published (trn1, measured)", x=names,
                                 y=[row.reference.latency_ms if row.reference else None for row in rows]))
