@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from benchmark.models import DEFAULT_CASE, Evaluation, Kernel, Problem
 from engine.platforms.nki import generations
+from engine.platforms.nki.perf.explain import ENGINE_NAMES, LABELS, PATH_CATEGORIES
 
 if TYPE_CHECKING:
     from benchmark.leaderboard import Board, Improvement
@@ -72,7 +73,7 @@ def timeline_figure_html(timeline: Any) -> str:
     by_engine, unit = _intervals_by_engine(timeline)
     if not any(by_engine.values()):
         return ""
-    import plotly.graph_objects as go
+    import plotly.graph_objects as go  # lazy: plotly is heavy; only a page that draws a figure loads it
 
     order = [e for e in ENGINE_ORDER if e in by_engine] + sorted(e for e in by_engine if e not in ENGINE_ORDER)
     figure = go.Figure()
@@ -115,8 +116,6 @@ def breakdown_view(breakdown: Any) -> dict[str, Any] | None:
     """Where the predicted time goes (engine.platforms.nki.perf.explain.Breakdown.to_dict()), as the evaluation panel shows
     it: the verdict, one row per engine and per wait, the DMA queues and spills, and a bar figure of the
     critical path's shares. None when there is no breakdown (a measured result, or one from before it)."""
-    from engine.platforms.nki.perf.explain import ENGINE_NAMES, LABELS, PATH_CATEGORIES
-
     if not isinstance(breakdown, dict) or not breakdown.get("path_share"):
         return None
     busy, busy_share = breakdown.get("busy_s", {}), breakdown.get("busy_share", {})
@@ -152,12 +151,10 @@ def breakdown_view(breakdown: Any) -> dict[str, Any] | None:
 
 def critical_path_figure_html(path_share: dict[str, float]) -> str:
     """A bar per critical-path category (engines, spill reloads, stalls): its share of the path."""
-    from engine.platforms.nki.perf.explain import LABELS, PATH_CATEGORIES
-
     shown = [name for name in PATH_CATEGORIES if path_share.get(name, 0.0) > 0]
     if not shown:
         return ""
-    import plotly.graph_objects as go
+    import plotly.graph_objects as go  # lazy: plotly is heavy; only a page that draws a figure loads it
 
     figure = go.Figure(go.Bar(
         x=[path_share[name] for name in shown], y=[LABELS[name] for name in shown], orientation="h",
@@ -176,7 +173,7 @@ def leaderboard_figure_html(board: Board) -> str:
     rows = [row for row in board.rows if row.measured.best is not None]
     if not rows:
         return ""
-    import plotly.graph_objects as go
+    import plotly.graph_objects as go  # lazy: plotly is heavy; only a page that draws a figure loads it
 
     names = [row.problem.address for row in rows]
     figure = go.Figure()
@@ -352,7 +349,7 @@ def board_figure_html(board: Board) -> str:
     rows = [row for row in board.rows if row.simulated.best is not None]
     if not rows:
         return ""
-    import plotly.graph_objects as go
+    import plotly.graph_objects as go  # lazy: plotly is heavy; only a page that draws a figure loads it
 
     names = [row.problem.slug for row in rows]
     figure = go.Figure()
@@ -370,7 +367,7 @@ def best_over_time_figure_html(history: dict[str, list[Improvement]]) -> str:
     lines = {address: steps for address, steps in history.items() if any(s.speedup for s in steps)}
     if not lines:
         return ""
-    import plotly.graph_objects as go
+    import plotly.graph_objects as go  # lazy: plotly is heavy; only a page that draws a figure loads it
 
     figure = go.Figure()
     for address, steps in sorted(lines.items()):

@@ -13,6 +13,7 @@ from typing import Any
 
 from engine.platforms.nki.simulator.semantics import isa, isa_dst, language
 from engine.platforms.nki.simulator.simulate import jit, simulate_kernel
+from engine.platforms.nki.simulator.trace import LoopKind
 
 _MARK = "__nki_simulator__"
 
@@ -44,8 +45,6 @@ def _alias(name: str, source: types.ModuleType) -> types.ModuleType:
 
 def _unrolled(*args: int, **_: Any) -> Any:
     """The 2.30 loop iterators: deprecated aliases of Python range, unrolled while tracing."""
-    from engine.platforms.nki.simulator.trace import LoopKind
-
     return language._Range(LoopKind.STATIC, args)
 
 
