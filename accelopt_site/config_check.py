@@ -18,11 +18,18 @@ import sys
 from collections.abc import Callable
 from typing import NoReturn
 
+from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
+
+from accelopt_site.env import env_bool, env_choice, env_int, env_secret
+from benchmark import conf as benchmark_conf
+from engine.evaluator.sandbox.user import root_allowed, uid_range
+from engine.platforms.nki.neuron.host import NeuronHost
+from optimizer import conf as optimizer_conf
 
 
 def _settings_module() -> None:
-    from accelopt_site.env import env_bool, env_choice, env_int, env_secret
+    # lazy: importing settings.py reads the environment, and asgi.py imports this module before Django does
     from accelopt_site.settings import LOG_LEVELS
 
     # settings.py reads these at import (a bad one already stops Django); read again so the list is whole.
@@ -35,8 +42,7 @@ def _settings_module() -> None:
 
 
 def _evaluations() -> None:
-    from benchmark import conf
-
+    conf = benchmark_conf
     conf.evaluation_workers()
     conf.evaluations_inline()
     for large in (False, True):
@@ -46,30 +52,22 @@ def _evaluations() -> None:
 
 
 def _cluster() -> None:
-    from benchmark import conf
-
+    conf = benchmark_conf
     conf.ray_address()
     conf.ray_resources()
     conf.ray_max_retries()
 
 
 def _baselines() -> None:
-    from benchmark import conf
-
-    conf.background_baseline_cases()
+    benchmark_conf.background_baseline_cases()
 
 
 def _worker() -> None:
-    from optimizer import conf
-
-    conf.worker_settings()
+    optimizer_conf.worker_settings()
 
 
 def _llm() -> None:
-    from django.conf import settings
-
-    from optimizer import conf
-
+    conf = optimizer_conf
     # Reading the roles imports openai (a second): only when an endpoint is configured at all.
     if hasattr(settings, "ACCELOPT_LLM_ROLES") or any(n.startswith("ACCELOPT_LLM_") for n in os.environ):
         conf.llm_roles()
@@ -80,15 +78,11 @@ def _llm() -> None:
 
 
 def _sandbox() -> None:
-    from engine.evaluator.sandbox.user import root_allowed, uid_range
-
     root_allowed()
     uid_range()
 
 
 def _neuron() -> None:
-    from engine.platforms.nki.neuron.host import NeuronHost
-
     NeuronHost.from_environment()
 
 

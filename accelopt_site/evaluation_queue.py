@@ -24,6 +24,7 @@ from django.views.decorators.http import require_GET
 from benchmark import conf, services
 from benchmark.models import Evaluation, EvaluationStatus
 from engine.evaluator.executors import evaluation_key, source_digest
+from engine.evaluator.ray_cluster import cluster_queue
 from engine.evaluator.result import ErrorKind
 from optimizer.models import Run, RunStatus
 from optimizer.services import visible_runs
@@ -38,7 +39,6 @@ def cluster_entries() -> tuple[list[dict[str, Any]], str]:
         return [], ""
     try:
         services.get_executor()  # connects this process to the cluster on first use
-        from engine.evaluator.ray_cluster import cluster_queue
 
         return cluster_queue(), ""
     except Exception as error:  # the page still lists the database's rows

@@ -18,6 +18,7 @@ from channels.layers import get_channel_layer
 from django.db import connections
 
 from accelopt_site import watchdog
+from benchmark import conf, services
 
 CHANNEL_LAYER_TIMEOUT_S = 2.0
 RAY_TIMEOUT_S = 10.0  # the first check in a process also connects it to the cluster
@@ -61,8 +62,6 @@ async def check_channel_layer() -> dict[str, Any]:
 
 def check_ray() -> dict[str, Any] | None:
     """The Ray cluster evaluations run on, seen through this process's executor; None when none is configured."""
-    from benchmark import conf, services
-
     if not conf.ray_address():
         return None
     started = time.perf_counter()

@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from asgiref.sync import sync_to_async
+from django.conf import settings
 
 from engine.evaluator import executors
 
@@ -190,8 +191,6 @@ def busy(what: str, allowance_s: float = 0.0) -> Iterator[None]:
 def start_server_watchdog() -> Watchdog | None:
     """Start the server's watchdog once, with its heartbeat on the running loop; None when turned off
     (ACCELOPT_STALL_SECONDS=0). Called on daphne's loop (accelopt_site/asgi.py)."""
-    from django.conf import settings
-
     stall_seconds = settings.ACCELOPT_STALL_SECONDS
     if not stall_seconds or current() is not None:
         return current()

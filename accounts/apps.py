@@ -9,6 +9,6 @@ class AccountsConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        from accounts import signals
+        from accounts import signals  # ready(): the signal handlers connect once the app registry is loaded
 
         signals.connect()

@@ -23,6 +23,7 @@ from asgiref.sync import iscoroutinefunction, sync_to_async
 from django.contrib.auth.models import AnonymousUser, Group, Permission
 from django.contrib.auth.views import redirect_to_login
 from django.core.exceptions import PermissionDenied
+from django.db.models import Q
 from django.http import HttpRequest, HttpResponse
 
 ENGINEER = "engineer"
@@ -82,8 +83,6 @@ def is_admin(user: Any) -> bool:
 def visible_owned(user: Any, queryset: Any) -> Any:
     """The rows of `queryset` (with `is_public` and `owner` fields) that `user` may see: public ones for
     everyone, private ones for their owner, all of them for admins. Runs and campaigns share this rule."""
-    from django.db.models import Q
-
     if is_admin(user):
         return queryset
     if user is not None and user.is_authenticated:

@@ -21,6 +21,7 @@ from accounts.roles import CURATOR, ENGINEER
 from benchmark import review, services
 from benchmark.models import Evaluation, Kernel, Problem, Review
 from benchmark.provenance import evaluation_provenance, generated_by
+from benchmark.services.baselines import baseline_progress as progress
 
 router = Router()
 
@@ -441,8 +442,6 @@ class BaselineProgressOut(Schema):
     summary="How far the background evaluation of the built-in suite's baselines has come, per case",
 )
 def baseline_progress(request: HttpRequest) -> list[dict[str, Any]]:
-    from benchmark.services.baselines import baseline_progress as progress
-
     return [progress(case).as_dict() for case in ("mini", "full")]
 
 

@@ -15,10 +15,10 @@ from typing import TYPE_CHECKING, Any
 
 from benchmark.models import DEFAULT_CASE, Evaluation, Kernel, Problem
 from engine.platforms.nki import generations
+from engine.platforms.nki.perf.explain import ENGINE_NAMES, LABELS, PATH_CATEGORIES
 
 if TYPE_CHECKING:
-    from benchmark.boards import Board, Improvement
-    from benchmark.leaderboard import Leaderboard
+    from benchmark.leaderboard import Board, Improvement
 
 # A full-size trace has millions of instructions; the browser draws at most this many bars per engine,
 # merging neighbouring busy intervals (gaps under one bar's resolution are invisible anyway).
@@ -73,7 +73,7 @@ def timeline_figure_html(timeline: Any) -> str:
     by_engine, unit = _intervals_by_engine(timeline)
     if not any(by_engine.values()):
         return ""
-    import plotly.graph_objects as go
+    import plotly.graph_objects as go  # lazy: plotly is heavy; only a page that draws a figure loads it
 
     order = [e for e in ENGINE_ORDER if e in by_engine] + sorted(e for e in by_engine if e not in ENGINE_ORDER)
     figure = go.Figure()
@@ -116,8 +116,6 @@ def breakdown_view(breakdown: Any) -> dict[str, Any] | None:
     """Where the predicted time goes (engine.platforms.nki.perf.explain.Breakdown.to_dict()), as the evaluation panel shows
     it: the verdict, one row per engine and per wait, the DMA queues and spills, and a bar figure of the
     critical path's shares. None when there is no breakdown (a measured result, or one from before it)."""
-    from engine.platforms.nki.perf.explain import ENGINE_NAMES, LABELS, PATH_CATEGORIES
-
     if not isinstance(breakdown, dict) or not breakdown.get("path_share"):
         return None
     busy, busy_share = breakdown.get("busy_s", {}), breakdown.get("busy_share", {})
@@ -153,12 +151,10 @@ def breakdown_view(breakdown: Any) -> dict[str, Any] | None:
 
 def critical_path_figure_html(path_share: dict[str, float]) -> str:
     """A bar per critical-path category (engines, spill reloads, stalls): its share of the path."""
-    from engine.platforms.nki.perf.explain import LABELS, PATH_CATEGORIES
-
     shown = [name for name in PATH_CATEGORIES if path_share.get(name, 0.0) > 0]
     if not shown:
         return ""
-    import plotly.graph_objects as go
+    import plotly.graph_objects as go  # lazy: plotly is heavy; only a page that draws a figure loads it
 
     figure = go.Figure(go.Bar(
         x=[path_share[name] for name in shown], y=[LABELS[name] for name in shown], orientation="h",
@@ -171,17 +167,19 @@ def critical_path_figure_html(path_share: dict[str, float]) -> str:
     return figure_html(figure)
 
 
-def leaderboard_figure_html(board: Leaderboard) -> str:
-    """Bars of latency per problem: baseline, best found, and AccelOpt's published best where known."""
-    rows = [row for row in board.rows if row.best is not None or row.baseline is not None]
+def leaderboard_figure_html(board: Board) -> str:
+    """Measured latencies per problem of a GPU board: baseline, best found, and AccelOpt's published best
+    where known."""
+    rows = [row for row in board.rows if row.measured.best is not None]
     if not rows:
         return ""
-    import plotly.graph_objects as go
+    import plotly.graph_objects as go  # lazy: plotly is heavy; only a page that draws a figure loads it
 
     names = [row.problem.address for row in rows]
     figure = go.Figure()
-    figure.add_trace(go.Bar(name="baseline", x=names, y=[row.baseline.latency_ms if row.baseline else None for row in rows]))
-    figure.add_trace(go.Bar(name="best found", x=names, y=[row.best.latency_ms if row.best else None for row in rows]))
+    figure.add_trace(go.Bar(name="baseline", x=names,
+                            y=[row.measured.baseline.latency_ms if row.measured.baseline else None for row in rows]))
+    figure.add_trace(go.Bar(name="best found", x=names, y=[row.measured.best.latency_ms for row in rows]))
     if any(row.reference for row in rows):
         figure.add_trace(go.Bar(name="AccelOpt published (trn1, measured)", x=names,
                                 y=[row.reference.latency_ms if row.reference else None for row in rows]))
@@ -351,7 +349,7 @@ def board_figure_html(board: Board) -> str:
     rows = [row for row in board.rows if row.simulated.best is not None]
     if not rows:
         return ""
-    import plotly.graph_objects as go
+    import plotly.graph_objects as go  # lazy: plotly is heavy; only a page that draws a figure loads it
 
     names = [row.problem.slug for row in rows]
     figure = go.Figure()
@@ -369,7 +367,7 @@ def best_over_time_figure_html(history: dict[str, list[Improvement]]) -> str:
     lines = {address: steps for address, steps in history.items() if any(s.speedup for s in steps)}
     if not lines:
         return ""
-    import plotly.graph_objects as go
+    import plotly.graph_objects as go  # lazy: plotly is heavy; only a page that draws a figure loads it
 
     figure = go.Figure()
     for address, steps in sorted(lines.items()):

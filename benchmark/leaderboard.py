@@ -1,21 +1,36 @@
-"""The public leaderboard: per problem, case and platform, the best correct kernel found so far. One board
-per platform: NKIBench's problems on trn1/trn2 (simulated or measured), FlashInfer-Bench's Triton problems on
-h100/h200 (measured by the cuda backend; a kernel only the CPU interpreter judged is "correctness only").
+"""The public leaderboard: one board per platform (and per case where the platform's suite splits into cases),
+built by one function, `build_board`, for every platform. The page (benchmark.leaderboard_views) calls it;
+nothing else builds a board.
 
-Each row says whether its number is simulated (and by which performance-model version) or measured on
-hardware, and how the kernel was found (the run, its agent and models, its LLM cost). Reference rows come
-from `suites/nkibench/accelopt_trn1_best.csv`: the trn1 latencies of the best kernels AccelOpt published
-(measured on trn1; copied from the AccelOpt authors' NKIBench results, via
-/work/shared/calibration/trn1_accelopt_best.csv of this project's calibration set), so users see where
-their simulated numbers stand. The run behind a generated kernel comes from the app that generated it,
-through `benchmark.provenance.generating_runs` (benchmark imports no app above it).
+A board has one row per problem and, per row, one group of columns per source of numbers: simulated (the
+platform's simulator and performance model: NKI) and measured (hardware: Trainium's neuron backend, a GPU's
+cuda backend). Each source has its own best kernel, its own baseline under the same backend and version, and
+its own geomean: a simulated latency and a measured one are different quantities, and a speedup of one over
+the other would be no speedup at all. The simulated group counts only the current performance-model version
+(an older model's numbers are not comparable with today's).
+
+Which problems a board holds: a platform whose language has a suite of cases (NKI: NKIBench, mini and full)
+gets one board per case, because a mini case and a full case are different problems whose geomeans are
+never taken together; a platform of another language (Triton) gets its language's public problems (the
+FlashInfer-Bench imports), all cases. A platform whose backends include a correctness-only one (the Triton
+interpreter, no latency) shows a kernel only that backend judged as "correctness only: no GPU", unranked.
+
+Reference rows come from `suites/nkibench/accelopt_trn1_best.csv`: the trn1 latencies of the best kernels
+AccelOpt published (measured on trn1, on the full shapes; copied from the AccelOpt authors' NKIBench
+results, via /work/shared/calibration/trn1_accelopt_best.csv of this project's calibration set), so users see
+where their numbers stand; they sit in the measured group of the trn1 full board. The run behind a
+generated kernel comes from the app that generated it, through `benchmark.provenance.generating_runs`
+(benchmark imports no app above it). `best_over_time` gives, per problem, each time the simulated best
+improved.
 """
 
 from __future__ import annotations
 
 import csv
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass, field
+from datetime import datetime
 from functools import lru_cache
 from typing import Any
 
@@ -29,14 +44,16 @@ from benchmark.models import (
     Visibility,
 )
 from benchmark.provenance import generating_runs
+from benchmark.services.evaluations import backend_version
 from engine.platforms.nki.suites.loader import SUITES_DIR
 from engine.platforms.registry import DEFAULT_PLATFORM, NKI, get_definition
 
+CASES = ("full", "mini")  # an NKI board's cases, the full board first: the published shapes, AccelOpt's results
 REFERENCE_CSV = SUITES_DIR / "nkibench" / "accelopt_trn1_best.csv"
-# Backends whose latencies rank: NKI's simulator and hardware, and a GPU's measurement. The Triton
-# interpreter reports no latency; a kernel it judged correct shows as "correctness only: no GPU", unranked.
-RANKED_BACKENDS = (Backend.SIMULATOR, Backend.NEURON, Backend.CUDA)
+# Backends whose latencies are measured on hardware: Trainium's and a GPU's.
 MEASURED_BACKENDS = (Backend.NEURON, Backend.CUDA)
+# A backend that judges correctness with no latency: a kernel only it judged shows as "correctness only".
+CORRECTNESS_ONLY_BACKEND = Backend.TRITON_INTERPRETER
 
 
 @dataclass
@@ -48,15 +65,12 @@ class ReferenceResult:
 
 
 @dataclass
-class LeaderboardRow:
-    problem: Problem
-    platform: str
-    best: Evaluation | None
-    baseline: Evaluation | None
+class Cell:
+    """One source's numbers for one problem: the best kernel and the baseline, same backend and version."""
+
+    best: Evaluation | None = None
+    baseline: Evaluation | None = None
     run: Any = None
-    reference: ReferenceResult | None = None
-    # Triton boards: with no GPU result, the newest correct interpreter result (correct, but no latency).
-    correct_only: Evaluation | None = None
 
     @property
     def speedup(self) -> float | None:
@@ -65,38 +79,72 @@ class LeaderboardRow:
         return self.baseline.latency_ms / self.best.latency_ms
 
     @property
-    def measured(self) -> bool:
-        return self.best is not None and self.best.backend in MEASURED_BACKENDS
+    def run_models(self) -> list[str]:
+        """The distinct models the generating run's roles used, in a stable order."""
+        if self.run is None:
+            return []
+        models = (getattr(self.run, "config", None) or {}).get("models") or {}
+        return sorted({str(m.get("model")) for m in models.values() if isinstance(m, dict) and m.get("model")})
+
+    @property
+    def found_by_baseline(self) -> bool:
+        return self.best is not None and self.baseline is not None and self.best.kernel_id == self.baseline.kernel_id
 
 
 @dataclass
-class Leaderboard:
-    rows: list[LeaderboardRow] = field(default_factory=list)
-    language: str = NKI  # the board's kernel language: "nki" (NKIBench problems) or "triton" (FlashInfer-Bench)
+class BoardRow:
+    problem: Problem
+    simulated: Cell = field(default_factory=Cell)
+    measured: Cell = field(default_factory=Cell)
+    reference: ReferenceResult | None = None
+    # With no ranked result: the newest result a correctness-only backend judged correct (no latency).
+    correct_only: Evaluation | None = None
 
-    def geomean(self, attribute: str) -> float | None:
-        values = [v for v in (getattr(row, attribute) for row in self.rows) if v]
-        if not values:
-            return None
-        return math.exp(sum(math.log(v) for v in values) / len(values))
+
+def _geomean(values: Iterable[float | None]) -> float | None:
+    present = [v for v in values if v]
+    return math.exp(sum(math.log(v) for v in present) / len(present)) if present else None
+
+
+@dataclass
+class Board:
+    platform: str
+    case: str | None  # None: every case (a board of a language without a suite of cases)
+    simulator_version: str  # the performance model the simulated group counts; "" without a simulator
+    rows: list[BoardRow] = field(default_factory=list)
+    language: str = NKI
 
     @property
-    def geomean_speedup(self) -> float | None:
-        return self.geomean("speedup")
+    def simulated_geomean_speedup(self) -> float | None:
+        return _geomean(row.simulated.speedup for row in self.rows)
 
     @property
-    def geomean_peak_fraction(self) -> float | None:
-        values = [row.best.peak_fraction for row in self.rows if row.best is not None and row.best.peak_fraction]
-        if not values:
-            return None
-        return math.exp(sum(math.log(v) for v in values) / len(values))
+    def simulated_geomean_peak_fraction(self) -> float | None:
+        return _geomean(row.simulated.best.peak_fraction for row in self.rows if row.simulated.best)
+
+    @property
+    def measured_geomean_speedup(self) -> float | None:
+        return _geomean(row.measured.speedup for row in self.rows)
+
+    @property
+    def measured_geomean_peak_fraction(self) -> float | None:
+        return _geomean(row.measured.best.peak_fraction for row in self.rows if row.measured.best)
 
     @property
     def reference_geomean_speedup(self) -> float | None:
-        values = [row.reference.speedup for row in self.rows if row.reference is not None and row.reference.speedup]
-        if not values:
-            return None
-        return math.exp(sum(math.log(v) for v in values) / len(values))
+        return _geomean(row.reference.speedup for row in self.rows if row.reference)
+
+    @property
+    def simulated_count(self) -> int:
+        return sum(1 for row in self.rows if row.simulated.best)
+
+    @property
+    def measured_count(self) -> int:
+        return sum(1 for row in self.rows if row.measured.best)
+
+    @property
+    def has_measured(self) -> bool:
+        return self.measured_count > 0 or any(row.reference for row in self.rows)
 
 
 @lru_cache(maxsize=1)
@@ -121,69 +169,117 @@ def reference_for(problem: Problem, platform: str) -> ReferenceResult | None:
     return reference_results().get(name)
 
 
-def _ranked(evaluations: Any) -> Any:
-    # A held result (suspicious, or too large a speedup over its parent in a run) keeps correct=True and its
-    # latency for the curator, but is never ranked until a curator accepts it (benchmark.review).
-    return evaluations.rankable().filter(backend__in=RANKED_BACKENDS)
+def board_case(platform: str, case: str | None) -> str | None:
+    """The case a board of this platform shows for a requested one: an NKI board one of CASES (full when the
+    request names none or another), a board of another language every case (None)."""
+    if get_definition(platform).language != NKI:
+        return None
+    return case if case in CASES else CASES[0]
 
 
-def _board_problems(platform: str, suite: str | None) -> Any:
-    """An NKI board: the suite's problems (NKIBench by default). A board of another language: the public
-    problems of that language (FlashInfer-Bench imports for Triton), of `suite` when given."""
+def _board_problems(platform: str, case: str | None, suite: str | None) -> Any:
+    """An NKI board: the suite's problems of the case (NKIBench by default). A board of another language: the
+    public problems of that language (FlashInfer-Bench imports for Triton), of `suite` when given."""
     language = get_definition(platform).language
     if language == NKI:
-        return Problem.objects.filter(suite=suite or DEFAULT_SUITE, language=NKI)
+        return Problem.objects.filter(suite=suite or DEFAULT_SUITE, case=case)
     problems = Problem.objects.filter(language=language, visibility=Visibility.PUBLIC)
     return problems.filter(suite=suite) if suite else problems
 
 
+def _best_by_problem(evaluations: Any) -> dict[int, Evaluation]:
+    best: dict[int, Evaluation] = {}
+    for evaluation in evaluations.order_by("latency_ms", "created"):
+        best.setdefault(evaluation.kernel.problem_id, evaluation)
+    return best
+
+
 def _correct_only(problems: list[Problem], platform: str) -> dict[int, Evaluation]:
-    """Per problem, its newest correct, clean interpreter result: shown as correct with no latency."""
+    """Per problem, its newest correct, clean correctness-only result: shown as correct with no latency."""
     newest: dict[int, Evaluation] = {}
     for evaluation in Evaluation.objects.filter(
-        kernel__problem__in=problems, platform=platform, backend=Backend.TRITON_INTERPRETER,
+        kernel__problem__in=problems, platform=platform, backend=CORRECTNESS_ONLY_BACKEND,
         status=EvaluationStatus.DONE, correct=True, error_kind="", review="",
     ).select_related("kernel", "kernel__author").order_by("-finished", "-id"):
         newest.setdefault(evaluation.kernel.problem_id, evaluation)
     return newest
 
 
-def build_leaderboard(platform: str = DEFAULT_PLATFORM, *, suite: str | None = None) -> Leaderboard:
-    """The board of one platform: NKIBench's problems on trn1/trn2, FlashInfer-Bench's Triton problems on a GPU."""
-    problems = list(_board_problems(platform, suite).select_related("baseline_kernel").order_by("slug", "case"))
-    best: dict[int, Evaluation] = {}
-    for evaluation in _ranked(Evaluation.objects.filter(kernel__problem__in=problems, platform=platform)).select_related(
-        "kernel", "kernel__author"
-    ).order_by("latency_ms", "created"):
-        best.setdefault(evaluation.kernel.problem_id, evaluation)
-    # A speedup compares the best kernel with its baseline under the same backend and version: a simulated
-    # number over a measured one, or one performance model over another, would be no speedup at all.
-    baselines: dict[tuple[int, str, str], Evaluation] = {}
-    fastest_baseline: dict[int, Evaluation] = {}
+def build_board(platform: str = DEFAULT_PLATFORM, case: str | None = None, *, suite: str | None = None) -> Board:
+    """The board of one platform (and case, `board_case`): per problem, the simulated best (current model)
+    where the platform has a simulator and the measured best, each against its baseline."""
+    definition = get_definition(platform)
+    case = board_case(platform, case)
+    problems = list(_board_problems(platform, case, suite).select_related("baseline_kernel").order_by("slug", "case"))
+    has_simulator = Backend.SIMULATOR in definition.backends
+    simulator_version = backend_version(Backend.SIMULATOR.value) if has_simulator else ""
+    measured_backends = [backend for backend in definition.backends if backend in MEASURED_BACKENDS]
+    # A held result (suspicious, or too large a speedup over its parent in a run) keeps correct=True and its
+    # latency for the curator, but is never ranked until a curator accepts it (benchmark.review).
+    ranked = Evaluation.objects.rankable().filter(kernel__problem__in=problems, platform=platform).select_related(
+        "kernel", "kernel__author", "kernel__problem"
+    )
+    simulated = ranked.filter(backend=Backend.SIMULATOR, backend_version=simulator_version)
+    best_simulated = _best_by_problem(simulated) if has_simulator else {}
+    best_measured = _best_by_problem(ranked.filter(backend__in=measured_backends))
     baseline_ids = [p.baseline_kernel_id for p in problems if p.baseline_kernel_id]
-    for evaluation in _ranked(Evaluation.objects.filter(kernel_id__in=baseline_ids, platform=platform)).order_by(
-        "latency_ms"
-    ):
+    baselines: dict[tuple[int, str, str], Evaluation] = {}
+    for evaluation in ranked.filter(kernel_id__in=baseline_ids).order_by("latency_ms"):
         baselines.setdefault((evaluation.kernel_id, evaluation.backend, evaluation.backend_version), evaluation)
-        fastest_baseline.setdefault(evaluation.kernel_id, evaluation)
-    runs = generating_runs(e.kernel for e in best.values())
-    rows = []
-    for problem in problems:
-        evaluation = best.get(problem.pk)
-        rows.append(LeaderboardRow(
-            problem=problem, platform=platform, best=evaluation,
-            baseline=(
-                baselines.get((problem.baseline_kernel_id, evaluation.backend, evaluation.backend_version))
-                if evaluation is not None else fastest_baseline.get(problem.baseline_kernel_id)
-            ),
-            run=runs.get(evaluation.kernel.run_id) if evaluation is not None and evaluation.kernel.run_id else None,
+    runs = generating_runs(e.kernel for e in [*best_simulated.values(), *best_measured.values()])
+
+    def cell(best: Evaluation | None, problem: Problem) -> Cell:
+        if best is None:  # not even the baseline has a rankable number from this source
+            return Cell()
+        return Cell(
+            best=best, baseline=baselines.get((problem.baseline_kernel_id, best.backend, best.backend_version)),
+            run=runs.get(best.kernel.run_id) if best.kernel.run_id else None,
+        )
+
+    rows = [
+        BoardRow(
+            problem=problem,
+            simulated=cell(best_simulated.get(problem.pk), problem),
+            measured=cell(best_measured.get(problem.pk), problem),
             reference=reference_for(problem, platform),
-        ))
-    language = get_definition(platform).language
-    if language != NKI:
+        )
+        for problem in problems
+    ]
+    if CORRECTNESS_ONLY_BACKEND in definition.backends:
         correct_only = _correct_only(problems, platform)
         for row in rows:
-            if row.best is None:
+            if row.simulated.best is None and row.measured.best is None:
                 row.correct_only = correct_only.get(row.problem.pk)
-    return Leaderboard(rows=rows, language=language)
+    return Board(platform=platform, case=case, simulator_version=simulator_version, rows=rows,
+                 language=definition.language)
 
+
+@dataclass
+class Improvement:
+    when: datetime
+    latency_ms: float
+    speedup: float | None
+    kernel_id: int
+
+
+def best_over_time(board: Board) -> dict[str, list[Improvement]]:
+    """Per problem address, each moment the simulated best (current model) got faster, oldest first."""
+    problems = {row.problem.pk: row for row in board.rows}
+    evaluations = (
+        Evaluation.objects.rankable()
+        .filter(kernel__problem_id__in=problems, platform=board.platform, backend=Backend.SIMULATOR,
+                backend_version=board.simulator_version)
+        .select_related("kernel", "kernel__problem")
+        .order_by("finished", "id")
+    )
+    history: dict[str, list[Improvement]] = {}
+    for evaluation in evaluations:
+        row = problems[evaluation.kernel.problem_id]
+        steps = history.setdefault(row.problem.address, [])
+        if steps and evaluation.latency_ms >= steps[-1].latency_ms:
+            continue
+        baseline = row.simulated.baseline
+        speedup = baseline.latency_ms / evaluation.latency_ms if baseline and baseline.latency_ms else None
+        steps.append(Improvement(evaluation.finished or evaluation.created, evaluation.latency_ms, speedup,
+                                 evaluation.kernel_id))
+    return history

@@ -1,7 +1,5 @@
-"""The leaderboard pages: the NKIBench boards (one per case, simulated and measured apart), and the fragment
-showing how far the background evaluation of the suite's baselines has come.
-
-A platform of another kernel language (Triton on a GPU) gets its own board from `benchmark.views.leaderboard`.
+"""The leaderboard page, one view for every platform (its board is `benchmark.leaderboard.build_board`'s), and
+the fragment showing how far the background evaluation of the suite's baselines has come.
 """
 
 from __future__ import annotations
@@ -13,41 +11,37 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.views.decorators.http import require_GET
 
-from benchmark import services, views
-from benchmark.boards import CASES as BOARD_CASES
-from benchmark.boards import best_over_time, build_board
-from benchmark.display import best_over_time_figure_html, board_figure_html
+from benchmark import services
+from benchmark.display import best_over_time_figure_html, board_figure_html, leaderboard_figure_html
+from benchmark.leaderboard import CASES as BOARD_CASES
+from benchmark.leaderboard import best_over_time, build_board
 from benchmark.models import Platform
 from benchmark.services.baselines import baseline_progress
 from engine.platforms.nki.hardware import UNCALIBRATED
-from engine.platforms.registry import DEFAULT_PLATFORM, NKI, get_definition
+from engine.platforms.registry import DEFAULT_PLATFORM, NKI
 
 CASES = ("mini", "full")
 
 
 @require_GET
 def leaderboard(request: HttpRequest) -> HttpResponse:
-    """Public: the NKIBench board of one case on one platform (full by default), or another language's board."""
+    """Public: the board of one platform (trn1 by default), of one case for NKIBench (full by default)."""
     platform = request.GET.get("platform", DEFAULT_PLATFORM.value)
     if platform not in Platform.values:
         platform = DEFAULT_PLATFORM.value
-    if get_definition(platform).language != NKI:
-        return views.leaderboard(request)
-    case = request.GET.get("case", BOARD_CASES[0])
-    if case not in BOARD_CASES:
-        case = BOARD_CASES[0]
-    board = build_board(platform, case)
+    board = build_board(platform, request.GET.get("case"))
+    context = {"board": board, "platform": platform, "platforms": Platform.choices,
+               "can_launch": services.can_create_kernels(request.user)}
+    if board.language != NKI:  # a GPU board: measured numbers only, every case
+        return render(request, "benchmark/leaderboard.html", {**context, "chart": leaderboard_figure_html(board)})
     return render(request, "benchmark/nki_board.html", {
-        "board": board,
-        "platform": platform,
-        "case": case,
+        **context,
+        "case": board.case,
         "cases": BOARD_CASES,
-        "platforms": Platform.choices,
         "uncalibrated": platform in UNCALIBRATED,
         "chart": board_figure_html(board),
         "history_chart": best_over_time_figure_html(best_over_time(board)),
-        "can_launch": services.can_create_kernels(request.user),
-        **progress_context([case]),
+        **progress_context([board.case]),
     })
 
 

@@ -22,7 +22,6 @@ from benchmark.display import (
     breakdown_view,
     correctness_rows,
     is_correctness_only,
-    leaderboard_figure_html,
     nki_generation_view,
     problem_rows,
     profile_rows,
@@ -30,7 +29,6 @@ from benchmark.display import (
     timeline_figure_html,
 )
 from benchmark.forms import FlashInferImportForm, KernelUploadForm
-from benchmark.leaderboard import build_leaderboard
 from benchmark.models import ErrorKind, Evaluation, Kernel, KernelOrigin, Platform, Review
 from benchmark.provenance import evaluation_provenance, generated_by, generating_runs
 from benchmark.services.ranking import generated_groups
@@ -254,22 +252,6 @@ def kernel_evaluate(request: HttpRequest, pk: int) -> HttpResponse:
         messages.error(request, " ".join(error.messages))
         return redirect(kernel)
     return redirect(f"{kernel.get_absolute_url()}?evaluation={evaluation.pk}")
-
-
-@require_GET
-def leaderboard(request: HttpRequest) -> HttpResponse:
-    """Public: the best correct kernel per NKIBench problem and platform, with AccelOpt's published bests."""
-    platform = request.GET.get("platform", Platform.TRN1)
-    if platform not in Platform.values:
-        platform = Platform.TRN1
-    board = build_leaderboard(platform)
-    return render(request, "benchmark/leaderboard.html", {
-        "board": board,
-        "platform": platform,
-        "platforms": Platform.choices,
-        "chart": leaderboard_figure_html(board),
-        "can_launch": services.can_create_kernels(request.user),
-    })
 
 
 @require_role(CURATOR)

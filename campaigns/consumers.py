@@ -14,8 +14,8 @@ from channels.generic.websocket import AsyncWebsocketConsumer
 from django.core.exceptions import PermissionDenied
 from django.http import Http404
 
-from campaigns.scheduler import group_name
 from campaigns.services import get_campaign_for_user
+from campaigns.usage import group_name
 
 CLOSE_NOT_ALLOWED = 4403
 CLOSE_BAD_REQUEST = 4400
@@ -57,5 +57,5 @@ class CampaignConsumer(AsyncWebsocketConsumer):
         await self.send(text_data=ping_html(self.campaign_id, self.count))
 
     async def campaign_changed(self, message: dict[str, Any]) -> None:
-        """campaigns.scheduler.CAMPAIGN_MESSAGE_TYPE from the channel layer."""
+        """campaigns.usage.CAMPAIGN_MESSAGE_TYPE from the channel layer."""
         await self._ping()

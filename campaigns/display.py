@@ -22,7 +22,7 @@ def iteration_chart_html(series: list[tuple[str, list[dict[str, Any]]]]) -> str:
     series = [(name, points) for name, points in series if points]
     if not series:
         return ""
-    import plotly.graph_objects as go
+    import plotly.graph_objects as go  # lazy: plotly is heavy; only a page that draws a figure loads it
 
     figure = go.Figure()
     for name, points in series:
@@ -39,7 +39,7 @@ def dollar_chart_html(series: list[tuple[str, dict[str, Any]]]) -> str:
     drawable = [(name, curve) for name, curve in series if len(curve["points"]) > 1 and curve["spent"] > 0]
     if not drawable:
         return ""
-    import plotly.graph_objects as go
+    import plotly.graph_objects as go  # lazy: plotly is heavy; only a page that draws a figure loads it
 
     figure = go.Figure()
     for name, curve in drawable:

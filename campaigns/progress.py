@@ -18,7 +18,7 @@ from django.db.models import Count, Q, Sum
 
 from benchmark.models import Evaluation
 from campaigns.models import Campaign, CampaignEntry, EntryStatus
-from campaigns.scheduler import campaign_budget, campaign_usage
+from campaigns.usage import campaign_budget, campaign_usage
 from engine.search.budget import progress
 from optimizer.models import AgentCall, Iteration, Run
 

@@ -24,7 +24,6 @@ Triggers: create_campaign, and `on_run_events`, which optimizer.events awaits af
 from __future__ import annotations
 
 import logging
-from dataclasses import replace
 from typing import Any
 
 from asgiref.sync import async_to_sync, sync_to_async
@@ -37,43 +36,14 @@ from django.utils import timezone
 from benchmark import services as benchmark_services
 from benchmark.models import Evaluation, EvaluationStatus
 from campaigns.models import Campaign, CampaignEntry, CampaignStatus, EntryStatus
-from engine.search.budget import BUDGET_FIELDS, Budget, BudgetReached, Usage, budget_reached
+from campaigns.usage import CAMPAIGN_MESSAGE_TYPE, campaign_budget, campaign_usage, group_name, run_usages
+from engine.search.budget import BUDGET_FIELDS, BudgetReached, budget_reached
 from optimizer import services as optimizer_services
 from optimizer.models import Run, RunStatus
 
 logger = logging.getLogger(__name__)
 
-CAMPAIGN_MESSAGE_TYPE = "campaign.changed"  # handled by CampaignConsumer.campaign_changed
 ACTIVE_RUN_STATUSES = (RunStatus.QUEUED, RunStatus.RUNNING)
-
-
-def group_name(campaign_id: int) -> str:
-    return f"campaign-{campaign_id}"
-
-
-def campaign_budget(campaign: Campaign) -> Budget:
-    return Budget(**{name: getattr(campaign, name) for name in BUDGET_FIELDS})
-
-
-def run_usages(campaign: Campaign) -> dict[int, Usage]:
-    """Each of its runs' usage, as optimizer's Run.usage counts it (tokens, known dollars, unpriced calls, the
-    search's evaluations), reading only the totals out of the checkpoints."""
-    return {
-        row["pk"]: Usage(tokens=row["prompt_tokens"] + row["completion_tokens"], cost_usd=row["cost_usd"] or 0.0,
-                         unpriced_calls=row["unpriced_calls"],
-                         evaluations=int(row["checkpoint__totals__evaluations"] or 0))
-        for row in Run.objects.filter(campaign_entry__campaign=campaign).values(
-            "pk", "prompt_tokens", "completion_tokens", "cost_usd", "unpriced_calls", "checkpoint__totals__evaluations")
-    }
-
-
-def campaign_usage(campaign: Campaign) -> Usage:
-    """The sum of its runs' usage, except wall time, which for a campaign is the time since its launch."""
-    total = Usage()
-    for usage in run_usages(campaign).values():
-        total = total.plus(usage)
-    end = campaign.finished or timezone.now()
-    return replace(total, wall_time_s=max(0.0, (end - campaign.created).total_seconds()))
 
 
 def campaign_budget_reached(campaign: Campaign) -> BudgetReached | None:

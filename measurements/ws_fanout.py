@@ -10,20 +10,18 @@ reach clients through the consumer's gap filling and are left out of the latency
 
     .venv/bin/python measurements/ws_fanout.py [--clients 50] [--iterations 3]
 
-The websocket client is a minimal RFC 6455 reader written here (no client library is a dependency).
+The websocket client is deploy/wsclient.py's minimal RFC 6455 reader (no client library is a dependency).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import base64
 import json
 import os
 import socket
 import sqlite3
 import statistics
-import struct
 import subprocess
 import sys
 import tempfile
@@ -34,59 +32,9 @@ from datetime import datetime
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
 
-
-# --- a tiny websocket client --------------------------------------------------------------------------
-
-
-class Socket:
-    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        self.reader, self.writer = reader, writer
-
-    @classmethod
-    async def connect(cls, host: str, port: int, path: str) -> Socket:
-        reader, writer = await asyncio.open_connection(host, port)
-        key = base64.b64encode(os.urandom(16)).decode()
-        writer.write(
-            f"GET {path} HTTP/1.1\r\nHost: {host}:{port}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
-            f"Sec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\nOrigin: http://{host}:{port}\r\n\r\n".encode()
-        )
-        head = await reader.readuntil(b"\r\n\r\n")
-        status = head.split(b"\r\n", 1)[0]
-        if b" 101 " not in status:
-            raise RuntimeError(f"websocket handshake to {path} refused: {status!r}")
-        return cls(reader, writer)
-
-    def _send(self, opcode: int, payload: bytes) -> None:
-        mask = os.urandom(4)
-        masked = bytes(b ^ mask[i % 4] for i, b in enumerate(payload))
-        self.writer.write(bytes([0x80 | opcode, 0x80 | len(payload)]) + mask + masked)  # control frames < 126
-
-    async def receive(self) -> str | None:
-        """The next text message (None when the server closes); answers pings."""
-        chunks: list[bytes] = []
-        while True:
-            first, second = await self.reader.readexactly(2)
-            length = second & 0x7F
-            if length == 126:
-                (length,) = struct.unpack("!H", await self.reader.readexactly(2))
-            elif length == 127:
-                (length,) = struct.unpack("!Q", await self.reader.readexactly(8))
-            payload = await self.reader.readexactly(length)
-            opcode = first & 0x0F
-            if opcode == 0x8:
-                return None
-            if opcode == 0x9:
-                self._send(0xA, payload)
-                continue
-            if opcode in (0x1, 0x0):
-                chunks.append(payload)
-                if first & 0x80:
-                    return b"".join(chunks).decode()
-
-    def close(self) -> None:
-        self.writer.close()
-
+from deploy.wsclient import WebSocket  # noqa: E402
 
 # --- the server ---------------------------------------------------------------------------------------
 
@@ -105,7 +53,7 @@ def _django(env: dict[str, str], code: str) -> str:
 
 
 async def _client(host: str, port: int, path: str, received: list[tuple[int, str, float, str]]) -> None:
-    sock = await Socket.connect(host, port, path)
+    sock = await WebSocket.connect(host, port, path)
     try:
         while True:
             text = await sock.receive()

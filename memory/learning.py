@@ -32,7 +32,7 @@ from memory.models import (
     ProposalStatus,
     SourceKind,
 )
-from memory.services import _record_version, add_entry
+from memory.services import _record_version, add_entry, content_sha256
 
 # Entries a new lesson is compared with: what the Planner may be shown.
 _COMPARABLE = (EntryStatus.ACTIVE, EntryStatus.PINNED)
@@ -173,8 +173,6 @@ def learn(
 
 
 def _pair_sha(slow_kernel: str, fast_kernel: str) -> str:
-    from memory.services import content_sha256
-
     return content_sha256(slow_kernel, fast_kernel)
 
 

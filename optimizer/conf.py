@@ -82,7 +82,7 @@ def _env_float(name: str) -> float | None:
 
 def _role_from_env(role: str) -> RoleSettings | None:
     """ACCELOPT_LLM_<ROLE>_<FIELD> overrides ACCELOPT_LLM_<FIELD> for that role; None without a model."""
-    from engine.agents.llm import RoleSettings
+    from engine.agents.llm import RoleSettings  # lazy: engine.agents.llm imports openai
 
     prefix = f"ACCELOPT_LLM_{role.upper()}_"
 
@@ -122,7 +122,7 @@ def llm_roles(model_overrides: dict[str, str] | None = None) -> dict[str, RoleSe
     A Django setting ACCELOPT_LLM_ROLES = {role or "default": {RoleSettings field: value}} wins over the
     environment; `model_overrides` (a run's "model per role") replaces just the model name.
     """
-    from engine.agents.llm import RoleSettings
+    from engine.agents.llm import RoleSettings  # lazy: engine.agents.llm imports openai
 
     configured = getattr(settings, "ACCELOPT_LLM_ROLES", None)
     roles: dict[str, RoleSettings] = {}

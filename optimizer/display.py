@@ -14,7 +14,7 @@ def run_chart_html(points: list[dict[str, Any]]) -> str:
     points: one point draws no line."""
     if len(points) < 2:
         return ""
-    import plotly.graph_objects as go
+    import plotly.graph_objects as go  # lazy: plotly is heavy; only a page that draws a figure loads it
 
     xs = [p["iteration"] for p in points]
     figure = go.Figure()

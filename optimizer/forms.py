@@ -20,7 +20,7 @@ from engine.platforms.registry import DEFINITIONS, get_definition
 from engine.search import BUDGET_FIELDS
 from engine.search.config import BEAM, STRATEGIES
 from optimizer import conf, services
-from optimizer.models import AgentKind
+from optimizer.models import AgentKind, RunStatus
 
 BASELINE = "baseline"
 UPLOAD = "upload"
@@ -255,7 +255,5 @@ class RunFilterForm(forms.Form):
     status = forms.ChoiceField(required=False)
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
-        from optimizer.models import RunStatus
-
         super().__init__(*args, **kwargs)
         self.fields["status"].choices = [("", "any status"), *RunStatus.choices]

@@ -9,6 +9,7 @@ details (plan, the memory the Planner was shown, agent calls, evaluation, diff) 
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -48,8 +49,6 @@ class TreeNode:
     @property
     def bar(self) -> int:
         """Width (0-100) of the speedup bar: log-scaled, 1x at 50, 4x and 1/4x at the ends."""
-        import math
-
         if not self.speedup or self.speedup <= 0:
             return 0
         return max(2, min(100, round(50 + 25 * math.log2(self.speedup))))

@@ -35,6 +35,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from benchmark.services.baselines import start_background_baselines
+from engine.agents.offline import OfflineAgents
 from engine.search import STOPPED, SUCCEEDED, BeamSearch, SearchConfig
 from optimizer import conf
 from optimizer.adapters import (
@@ -61,7 +62,7 @@ def new_worker_id() -> str:
 def default_agents(run: Run) -> Any:
     """The agents a run asked for: the offline rewrite search, or LLM roles from settings."""
     if run.agent == AgentKind.LLM:
-        from engine.agents.llm import LLMClient
+        from engine.agents.llm import LLMClient  # lazy: the LLM agents import openai
         from engine.agents.llm_agents import LLMAgents
 
         models = {role: spec.get("model", "") for role, spec in (run.config.get("models") or {}).items()}
@@ -73,7 +74,6 @@ def default_agents(run: Run) -> Any:
             backoff_s=conf.llm_backoff_s(),
         )
         return LLMAgents(client)
-    from engine.agents.offline import OfflineAgents
 
     return OfflineAgents()
 

@@ -1,4 +1,5 @@
-"""The code's shape: no import cycles, no overlong modules, no Django in the pure modules.
+"""The code's shape: no import cycles, no overlong modules, no Django in the pure modules, no unexplained
+function-level import.
 
 Read with `ast` from the files (nothing is imported), over the project's own packages: the engine and the
 Django apps (accelopt_site, accounts, benchmark, campaigns, memory, optimizer) (the measurement scripts in measurements/ are scripts, not
@@ -33,6 +34,10 @@ and engine.platforms.nki.simulator.semantics.isa <-> engine.platforms.nki.simula
 that runs in the sandbox children and on remote workers, the search, the agents, each platform's folder),
 import nothing from Django (or django-ninja, Channels) and no Django app's
 models, directly or through any project module they import (function-level imports included).
+
+(d) An import inside a function says why it is there, in a comment on its line, on the line above it, or above
+its block of imports (an optional or heavy package, a cycle, the sandbox child's order around its guards, an app
+registry not loaded yet); every other import is at the top of its module, where a reader sees the dependency.
 
 KNOWN_EXCEPTIONS lists what fails today and is being fixed by the issue-17 refactor; empty it as each fix
 lands (a listed exception that no longer occurs fails too, so the list cannot go stale).
@@ -387,6 +392,53 @@ def test_pure_modules_import_no_django():
     assert not gone, f"pure again, remove them from KNOWN_EXCEPTIONS['impure']: {gone}"
 
 
+# -- (d) function-level imports say why -----------------------------------------------------------------------
+
+
+def _function_imports(path: Path) -> list[list[ast.Import | ast.ImportFrom]]:
+    """The import statements inside functions, grouped in blocks: statements with nothing but blank lines
+    between them (isort's groups of one function's imports are one block)."""
+    lines = path.read_text(encoding="utf-8").splitlines()
+    tree = parse(path)
+    found: set[ast.Import | ast.ImportFrom] = set()
+    for function in ast.walk(tree):
+        if isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            found.update(n for n in ast.walk(function) if isinstance(n, (ast.Import, ast.ImportFrom)))
+    blocks: list[list[ast.Import | ast.ImportFrom]] = []
+    for node in sorted(found, key=lambda n: n.lineno):
+        if blocks and not any(line.strip() for line in lines[blocks[-1][-1].end_lineno: node.lineno - 1]):
+            blocks[-1].append(node)
+        else:
+            blocks.append([node])
+    return blocks
+
+
+def unexplained_imports(path: Path) -> list[int]:
+    """Lines of function-level imports with no comment saying why: one on the statement's own lines, on the
+    line above it, or on an earlier statement of the same block of imports (a comment above a block covers it)."""
+    lines = path.read_text(encoding="utf-8").splitlines()
+    found: list[int] = []
+    for block in _function_imports(path):
+        explained = block[0].lineno >= 2 and lines[block[0].lineno - 2].lstrip().startswith("#")
+        for node in block:
+            explained = explained or any("#" in line for line in lines[node.lineno - 1: node.end_lineno])
+            if not explained:
+                found.append(node.lineno)
+    return found
+
+
+def test_function_level_imports_say_why():
+    """An import inside a function hides a dependency from a reader of the module's head: it stays there only
+    for a reason (an optional or heavy package, a cycle, the sandbox child's order around its guards, a Django
+    app registry not loaded yet) and a comment says which; the others are at the top of their module."""
+    found = {
+        f"{path.relative_to(ROOT).as_posix()}:{line}": path.read_text(encoding="utf-8").splitlines()[line - 1].strip()
+        for path in project_modules().values() for line in unexplained_imports(path)
+    }
+    assert not found, ("function-level imports without a comment saying why (move them to the module's top, or "
+                       "say why they cannot go there):\n" + "\n".join(f"    {k}: {v}" for k, v in found.items()))
+
+
 # -- the rules themselves, on small made-up packages ----------------------------------------------------------
 
 
@@ -450,3 +502,31 @@ def test_a_reexporting_init_makes_no_cycle_but_a_function_level_import_does(made
 def test_imports_of_modules_that_do_not_exist_are_reported(made_up):
     made_up({"pkg/__init__.py": "", "pkg/a.py": "from .gone import x\nimport pkg.missing\n"})
     assert missing_modules() == ["pkg.a:1 pkg.gone", "pkg.a:2 pkg.missing"]
+
+
+def test_a_function_level_import_needs_a_comment_on_it_or_above_its_block(tmp_path):
+    path = tmp_path / "module.py"
+    path.write_text(textwrap.dedent("""
+        import os
+
+
+        def f():
+            import json
+
+            # lazy: torch is optional
+            import torch
+            import triton
+            return json, torch, triton
+
+
+        def g():
+            import csv  # stdlib, but here is why
+
+            from x import (
+                y,
+            )
+            z = 1
+            import w
+            return csv, y, z, w
+    """), encoding="utf-8")
+    assert unexplained_imports(path) == [6, 21]

@@ -33,8 +33,10 @@ from benchmark import conf
 from benchmark.models import Evaluation, EvaluationStatus, Kernel, Problem
 from benchmark.services.solutions import solution_document
 from engine import evaluator as pipeline
+from engine.evaluator.executors import local_cuda_unavailable
 from engine.evaluator.result import ErrorKind
 from engine.platforms.registry import DEFAULT_PLATFORM, Backend, Platform, get_definition
+from engine.platforms.triton.request import TritonEvaluationRequest
 
 if TYPE_CHECKING:
     from engine.evaluator import EvaluationResult, Limits
@@ -93,8 +95,6 @@ def _limits(large: bool) -> Limits:
 def triton_request_for(evaluation: Evaluation) -> TritonEvaluationRequest:
     """A Triton kernel's evaluation: its FlashInfer-Bench solution against its problem's definition and
     workloads (which of them a backend runs: `engine.platforms.triton.request`)."""
-    from engine.platforms.triton.request import TritonEvaluationRequest
-
     kernel, problem = evaluation.kernel, evaluation.kernel.problem
     return TritonEvaluationRequest(
         solution=solution_document(kernel), definition=problem.definition, workloads=tuple(problem.workloads),
@@ -288,7 +288,6 @@ def _cuda_unavailable() -> str | None:
         executor = get_executor()
     except Exception as error:  # noqa: BLE001 - e.g. the Ray cluster cannot be reached: say so, refuse
         return f"the cuda backend cannot run: the Ray cluster at {conf.ray_address()} cannot be reached ({error})"
-    from engine.evaluator.executors import local_cuda_unavailable
 
     ask = getattr(executor, "cuda_unavailable", None)  # a test double may not say: then this host decides
     reason = ask() if ask is not None else local_cuda_unavailable()
@@ -557,8 +556,6 @@ def evaluate_source(
     if problem is None and reference_source is None:
         raise ValueError("evaluate_source needs a problem or a reference source")
     if problem is not None and problem.is_triton:
-        from engine.platforms.triton.request import TritonEvaluationRequest
-
         kernel = Kernel(problem=problem, source=kernel_source, sha256="0" * 64, entry_point="")
         backend = backend or get_definition(platform).default_backend.value
         return TritonEvaluationRequest(

@@ -141,6 +141,7 @@ def format_profile(kernel: KernelView, language: str = NKI) -> str:
 def format_breakdown(breakdown: dict[str, Any]) -> str:
     """Where the performance model's time goes (engine.platforms.nki.perf.explain), for the Planner: the verdict first,
     then per engine its busy time, its idle time waiting on another engine and its critical-path share."""
+    # lazy: the NKI performance model (numpy), for an NKI breakdown only
     from engine.platforms.nki.perf.explain import ENGINE_NAMES, LABELS, PATH_CATEGORIES
 
     share = breakdown.get("path_share") or {}

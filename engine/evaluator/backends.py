@@ -59,12 +59,14 @@ class SimulatorBackend(BackendImplementation):
     records_trace = True
 
     def version(self) -> str:
+        # lazy: the simulator loads only where this backend runs (never in a Triton worker)
         from engine.platforms.nki.simulator import SIMULATOR_VERSION
 
         return f"nki-sim {SIMULATOR_VERSION} + perf {self.perf_model_version()}"
 
     def perf_model_version(self) -> str:
         try:
+            # lazy: the performance model loads only where this backend runs
             from engine.platforms.nki.perf import PERF_MODEL_VERSION
         except ImportError:
             return "unavailable"
@@ -72,6 +74,7 @@ class SimulatorBackend(BackendImplementation):
 
     def prepare(self) -> None:
         try:
+            # lazy: the simulator loads only where this backend runs (never in a Triton worker)
             import engine.platforms.nki.simulator as nki_sim
 
             install = nki_sim.install
@@ -80,6 +83,7 @@ class SimulatorBackend(BackendImplementation):
         install()
 
     def run(self, kernel: Callable[..., Any], inputs: Sequence[np.ndarray], platform: str) -> BackendRun:
+        # lazy: the simulator loads only where this backend runs (never in a Triton worker)
         from engine.platforms.nki.simulator import simulate
 
         simulation = simulate(kernel, list(inputs), platform=platform, record_trace=True)
@@ -88,6 +92,7 @@ class SimulatorBackend(BackendImplementation):
 
     def classify(self, exc: BaseException) -> ErrorKind | None:
         try:
+            # lazy: the simulator loads only where this backend runs (never in a Triton worker)
             from engine.platforms.nki.simulator.errors import NKICompileError, NKIRuntimeError
         except ImportError:
             return None
@@ -98,6 +103,7 @@ class SimulatorBackend(BackendImplementation):
         return None
 
     def profile(self, trace: Any, platform: str) -> ProfileReport:
+        # lazy: the performance model loads only where this backend runs
         from engine.platforms.nki.perf import estimate
 
         report = estimate(trace, platform)

@@ -209,6 +209,7 @@ def check_trace_precision(trace: TraceDtypes, floor: tuple[int, str] | None) -> 
         return
     row = int(rows[0])
     op = trace.op_names[int(trace.opcode[row])] if int(trace.opcode[row]) < len(trace.op_names) else "?"
+    # lazy: the NKI simulator's package; a Triton evaluation never loads it
     from engine.platforms.nki.simulator.trace import Engine
 
     code = int(trace.engine[row])

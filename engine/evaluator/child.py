@@ -56,6 +56,7 @@ def _take_protocol_streams() -> tuple[Any, Any]:
 
 def _remember_source(filename: str, source: str) -> None:
     """Let tracebacks show the author's source lines (the file exists only in memory)."""
+    # late: a role loads only its own modules, in its order around the guards
     import linecache
 
     linecache.cache[filename] = (len(source), None, source.splitlines(keepends=True), filename)
@@ -89,6 +90,7 @@ def _failure(kind: str, exc: BaseException, filename: str, prefix: str = "") -> 
 
 class KernelRole:
     def __init__(self, config: dict[str, Any]) -> None:
+        # late: a role loads only its own modules, in its order around the guards
         from engine.evaluator.backends import get_backend
 
         self.backend = get_backend(config["backend"])
@@ -97,6 +99,7 @@ class KernelRole:
         self.kernel: Any = None
 
     def classify(self, exc: BaseException) -> str:
+        # late: a role loads only its own modules, in its order around the guards
         from engine.evaluator.sandbox.guards import GuardViolation
 
         kind = self.backend.classify(exc)
@@ -109,6 +112,7 @@ class KernelRole:
         return "runtime_error"
 
     def load(self, header: dict[str, Any], arrays: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+        # late: a role loads only its own modules, in its order around the guards
         from engine.evaluator.backends import BackendUnavailable
         from engine.evaluator.sandbox.guards import install_audit_guard, kernel_builtins
 
@@ -141,6 +145,7 @@ class KernelRole:
         return {"ok": True}, {}
 
     def run(self, header: dict[str, Any], arrays: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+        # late: a role loads only its own modules, in its order around the guards
         import numpy as np
 
         from engine.evaluator.backends import BackendUnavailable
@@ -150,6 +155,7 @@ class KernelRole:
         program: dict[str, Any] = {}
         try:
             if header.get("record"):  # the simulator, on the first seed: its program goes to the verifier
+                # late: a role loads only its own modules, in its order around the guards
                 from engine.platforms.nki.roles import record
 
                 run, program = record(self.kernel, inputs, self.platform)
@@ -182,6 +188,7 @@ class KernelRole:
 
     def measure(self, header: dict[str, Any], arrays: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
         """Time the loaded kernel on its last inputs; sent by the parent once every seed was correct."""
+        # late: a role loads only its own modules, in its order around the guards
         from engine.evaluator.backends import BackendUnavailable, UnstableTiming
 
         try:
@@ -203,6 +210,7 @@ class ReferenceRole:
         self.guards = config.get("guards", {})
 
     def load(self, header: dict[str, Any], arrays: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+        # late: a role loads only its own modules, in its order around the guards
         from engine.evaluator.sandbox.guards import install_audit_guard
 
         if self.guards.get("audit", True):
@@ -226,6 +234,7 @@ class ReferenceRole:
                 "output_shapes": shapes}, {}
 
     def render(self, header: dict[str, Any], arrays: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+        # late: a role loads only its own modules, in its order around the guards
         import random
 
         import numpy as np
@@ -268,12 +277,14 @@ class ReferenceRole:
         return {"ok": True}, {"slice": array.reshape(-1)[header["start"]:header["stop"]]}
 
     def _forward(self, raw: list[Any]) -> Any:
+        # late: a role loads only its own modules, in its order around the guards
         import numpy as np
 
         # Copies: a reference that writes its inputs must not change what the kernel is given.
         return self.module.forward(*[np.array(a, copy=True) if isinstance(a, np.ndarray) else a for a in raw])
 
     def transform(self, header: dict[str, Any], arrays: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+        # late: a role loads only its own modules, in its order around the guards
         import numpy as np
 
         outputs = [arrays[f"out{i}"] for i in range(header["output_count"])]
@@ -294,11 +305,13 @@ class ReferenceRole:
 
 class ProfileRole:
     def __init__(self, config: dict[str, Any]) -> None:
+        # late: a role loads only its own modules, in its order around the guards
         from engine.evaluator.backends import get_backend
 
         self.backend = get_backend(config["backend"])
 
     def profile(self, header: dict[str, Any], arrays: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+        # late: a role loads only its own modules, in its order around the guards
         from engine.evaluator.protocol import decode_trace
 
         trace = decode_trace(header["trace"], arrays, "trace.")
@@ -309,6 +322,7 @@ class ProfileRole:
 
     def measured_profile(self, header: dict[str, Any], arrays: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
         """A measured backend's profile, from the files the kernel child left in `artefacts` (neuron-profile)."""
+        # late: a role loads only its own modules, in its order around the guards
         from engine.evaluator.backends import BackendUnavailable
 
         try:
@@ -323,11 +337,13 @@ class VerifyRole:
     """Replays the kernel's recorded program (engine.platforms.nki.roles); imports no kernel code."""
 
     def __init__(self, config: dict[str, Any]) -> None:
+        # late: a role loads only its own modules, in its order around the guards
         from engine.platforms.nki.roles import Verifier
 
         self.verifier = Verifier()
 
     def load(self, header: dict[str, Any], arrays: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+        # late: a role loads only its own modules, in its order around the guards
         from engine.platforms.nki.roles import VerificationFailed
 
         try:
@@ -337,6 +353,7 @@ class VerifyRole:
         return {"ok": True, "instructions": len(self.verifier.program)}, {}
 
     def replay(self, header: dict[str, Any], arrays: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+        # late: a role loads only its own modules, in its order around the guards
         from engine.evaluator.protocol import join_inputs
         from engine.platforms.nki.roles import VerificationFailed
 
@@ -351,6 +368,7 @@ class VerifyRole:
 
 
 def _all_finite(expected: Any) -> bool:
+    # late: a role loads only its own modules, in its order around the guards
     import numpy as np
 
     items = expected if isinstance(expected, (tuple, list)) else (expected,)
@@ -359,6 +377,7 @@ def _all_finite(expected: Any) -> bool:
 
 def _read_roots() -> list[str]:
     """Where an evaluation child may read files: the Python installation and our own package."""
+    # late: a role loads only its own modules, in its order around the guards
     import engine
 
     package = os.path.dirname(os.path.abspath(engine.__file__))
@@ -369,6 +388,7 @@ def _triton_role(name: str) -> Any:
     """The Triton children (engine/platforms/triton/roles.py), imported only when one starts: NKI children never load torch."""
 
     def make(config: dict[str, Any]) -> Any:
+        # late: a role loads only its own modules, in its order around the guards
         from engine.platforms.triton.roles import ROLES as TRITON_ROLES
 
         return TRITON_ROLES[name](config)
@@ -381,6 +401,7 @@ ROLES = {"kernel": KernelRole, "reference": ReferenceRole, "profile": ProfileRol
 
 
 def main(argv: list[str]) -> int:
+    # late: a role loads only its own modules, in its order around the guards
     from engine.evaluator.sandbox.user import lock_down_this_process
 
     lock_down_this_process()
@@ -409,6 +430,7 @@ def main(argv: list[str]) -> int:
         except MemoryError as exc:
             reply, reply_arrays = {"ok": False, "kind": "resource_limit", "message": f"MemoryError: {exc}"}, {}
         except Exception as exc:  # noqa: BLE001 - our own bug: say so, the parent treats it as infrastructure
+            # late: a role loads only its own modules, in its order around the guards
             from engine.evaluator.requirements import missing_module, missing_packages_message
 
             missing = missing_module(exc)  # torch or triton not importable here: configuration, not retried

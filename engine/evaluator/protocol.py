@@ -193,6 +193,7 @@ def encode_trace(trace: Any, prefix: str) -> tuple[dict[str, Any], dict[str, np.
 
 
 def decode_trace(meta: dict[str, Any], arrays: dict[str, np.ndarray], prefix: str) -> Any:
+    # lazy: the NKI simulator's package; a Triton evaluation never loads it
     from engine.platforms.nki.simulator.trace import (
         ACCESS_COLUMNS,
         INSTRUCTION_COLUMNS,

@@ -165,7 +165,7 @@ class QueueBoard:
 def _kv(operation: str, key: str, value: str = "", *, prefix: bool = False) -> Any:
     """Ray's internal KV (in the GCS, as Ray's own libraries use it); a failure only costs the board."""
     try:
-        from ray.experimental import internal_kv
+        from ray.experimental import internal_kv  # lazy: ray is optional (the Ray executor's)
 
         if operation == "put":
             return internal_kv._internal_kv_put(key, value, overwrite=True, namespace=NAMESPACE)
@@ -185,7 +185,7 @@ def cluster_queue(ray: Any = None) -> list[dict[str, Any]]:
     dicts with key (EvaluationRequest.key), state (queued, submitted, running), driver, node_ip, node_id,
     worker_pid, attempt, queued_at, started_at, backend, platform. Oldest first."""
     if ray is None:
-        import ray
+        import ray  # lazy: ray is optional (the Ray executor's)
     if not ray.is_initialized():
         return []
     now = time.time()
@@ -211,7 +211,7 @@ def cluster_status(ray: Any = None) -> dict[str, Any]:
     """The cluster as /healthz reports it: alive and dead nodes, total and free CPUs, GPUs, NeuronCores and
     memory, per node and in all."""
     if ray is None:
-        import ray
+        import ray  # lazy: ray is optional (the Ray executor's)
     per_node_free = available_per_node()
     nodes = []
     dead = 0
@@ -247,6 +247,6 @@ def short(resources: Mapping[str, float]) -> str:
 
 def available_per_node() -> dict[str, dict[str, float]]:
     """Free resources of each alive node, by node id (a Ray developer API; the extra pins Ray's minor)."""
-    from ray._private.state import available_resources_per_node
+    from ray._private.state import available_resources_per_node  # lazy: ray is optional (the Ray executor's)
 
     return available_resources_per_node()

@@ -59,7 +59,7 @@ logger = logging.getLogger(__name__)
 
 def evaluate_in_worker(request: EvaluationRequest) -> Iterator[Any]:
     """The Ray task body: say where it started, then run the pipeline exactly as the local executor does."""
-    import ray
+    import ray  # lazy: ray is optional (the Ray executor's)
 
     context = ray.get_runtime_context()
     yield {"started": True, "node_id": context.get_node_id(), "node_ip": ray.util.get_node_ip_address(),
@@ -146,7 +146,7 @@ class RayExecutor(Executor):
         poll_s: float = 0.05,
         unschedulable_after_s: float = 120.0,
     ) -> None:
-        import ray
+        import ray  # lazy: ray is optional (the Ray executor's)
 
         if max_retries < 0:
             raise ValueError(f"max_retries must be >= 0, got {max_retries}")
@@ -389,6 +389,7 @@ class RayExecutor(Executor):
     def _launch(self, job: _Job, node_id: str | None) -> None:
         options = job.spec.options(job.request)
         if node_id:
+            # lazy: ray is optional (the Ray executor's)
             from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
             # soft: prefer the chosen (other) node, but run anywhere rather than not at all

@@ -9,7 +9,10 @@ from __future__ import annotations
 
 import functools
 import math
+import tomllib
 from dataclasses import asdict, dataclass, field, fields
+from importlib import metadata
+from pathlib import Path
 from typing import Any
 
 from engine.choices import Choices
@@ -135,13 +138,8 @@ class EvaluationResult:
 def project_version() -> str:
     """This project's version, recorded on every result beside the backend's and the model's."""
     try:
-        from importlib.metadata import version
-
-        return version("accelopt-studio")
+        return metadata.version("accelopt-studio")
     except Exception:  # noqa: BLE001 - not installed: read the checkout's pyproject
-        import tomllib
-        from pathlib import Path
-
         pyproject = Path(__file__).resolve().parents[2] / "pyproject.toml"
         try:
             return str(tomllib.loads(pyproject.read_text())["project"]["version"])

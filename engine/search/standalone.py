@@ -32,6 +32,7 @@ class PipelineEvaluator:
     def __init__(self, reference_source: str, *, platform: str = "trn1", backend: str = "simulator",
                  peak_counts: dict[str, float] | None = None, seeds: Sequence[int] | None = None,
                  kernel_name: str | None = None, executor: Any = None) -> None:
+        # lazy: the executor loads numpy and the sandbox; the search core needs neither
         from engine.evaluator import LocalExecutor
 
         self.reference_source = reference_source
@@ -40,6 +41,7 @@ class PipelineEvaluator:
         self.executor = executor or LocalExecutor()
 
     async def evaluate_many(self, sources: Sequence[str]) -> Sequence[EvaluationLike]:
+        # lazy: the executor loads numpy and the sandbox; the search core needs neither
         from engine.evaluator import EvaluationRequest
 
         futures = [self.executor.submit(EvaluationRequest(kernel_source=s, reference_source=self.reference_source,

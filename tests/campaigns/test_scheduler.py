@@ -8,8 +8,8 @@ from asgiref.sync import async_to_sync
 
 from campaigns.models import CampaignStatus, EntryStatus
 from campaigns.progress import campaign_rows
-from campaigns.scheduler import campaign_usage
 from campaigns.services import cancel_campaign, create_campaign
+from campaigns.usage import campaign_usage
 from optimizer import services as optimizer_services
 from optimizer.models import Run, RunStatus
 from optimizer.worker import RunWorker

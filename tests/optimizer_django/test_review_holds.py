@@ -7,7 +7,7 @@ import pytest
 from asgiref.sync import async_to_sync
 
 from benchmark import review
-from benchmark.leaderboard import build_leaderboard
+from benchmark.leaderboard import build_board
 from benchmark.models import Evaluation, Review
 from optimizer import services
 from optimizer.models import RunStatus
@@ -39,7 +39,7 @@ def test_a_speedup_held_kernel_is_held_on_its_evaluation_and_never_ranked(
     assert eight.held_reason.startswith(f"run {run.pk}: held for review: speedup 1.25x")
     assert "suspicious_speedup=1.1" in eight.held_reason and eight.held_at is not None
     # Nothing held is ranked: the leaderboard's best is still the 10 ms baseline.
-    assert build_leaderboard().rows[0].best.kernel == problem.baseline_kernel
+    assert build_board("trn1", "mini").rows[0].simulated.best.kernel == problem.baseline_kernel
 
 
 def test_an_accepted_result_enters_the_next_runs_beam_and_the_leaderboard(
@@ -50,7 +50,7 @@ def test_an_accepted_result_enters_the_next_runs_beam_and_the_leaderboard(
     for evaluation in Evaluation.objects.filter(review=Review.HELD, kernel__run_id=first.pk):
         review.decide(curator, evaluation.pk, Review.ACCEPTED)
     eight = Evaluation.objects.filter(kernel__run_id=first.pk, latency_ms__range=(7.99, 8.01)).order_by("id").first()
-    assert build_leaderboard().rows[0].best == eight
+    assert build_board("trn1", "mini").rows[0].simulated.best == eight
 
     second = services.create_run(owner, problem, search=STRICT)
     run_worker_once(fake_agents_factory)

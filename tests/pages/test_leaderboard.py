@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from benchmark.leaderboard import build_leaderboard, reference_results
+from benchmark.leaderboard import build_board, reference_results
 from benchmark.models import Backend, ErrorKind, Evaluation, EvaluationStatus, Kernel, Problem
 from benchmark.services import backend_version, source_sha256
 
 pytestmark = pytest.mark.django_db
-# The page's simulated columns rank the current performance model only (benchmark.boards).
+# The page's simulated columns rank the current performance model only (benchmark.leaderboard).
 CURRENT = backend_version(Backend.SIMULATOR)
 
 
@@ -28,7 +28,7 @@ def test_the_best_correct_kernel_wins_and_incorrect_faster_ones_do_not(client, p
     _evaluate(problem.baseline_kernel, 10.0)
     _evaluate(_kernel(problem, "fast but wrong"), 1.0, correct=False)
     _evaluate(_kernel(problem, "faster"), 4.0)
-    row = build_leaderboard().rows[0]
+    row = build_board("trn1", "mini").rows[0].simulated
     assert row.best.latency_ms == 4.0 and row.speedup == pytest.approx(2.5)
     html = client.get("/leaderboard/?case=mini").content.decode()
     assert "2.50×" in html and CURRENT in html
@@ -39,21 +39,24 @@ def test_a_suspicious_result_is_held_for_review_not_ranked(client, problem) -> N
     _evaluate(problem.baseline_kernel, 10.0)
     held = _kernel(problem, "faster than physics")
     _evaluate(held, 0.001, error_kind=ErrorKind.SUSPICIOUS)
-    row = build_leaderboard().rows[0]
+    row = build_board("trn1", "mini").rows[0].simulated
     assert row.best.kernel == problem.baseline_kernel and row.speedup == pytest.approx(1.0)
     assert held.display_name not in client.get("/leaderboard/?case=mini").content.decode()
 
 
 def test_the_speedup_compares_with_the_baseline_under_the_same_backend_and_version(problem) -> None:
-    """Another performance model's baseline number, or a simulated one against a measurement, is no speedup."""
-    _evaluate(problem.baseline_kernel, 10.0, version="perf-7")
-    _evaluate(problem.baseline_kernel, 5.0, version="perf-8")
-    _evaluate(_kernel(problem, "faster"), 4.0, version="perf-7")
-    row = build_leaderboard().rows[0]
-    assert row.baseline.backend_version == "perf-7" and row.speedup == pytest.approx(2.5)
-    _evaluate(_kernel(problem, "measured"), 1.0, backend=Backend.NEURON, version="neuronx-cc 2.x")
-    row = build_leaderboard().rows[0]
-    assert row.measured and row.baseline is None and row.speedup is None
+    """Another compiler's or performance model's baseline number, or a measured one against a simulation, is no
+    speedup."""
+    _evaluate(problem.baseline_kernel, 10.0, backend=Backend.NEURON, version="neuronx-cc 2.1")
+    _evaluate(problem.baseline_kernel, 5.0, backend=Backend.NEURON, version="neuronx-cc 2.2")
+    _evaluate(_kernel(problem, "faster"), 4.0, backend=Backend.NEURON, version="neuronx-cc 2.1")
+    row = build_board("trn1", "mini").rows[0]
+    assert row.measured.baseline.backend_version == "neuronx-cc 2.1" and row.measured.speedup == pytest.approx(2.5)
+    _evaluate(_kernel(problem, "simulated"), 1.0)
+    _evaluate(_kernel(problem, "an older model's"), 0.5, version="perf-7")  # not today's model: not ranked
+    row = build_board("trn1", "mini").rows[0]
+    assert row.simulated.best.latency_ms == 1.0 and row.simulated.baseline is None and row.simulated.speedup is None
+    assert row.measured.speedup == pytest.approx(2.5)
 
 
 def test_a_row_says_how_its_kernel_was_found_and_the_page_draws_the_suite(client, engineer, problem) -> None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from django.urls import reverse
 
-from benchmark.boards import best_over_time, build_board
+from benchmark.leaderboard import best_over_time, build_board
 from benchmark.models import Evaluation, EvaluationStatus, Kernel, KernelOrigin, Problem
 from benchmark.services import backend_version, source_sha256
 

@@ -7,7 +7,7 @@ import pytest
 from django.core.exceptions import ValidationError
 
 from benchmark import services
-from benchmark.leaderboard import build_leaderboard
+from benchmark.leaderboard import CASES, build_board
 from benchmark.models import Backend, Evaluation, EvaluationStatus, Kernel
 from benchmark.services.evaluations import backend_unavailable
 from optimizer import services as run_services
@@ -30,26 +30,28 @@ def test_the_triton_board_ranks_gpu_measurements_and_marks_interpreter_results_c
     client, triton_problem, nki_problem
 ):
     _result(triton_problem.baseline_kernel, Backend.TRITON_INTERPRETER, None)
-    board = build_leaderboard("h100")
+    board = build_board("h100")
     assert [row.problem for row in board.rows] == [triton_problem]
     row = board.rows[0]
-    assert row.best is None and row.correct_only.kernel == triton_problem.baseline_kernel
+    assert row.measured.best is None and row.correct_only.kernel == triton_problem.baseline_kernel
     html = client.get("/leaderboard/?platform=h100").content.decode()
     assert "FlashInfer-Bench leaderboard" in html and "correctness only: no GPU" in html
     assert 'data-testid="correct-only"' in html
     # A GPU measurement ranks, and the baseline under the same backend gives the speedup.
     _result(triton_problem.baseline_kernel, Backend.CUDA, 0.30)
     _result(_kernel(triton_problem, "# faster\n"), Backend.CUDA, 0.10)
-    row = build_leaderboard("h100").rows[0]
-    assert row.best.latency_ms == 0.10 and row.measured and row.speedup == pytest.approx(3.0)
+    row = build_board("h100").rows[0]
+    assert row.measured.best.latency_ms == 0.10 and row.measured.speedup == pytest.approx(3.0)
+    assert row.simulated.best is None  # a GPU has no simulator
     assert row.correct_only is None
     assert "measured · GPU" in client.get("/leaderboard/?platform=h100").content.decode()
     # Another GPU's board has its own numbers: none on h200 yet.
-    assert build_leaderboard("h200").rows[0].best is None
+    assert build_board("h200").rows[0].measured.best is None
 
 
 def test_nki_boards_never_list_triton_problems(client, triton_problem, nki_problem):
-    assert triton_problem not in [row.problem for row in build_leaderboard("trn1").rows]
+    for case in CASES:
+        assert triton_problem not in [row.problem for row in build_board("trn1", case).rows]
     html = client.get("/leaderboard/?platform=trn1&case=mini").content.decode()
     assert triton_problem.slug not in html
 

@@ -12,7 +12,7 @@ import pytest
 from django.core.management import call_command
 
 from benchmark import services
-from benchmark.leaderboard import build_leaderboard
+from benchmark.leaderboard import build_board
 from benchmark.models import Problem
 from engine.evaluator.backends import BACKENDS
 
@@ -38,8 +38,8 @@ def test_the_imported_solution_is_judged_correct_with_no_latency(imported):
     assert (evaluation.platform, evaluation.backend) == ("h100", "triton-interpreter")
     assert evaluation.correct is True and not evaluation.error_kind, evaluation.error_message
     assert evaluation.latency_ms is None and not evaluation.is_rankable
-    row = build_leaderboard("h100").rows[0]
-    assert row.best is None and row.correct_only == evaluation
+    row = build_board("h100").rows[0]
+    assert row.measured.best is None and row.correct_only == evaluation
     assert services.export_solution(imported)["name"] == "studio_axpy_blocked"
 
 

@@ -32,6 +32,7 @@ from engine.platforms.nki.perf.calibration import (
     discover_cases,
     write_calibration_csv,
 )
+from engine.platforms.nki.suites.loader import load_suite
 
 DEFAULT_OUTPUT_DIR = Path(__file__).resolve().parents[3] / "var" / "hardware_check"
 
@@ -50,8 +51,6 @@ class Target:
 
 
 def suite_targets(case: str, wanted: set[str]) -> list[Target]:
-    from engine.platforms.nki.suites.loader import load_suite
-
     targets = []
     for spec in load_suite("nkibench").problems:
         if wanted and spec.slug not in wanted:

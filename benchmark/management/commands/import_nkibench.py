@@ -9,6 +9,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from benchmark import services
 from benchmark.models import Platform
+from engine.platforms.nki.suites.specs import SuiteError
 
 
 class Command(BaseCommand):
@@ -27,8 +28,6 @@ class Command(BaseCommand):
         parser.add_argument("--platform", choices=Platform.values, default=Platform.TRN1)
 
     def handle(self, *args: Any, **options: Any) -> None:
-        from engine.platforms.nki.suites.specs import SuiteError
-
         try:
             summary = services.import_nkibench(options["directory"], suite=options["suite"])
         except (SuiteError, ValidationError, OSError) as error:

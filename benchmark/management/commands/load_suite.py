@@ -9,6 +9,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from benchmark import services
 from benchmark.models import Platform
+from engine.platforms.nki.suites.specs import SuiteError
 
 EVALUATE_CHOICES = {"none": (), "mini": ("mini",), "full": ("full",), "all": ("mini", "full")}
 
@@ -31,8 +32,6 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args: Any, **options: Any) -> None:
-        from engine.platforms.nki.suites.specs import SuiteError
-
         started = time.monotonic()
         try:
             summary = services.load_suite(

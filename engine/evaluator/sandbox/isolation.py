@@ -38,7 +38,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from engine.evaluator.sandbox.user import ALLOW_ROOT_VARIABLE, SETUP_COMMAND, SandboxUnavailable, UidLease
+from engine.evaluator.sandbox.user import (
+    ALLOW_ROOT_VARIABLE,
+    SETUP_COMMAND,
+    SandboxUnavailable,
+    UidLease,
+    root_allowed,
+)
 
 # The project root (the directory holding the `benchmark` package); only the package is made visible.
 PROJECT_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
@@ -104,8 +110,6 @@ def var_dir() -> Path:
 
 def isolation_required() -> bool:
     """False only under the explicit opt-out."""
-    from engine.evaluator.sandbox.user import root_allowed
-
     return not root_allowed()
 
 

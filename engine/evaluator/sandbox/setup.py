@@ -308,7 +308,7 @@ def cgroup_bounds() -> str:
 
 
 def trivial_evaluation() -> None:
-    from engine.evaluator import Limits, evaluate
+    from engine.evaluator import Limits, evaluate  # lazy: the NKI pipeline and simulator, for this check only
 
     result = evaluate(_PROBE_KERNEL, _PROBE_REFERENCE, backend="null",
                       limits=Limits(wall_seconds=60, cpu_seconds=60, infrastructure_retries=0))

@@ -14,6 +14,7 @@ parent's user, without the OS isolation (no namespaces, no uid of their own).
 
 from __future__ import annotations
 
+import ctypes
 import fcntl
 import os
 import secrets
@@ -121,7 +122,6 @@ def lock_down_this_process() -> None:
     """
     if not sys.platform.startswith("linux"):
         return
-    import ctypes
 
     try:
         libc = ctypes.CDLL(None, use_errno=True)

@@ -381,6 +381,7 @@ class _Attempt:
     def check_visible_work(self, trace: dict[str, Any]) -> None:
         """A correct kernel whose trace does a small fraction of the problem's arithmetic did the rest
         somewhere the simulator cannot see (numpy on raw storage, say): its latency would be a lie."""
+        # lazy: the parent loads the simulator's package only to check a trace
         from engine.platforms.nki.simulator.trace import Engine
 
         if not self.peak_counts:
@@ -448,6 +449,7 @@ class _Attempt:
 
         peak_ms = peak_fraction = None
         if self.peak_counts and latency_ms:
+            # lazy: the performance model's package, only to price the peak
             from engine.platforms.nki.perf.peak import theoretical_peak_ms
 
             peak_ms = theoretical_peak_ms(self.platform, **_peak_kwargs(self.peak_counts))

@@ -147,6 +147,7 @@ def _outputs_bytes(expected: list[np.ndarray]) -> int:
 def record(kernel: Callable[..., Any], inputs: Sequence[Any], platform: str) -> tuple[Any, dict[str, np.ndarray]]:
     """In the kernel child: simulate once, recording the program. Returns the backend run (outputs, trace,
     inputs after) and the program as arrays."""
+    # late: loaded in the child by the role that needs it, in its order around the guard
     from engine.evaluator.backends import BackendRun
     from engine.platforms.nki.simulator import simulate
     from engine.platforms.nki.simulator.verification.program import wire
@@ -191,6 +192,7 @@ class Verifier:
         self.written_inputs: set[int] = set()
 
     def load(self, platform: str, trace_meta: dict[str, Any], arrays: dict[str, np.ndarray]) -> None:
+        # late: loaded in the child by the role that needs it, in its order around the guard
         from engine.evaluator.protocol import ProtocolError, decode_trace
         from engine.platforms.nki.simulator.verification.program import RecordingError, ReplayError, from_wire
         from engine.platforms.nki.simulator.verification.replay import check_program, written_buffers
@@ -218,6 +220,7 @@ class Verifier:
     def replay(self, inputs: list[Any], check_rows: bool) -> tuple[list[np.ndarray], str | None]:
         """The program's outputs on `inputs`, and a message if it wrote one of them (inputs are read-only).
         `check_rows`: check the trace's per-row numbers against the shapes this replay computes on (once)."""
+        # late: loaded in the child by the role that needs it, in its order around the guard
         from engine.evaluator.checks import CheckFailed, check_inputs_unchanged
         from engine.platforms.nki.simulator.verification.program import ReplayError
         from engine.platforms.nki.simulator.verification.replay import replay

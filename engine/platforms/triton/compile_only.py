@@ -54,7 +54,7 @@ class CompileOnlyDriver:
     """Triton's active driver in a compile-only child: target `sm_<arch>`, launches recorded, not made."""
 
     def __init__(self, arch: int = 90) -> None:
-        from triton.backends.compiler import GPUTarget
+        from triton.backends.compiler import GPUTarget  # lazy: triton is optional (a GPU host's)
 
         self.target = GPUTarget("cuda", arch, 32)
         self.compiled: list[dict[str, Any]] = []  # one per kernel compiled: name, warps, stages, shared, cubin size
@@ -92,12 +92,12 @@ class CompileOnlyDriver:
         return divmod(self.target.arch, 10)
 
     def get_active_torch_device(self) -> Any:
-        import torch
+        import torch  # lazy: torch is optional (a GPU host's)
 
         return torch.device("cpu")
 
     def map_python_to_cpp_type(self, ty: str) -> str:
-        from triton.backends.nvidia.driver import ty_to_cpp
+        from triton.backends.nvidia.driver import ty_to_cpp  # lazy: triton is optional (a GPU host's)
 
         return ty_to_cpp(ty)
 
@@ -105,7 +105,7 @@ class CompileOnlyDriver:
 def install(arch: int) -> CompileOnlyDriver:
     """Make a CompileOnlyDriver Triton's active driver in this process (before the audit guard)."""
     import triton.backends.nvidia.driver  # noqa: F401 - Triton's own module, imported before the guard
-    from triton.runtime import driver as active
+    from triton.runtime import driver as active  # lazy: triton is optional (a GPU host's)
 
     driver = CompileOnlyDriver(arch)
     active.set_active(driver)  # type: ignore[arg-type]
@@ -116,7 +116,7 @@ def build_launcher(kernel: tuple[str, bytes, int] | None = None) -> str:
     """Triton's launcher helper, built as a GPU host builds it at its first launch (gcc, the cache, dlopen
     with libcuda), then, when built and given a kernel (name, cubin, shared bytes), that cubin loaded through
     libcuda. Returns what happened."""
-    from triton.backends.nvidia.driver import CudaUtils
+    from triton.backends.nvidia.driver import CudaUtils  # lazy: triton is optional (a GPU host's)
 
     try:
         utils = CudaUtils()

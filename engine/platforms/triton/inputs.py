@@ -26,7 +26,7 @@ from typing import Any
 
 import torch
 
-from engine.platforms.triton.flashinfer import Definition, TensorSpec, Workload
+from engine.platforms.triton.flashinfer import DTYPE_BYTES, Definition, TensorSpec, Workload
 
 SMALL_INT_RANGE = 16
 
@@ -94,6 +94,7 @@ def _random_tensor(definition: Definition, name: str, spec: TensorSpec, axes: Ma
 
 def _safetensor(path: str, key: str, base_dir: Path | None) -> torch.Tensor:
     try:
+        # lazy: safetensors is optional (FlashInfer-Bench tensor files only)
         from safetensors.torch import load_file
     except ImportError:
         raise InputError(f"input file {path!r} needs the `safetensors` package, which is not installed") from None
@@ -153,8 +154,6 @@ def empty_outputs(definition: Definition, workload: Workload, *, device: str = "
 
 def tensor_bytes(definition: Definition, workload: Workload) -> tuple[int, int]:
     """Bytes of all inputs and of all outputs at the workload's shapes (scalars count 0)."""
-    from engine.platforms.triton.flashinfer import DTYPE_BYTES
-
     axes = definition.axis_values(workload)
 
     def total(specs: Mapping[str, TensorSpec]) -> int:

@@ -29,6 +29,7 @@ from engine.platforms.triton.runner import (
     load_entry_point,
     run_checked,
 )
+from engine.platforms.triton.timing import implausible_events, time_cuda
 
 STATUSES = ("correct", "incorrect", "out_of_bounds", "modified_input", "bad_outputs", "compile_error",
             "runtime_error", "reference_error", "input_error", "unstable_timing", "implausible_timing", "skipped")
@@ -125,8 +126,6 @@ def evaluate_case(definition: Definition, workload: Workload, solution: Solution
                   device: str = "cpu", seeds: Sequence[int] = (0,), gpu: GpuSpec | None = None,
                   time_it: bool = False, base_dir: Path | None = None, name: str = "") -> CaseResult:
     """Correctness on every seed; then, with `time_it` on a GPU, latency, reference latency and roofline."""
-    from engine.platforms.triton.timing import implausible_events, time_cuda
-
     started = time.monotonic()
     result = CaseResult(definition=definition.name, workload=workload.uuid, solution=name or solution.name,
                         seeds=list(seeds))

@@ -88,6 +88,7 @@ def roofline_spec(device_name: str, choice: str = "auto") -> tuple[GpuSpec | Non
     """The documented peaks the roofline divides by for the GPU torch names, and what the environment record
     says about them: `choice` ("h100", "h200") overrides; a PCIe/NVL variant gets its family's SXM part, said
     loudly; an unknown GPU gets none (no fraction of peak)."""
+    # lazy: engine.platforms.triton.local imports torch
     from engine.platforms.triton.local import gpu_spec_for
 
     notes: dict[str, Any] = {}

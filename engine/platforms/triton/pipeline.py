@@ -11,6 +11,7 @@ and `cuda` (NVIDIA GPU: correctness at the workload, then timing, roofline and t
 from __future__ import annotations
 
 import contextlib
+import glob
 import os
 import time
 import traceback
@@ -26,9 +27,13 @@ from engine.evaluator.requirements import (
     missing_triton_packages,
 )
 from engine.evaluator.result import STATUS_FAILED, STATUS_OK, ErrorKind, EvaluationResult, project_version
+from engine.evaluator.sandbox.isolation import SandboxExtras
 from engine.evaluator.sandbox.process import ChildError, ChildProcess, Limits
 from engine.platforms.registry import TRITON, Backend, get_definition
+from engine.platforms.triton.flashinfer import parse_definition
+from engine.platforms.triton.hardware import get_gpu_spec
 from engine.platforms.triton.machine import ERROR_KINDS
+from engine.platforms.triton.timing import GpuTiming, implausible_events, nvidia_smi
 
 CORRECTNESS_ONLY = "correctness only: no GPU"
 _NO_REFERENCE = "def run(*args):\n    raise RuntimeError('the reference runs in another process')\n"
@@ -191,10 +196,6 @@ CUDA_CPUS = 4.0
 
 def cuda_placement(limits: Limits, *, require_devices: bool = True) -> tuple[Limits, Any]:
     """The cuda children's limits and extras; `require_devices=False` (compile_triton) for a host without a GPU."""
-    import glob
-
-    from engine.evaluator.sandbox.isolation import SandboxExtras
-
     nodes = sorted(glob.glob("/dev/nvidia*"))
     if not nodes and require_devices:
         raise _fail(ErrorKind.INFRASTRUCTURE_ERROR, "the cuda backend needs an NVIDIA GPU; this host has no "
@@ -270,10 +271,6 @@ def compile_triton(
 def _measure(kernel: ChildProcess, context: dict[str, Any], correct: dict[str, Any], counts: dict[str, float],
              header: dict[str, Any]) -> EvaluationResult:
     """Time in the kernel child; the parent's own clock around the request bounds what the events may claim."""
-    from engine.platforms.triton.flashinfer import parse_definition
-    from engine.platforms.triton.hardware import get_gpu_spec
-    from engine.platforms.triton.timing import GpuTiming, implausible_events, nvidia_smi
-
     spec = get_gpu_spec(context["platform"])
     kernel.restart_clock()
     outside = time.monotonic()

@@ -23,6 +23,7 @@ from engine.evaluator.executors import evaluation_key, source_digest
 from engine.evaluator.result import STATUS_OK, EvaluationResult
 from engine.evaluator.sandbox.process import Limits
 from engine.platforms.registry import Backend
+from engine.platforms.triton.flashinfer import DTYPE_BYTES, parse_definition, parse_workload
 
 # The interpreter's workloads: the smallest always, then the next smallest while, together, the chosen ones
 # are at most INTERPRETER_WORKLOADS and their tensors (inputs and outputs: `workload_size`) at most
@@ -33,8 +34,6 @@ INTERPRETER_BYTES = 4 * 1024 * 1024
 
 def workload_size(definition: Any, workload: Any) -> int:
     """Bytes of a workload's tensors (inputs and outputs) at its axis values: how large it is to run."""
-    from engine.platforms.triton.flashinfer import DTYPE_BYTES
-
     axes = definition.axis_values(workload)
     size = 0
     for spec in [*definition.inputs.values(), *definition.outputs.values()]:
@@ -51,7 +50,6 @@ def chosen_workloads(definition: Mapping[str, Any], workloads: Sequence[Mapping[
     then the next smallest while at most `count` of them total at most `budget` bytes."""
     if backend == Backend.CUDA.value:
         return list(workloads)
-    from engine.platforms.triton.flashinfer import parse_definition, parse_workload
 
     parsed = parse_definition(definition)
     ranked = sorted((workload_size(parsed, parse_workload(w)), i) for i, w in enumerate(workloads))
@@ -111,6 +109,7 @@ class TritonEvaluationRequest:
                               self.backend)
 
     def run(self) -> EvaluationResult:
+        # lazy: the web process builds requests; only an executor runs the pipeline
         from engine.platforms.triton.pipeline import evaluate_triton
 
         if not self.workloads:

@@ -33,12 +33,14 @@ ALLOWED_TRITON_IMPORTS = ("torch", "triton", "math", "numpy", "typing", "functoo
 # The child's helpers, restated here (small) so that child.py, which starts these roles, is not imported back.
 def _remember_source(filename: str, source: str) -> None:
     """Tracebacks, and `@triton.jit` (inspect.getsource), read the in-memory source through linecache."""
+    # late: loaded in the child by the role that needs it, in its order around the guard
     import linecache
 
     linecache.cache[filename] = (len(source), None, source.splitlines(keepends=True), filename)
 
 
 def _read_roots() -> list[str]:
+    # late: loaded in the child by the role that needs it, in its order around the guard
     import engine
 
     package = os.path.dirname(os.path.abspath(engine.__file__))
@@ -47,6 +49,7 @@ def _read_roots() -> list[str]:
 
 def _failure(kind: str, exc: BaseException, filename: str, prefix: str = "") -> dict[str, Any]:
     """The failure as the parent reports it: `line` in `filename`, the traceback's frames in any kernel file."""
+    # late: loaded in the child by the role that needs it, in its order around the guard
     import traceback
 
     line = None
@@ -62,6 +65,7 @@ def _failure(kind: str, exc: BaseException, filename: str, prefix: str = "") -> 
 
 def to_wire(tensor: Any) -> tuple[Any, str]:
     """A tensor as a numpy array the protocol can carry, plus its torch dtype name (bf16/fp8 travel as raw bits)."""
+    # late: loaded in the child by the role that needs it, in its order around the guard
     import torch
 
     name = str(tensor.dtype).removeprefix("torch.")
@@ -74,6 +78,7 @@ def to_wire(tensor: Any) -> tuple[Any, str]:
 
 
 def from_wire(array: Any, name: str) -> Any:
+    # late: loaded in the child by the role that needs it, in its order around the guard
     import torch
 
     tensor = torch.from_numpy(array.copy())
@@ -164,6 +169,7 @@ class SolutionModules:
 def cuda_allowances() -> Any:
     """What Triton needs past the audit guard on a GPU: its compiler (ptxas), its cache (under the private
     HOME/TMPDIR), the CUDA libraries and driver files it reads, and native code (the driver bindings)."""
+    # late: loaded in the child by the role that needs it, in its order around the guard
     from engine.evaluator.sandbox.guards import GuardAllowances
 
     home = os.environ.get("HOME", "/tmp")
@@ -178,6 +184,7 @@ def cuda_allowances() -> Any:
 
 
 def _parse(header: dict[str, Any]) -> tuple[Any, Any]:
+    # late: loaded in the child by the role that needs it, in its order around the guard
     from engine.platforms.triton.flashinfer import parse_definition, parse_workload
 
     return parse_definition(header["definition"]), parse_workload(header["workload"])
@@ -197,6 +204,7 @@ class TritonReferenceRole:
         self.expected: tuple[Any, ...] = ()
 
     def load(self, header: dict[str, Any], arrays: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+        # late: loaded in the child by the role that needs it, in its order around the guard
         from engine.evaluator.sandbox.guards import install_audit_guard
         from engine.platforms.triton.flashinfer import FormatError
         from engine.platforms.triton.local import load_reference
@@ -222,6 +230,7 @@ class TritonReferenceRole:
 
     def expect(self, header: dict[str, Any], arrays: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
         """Build the seed's inputs and compute (and keep) the expected outputs; reply the roofline counts."""
+        # late: loaded in the child by the role that needs it, in its order around the guard
         from engine.platforms.triton.inputs import make_inputs
         from engine.platforms.triton.local import reference_outputs
         from engine.platforms.triton.roofline import workload_bytes, workload_flops
@@ -238,6 +247,7 @@ class TritonReferenceRole:
                 "bytes": workload_bytes(self.definition, axes, inputs)}, {}
 
     def compare(self, header: dict[str, Any], arrays: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+        # late: loaded in the child by the role that needs it, in its order around the guard
         from engine.platforms.triton.compare import OutputComparison, compare_output
         from engine.platforms.triton.flashinfer import DTYPE_BYTES
 
@@ -277,6 +287,7 @@ class TritonKernelRole:
         self.inputs: dict[str, Any] = {}
 
     def load(self, header: dict[str, Any], arrays: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+        # late: loaded in the child by the role that needs it, in its order around the guard
         from engine.evaluator.sandbox.guards import install_audit_guard, kernel_builtins
         from engine.platforms.triton.flashinfer import FormatError, module_path, parse_solution
 
@@ -292,6 +303,7 @@ class TritonKernelRole:
         allowances = None
         if self.backend == "cuda":
             if self.compile_only:
+                # late: loaded in the child by the role that needs it, in its order around the guard
                 from engine.platforms.triton.compile_only import install
 
                 self.driver = install(int(self.compile_only["arch"]))
@@ -299,6 +311,7 @@ class TritonKernelRole:
                 torch.cuda.init()
             allowances = cuda_allowances()
         if self.device != "cuda":
+            # late: loaded in the child by the role that needs it, in its order around the guard
             from engine.platforms.triton.runner import autotune_without_timing
 
             autotune_without_timing()  # no GPU to time autotune configurations on: each runs (compiles) once
@@ -332,6 +345,7 @@ class TritonKernelRole:
         return {"ok": True}, {}
 
     def run(self, header: dict[str, Any], arrays: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+        # late: loaded in the child by the role that needs it, in its order around the guard
         from engine.platforms.triton.inputs import make_inputs
         from engine.platforms.triton.local import classify_exception
         from engine.platforms.triton.runner import run_checked
@@ -350,6 +364,7 @@ class TritonKernelRole:
     def compile(self, header: dict[str, Any], arrays: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
         """cuda without a GPU: call the entry point on the seed's inputs (CPU tensors) so that every kernel it
         launches compiles for the target, none runs; then build Triton's launcher helper as a GPU host would."""
+        # late: loaded in the child by the role that needs it, in its order around the guard
         from engine.platforms.triton.compile_only import build_launcher
         from engine.platforms.triton.inputs import empty_outputs, make_inputs
         from engine.platforms.triton.local import classify_exception
@@ -373,6 +388,7 @@ class TritonKernelRole:
         try:
             launcher = build_launcher(self.driver.utils.first_cubin)
         except BaseException as exc:  # noqa: BLE001 - no compiler, no headers, or the sandbox refused the build
+            # late: loaded in the child by the role that needs it, in its order around the guard
             import traceback
 
             return {"ok": False, "kind": "infrastructure_error", "retry": False,
@@ -384,6 +400,7 @@ class TritonKernelRole:
 
     def measure(self, header: dict[str, Any], arrays: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
         """cuda only: time the kernel on the last seed's inputs (engine.platforms.triton.timing)."""
+        # late: loaded in the child by the role that needs it, in its order around the guard
         from engine.platforms.triton.local import classify_exception
         from engine.platforms.triton.runner import is_destination_passing
         from engine.platforms.triton.timing import gpu_environment, time_cuda
@@ -391,11 +408,13 @@ class TritonKernelRole:
         if self.device != "cuda":
             return {"ok": False, "kind": "infrastructure_error", "retry": False,
                     "message": "the interpreter backend measures nothing"}, {}
+        # late: loaded in the child by the role that needs it, in its order around the guard
         import torch
 
         args = [self.inputs[n] for n in self.definition.inputs]
         if is_destination_passing(self.function, self.definition):
             axes = self.definition.axis_values(self.workload)
+            # late: loaded in the child by the role that needs it, in its order around the guard
             from engine.platforms.triton.inputs import empty_outputs
 
             outs = list(empty_outputs(self.definition, self.workload, device="cuda").values())

@@ -62,7 +62,7 @@ def autotune_without_timing() -> None:
     """On Triton's CPU interpreter an `@triton.autotune` with several configurations fails ("0 active
     drivers") looking for a GPU to time them on. There nothing can be timed: each configuration runs once (a
     broken one still fails the call) and all count as equally fast, so the first is kept."""
-    from triton.runtime.autotuner import Autotuner
+    from triton.runtime.autotuner import Autotuner  # lazy: triton is optional (a GPU host's)
 
     def run_once(kernel_call: Callable[[], Any], quantiles: Any = None) -> list[float]:
         kernel_call()

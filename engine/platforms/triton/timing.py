@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 import statistics
+import subprocess
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -57,7 +58,7 @@ def group_spread(samples: list[float], groups: int = GROUPS) -> float:
 
 
 def time_cuda(fn: Callable[[], Any], *, l2_bytes: int, target_s: float = TARGET_S, max_reps: int = MAX_REPS) -> GpuTiming:
-    import torch
+    import torch  # lazy: torch is optional (a GPU host's)
 
     flush = torch.empty(max(2 * l2_bytes, 1 << 20) // 4, dtype=torch.int32, device="cuda")
     start_all = time.perf_counter()
@@ -125,7 +126,7 @@ def implausible_events(timing: GpuTiming, outside_wall_s: float | None = None) -
 
 def gpu_environment() -> dict[str, Any]:
     """The GPU's model, SM count, memory and clocks (torch, and nvidia-smi where installed)."""
-    import torch
+    import torch  # lazy: torch is optional (a GPU host's)
 
     props = torch.cuda.get_device_properties(0)
     env: dict[str, Any] = {
@@ -134,7 +135,7 @@ def gpu_environment() -> dict[str, Any]:
         "capability": f"{props.major}.{props.minor}", "torch": torch.__version__, "cuda": torch.version.cuda,
     }
     try:
-        import triton
+        import triton  # lazy: triton is optional (a GPU host's)
 
         env["triton"] = triton.__version__
     except ImportError:
@@ -149,8 +150,6 @@ NVIDIA_SMI_QUERY = "clocks.sm,clocks.mem,clocks.max.sm,clocks.max.mem,power.draw
 def nvidia_smi(device: str = "0") -> dict[str, str] | None:
     """Clocks, power, temperature and driver of GPU `device` (an index or UUID) from nvidia-smi; None where it
     cannot run: not installed, or in an evaluation child, whose audit guard refuses it (the parent asks)."""
-    import subprocess
-
     try:
         line = subprocess.run(["nvidia-smi", f"--query-gpu={NVIDIA_SMI_QUERY}", "--format=csv,noheader,nounits",
                                "-i", device], capture_output=True, text=True, timeout=10).stdout.strip().splitlines()[0]

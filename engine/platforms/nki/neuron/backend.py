@@ -26,6 +26,7 @@ set aside and the attempt is retried on another one.
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import os
 import secrets
 import shutil
@@ -52,7 +53,7 @@ from engine.evaluator.backend_base import (
     summarise_timings,
 )
 from engine.evaluator.result import ErrorKind
-from engine.evaluator.sandbox.guards import GuardAllowances
+from engine.evaluator.sandbox.guards import GuardAllowances, GuardViolation
 from engine.evaluator.sandbox.isolation import SandboxExtras, isolation_required
 from engine.evaluator.sandbox.process import Limits
 from engine.platforms.nki.neuron import cores, summary
@@ -193,8 +194,6 @@ class NeuronBackend(BackendImplementation):
         )
 
     def prepare(self) -> None:
-        import importlib.util
-
         if importlib.util.find_spec("neuronxcc") is None:
             raise BackendUnavailable("neuron backend not available on this host (neuronxcc is not importable)")
         if not os.environ.get("NEURON_RT_VISIBLE_CORES"):
@@ -233,7 +232,7 @@ class NeuronBackend(BackendImplementation):
         return BackendRun(outputs=as_output_tuple(outputs))
 
     def measure(self, kernel: Callable[..., Any], platform: str) -> float:
-        import neuronxcc.nki as nki
+        import neuronxcc.nki as nki  # lazy: the Neuron SDK, on a Neuron host only
 
         if self._last_inputs is None:
             raise BackendUnavailable("measure before any run: the kernel has no inputs to be timed on")
@@ -256,8 +255,6 @@ class NeuronBackend(BackendImplementation):
     @contextlib.contextmanager
     def _classified(self, neff: str | None) -> Iterator[None]:
         """Turn an SDK exception into the NeuronFailure of its kind (failures.py); ours pass through."""
-        from engine.evaluator.sandbox.guards import GuardViolation
-
         try:
             yield
         except GuardViolation as exc:

@@ -10,6 +10,7 @@ cached traces. The management command `calibrate` only parses options and prints
 
 from __future__ import annotations
 
+import csv
 import hashlib
 import importlib.util
 import json
@@ -99,8 +100,6 @@ def discover_cases(nkibench_dir: Path) -> list[Case]:
 
 def load_measurements(csv_path: Path) -> dict[str, dict[str, float | None]]:
     """Rows of the calibration CSV keyed like Case.key (problem + sorted shape values)."""
-    import csv
-
     rows: dict[str, dict[str, float | None]] = {}
     with csv_path.open() as f:
         for row in csv.DictReader(f):
@@ -154,6 +153,7 @@ def _load_module(path: Path, name: str):
 
 def simulate_case(case: Case, platform: str) -> Trace:
     """Run the baseline kernel on the CPU simulator with the reference's inputs; return its trace."""
+    # lazy: the simulator, late so the model runs without it
     from engine.platforms.nki import (
         simulator as sim,  # the simulator; imported late so the model runs without it
     )
@@ -509,8 +509,6 @@ def _csv_number(value: float) -> str:
 
 
 def write_calibration_csv(rows: Iterable[dict[str, str]], path: Path) -> Path:
-    import csv
-
     path.parent.mkdir(parents=True, exist_ok=True)
     with path.open("w", newline="") as handle:
         writer = csv.DictWriter(handle, fieldnames=list(CALIBRATION_COLUMNS), lineterminator="\n")

@@ -174,7 +174,7 @@ class _Grid(tuple):
 def _mgrid_fields() -> Iterator[None]:
     """The simulator's nl.mgrid returns a plain tuple; the matmul tutorial reads `grid.p` / `grid.x`. For the
     pair runs only, wrap its results in _Grid (the simulator itself is not changed; reported as a gap)."""
-    import neuronxcc.nki.language as nl
+    import neuronxcc.nki.language as nl  # lazy: the Neuron SDK is optional
 
     original = nl.mgrid
 

@@ -14,6 +14,7 @@ from typing import Any
 from engine.platforms.nki.simulator.semantics import isa, isa_dst, language
 from engine.platforms.nki.simulator.semantics.isa_v06 import DESTINATION, FUNCTIONAL, LANGUAGE, language_ops
 from engine.platforms.nki.simulator.simulate import jit, simulate_kernel
+from engine.platforms.nki.simulator.trace import LoopKind
 
 _MARK = "__nki_simulator__"
 
@@ -47,8 +48,6 @@ def _alias(name: str, source: types.ModuleType, extra: dict[str, Any] | None = N
 
 def _unrolled(*args: int, **_: Any) -> Any:
     """The 2.30 loop iterators: deprecated aliases of Python range, unrolled while tracing."""
-    from engine.platforms.nki.simulator.trace import LoopKind
-
     return language._Range(LoopKind.STATIC, args)
 
 

@@ -38,6 +38,7 @@ from engine.platforms.nki.simulator.semantics.addressing import (
     view_recipe,
 )
 from engine.platforms.nki.simulator.semantics.indexing import ArrayIndex, IndexExpr
+from engine.platforms.nki.simulator.semantics.semantics import derive  # it builds on this module's neighbours
 from engine.platforms.nki.simulator.trace import MemorySpace
 
 
@@ -483,10 +484,6 @@ class Derived:
 
     def view(self, src: Access, values: np.ndarray, window: Window | None, op: str) -> Access:
         """This view of `src`, whose values are `values`, narrowed by `window`: no instruction, no copy."""
-        from engine.platforms.nki.simulator.semantics.semantics import (
-            derive,  # semantics builds on this module's neighbours, not on it
-        )
-
         array, shape = derive(values, self.kind, self.shape, window, op)
         acc = DerivedAccess(src.tensor, array, None, src.box, tuple(array.shape), shape, src.key, exact=False)
         acc.derivation = (src, self.kind, self.shape, window)
