@@ -21,6 +21,7 @@ from django.utils import timezone
 from engine.evaluator.requirements import CONFIGURATION_LABEL, is_missing_package
 from engine.evaluator.result import ErrorKind
 from engine.platforms.nki.generations import kernel_generation
+from engine.platforms.nki.hardware import UNCALIBRATED
 from engine.platforms.registry import (
     DEFAULT_BACKEND,
     DEFAULT_PLATFORM,
@@ -345,7 +346,6 @@ class Evaluation(models.Model):
     def uncalibrated(self) -> bool:
         """A simulated latency on a platform no hardware measurement has checked the performance model against
         (engine.platforms.nki.hardware.UNCALIBRATED): the page says so beside the number."""
-        from engine.platforms.nki.hardware import UNCALIBRATED
 
         return self.is_simulated and self.platform in UNCALIBRATED
 

@@ -3,8 +3,9 @@
 The reference and the kernel run in different child processes; expected outputs never enter the kernel's.
 With the simulator the kernel child runs once, on the first seed, and records its program; a verifier child
 (our code only) checks it and replays it on every seed, and its outputs are what the parent compares with the
-reference's, slice by slice (engine/platforms/nki/roles.py). The verified trace goes to the profile child for the performance
-model, so the model never runs next to untrusted code. See docs/evaluation.md.
+reference's, slice by slice (engine/platforms/nki/roles.py). The verified trace goes to the profile child for
+the performance model, so the model never runs next to untrusted code. See docs/evaluation.md. Long because
+an evaluation is one sequence of stages and failure rules that reads best in one place.
 """
 
 from __future__ import annotations

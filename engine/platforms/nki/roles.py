@@ -22,6 +22,9 @@ from typing import Any
 
 import numpy as np
 
+from engine.evaluator.result import ErrorKind
+from engine.platforms.nki.simulator.trace import ACCESS_COLUMNS, INSTRUCTION_COLUMNS
+
 PROGRAM_PREFIX = "program."
 TRACE_REPLY_BYTES = 512 * 1024**2  # room for the instruction trace in a kernel child's reply
 PROGRAM_REPLY_BYTES = 1024**3  # and for the recorded program (first seed)
@@ -65,8 +68,6 @@ def kernel_reply_check(inputs: list[np.ndarray], expected: list[np.ndarray], *,
                        record: bool) -> Callable[[dict[str, Any], Layout], str | None]:
     """The check `ChildProcess.receive` applies to a kernel child's `run` reply before reading its arrays.
     `record`: the simulator's recording run (outputs, trace, program); else outputs and inputs after."""
-    from engine.evaluator.result import ErrorKind
-    from engine.platforms.nki.simulator.trace import ACCESS_COLUMNS, INSTRUCTION_COLUMNS
 
     kinds = {k.value for k in ErrorKind}
     after = {f"after{k}" for k in range(len(inputs))}

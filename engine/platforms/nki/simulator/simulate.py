@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from engine.platforms.nki.hardware import get_core_spec
+from engine.platforms.nki.hardware import CORE_SPECS, get_core_spec
 from engine.platforms.nki.simulator.errors import BlockRecyclingMiss, NKICompileError, NKIError
 from engine.platforms.nki.simulator.semantics import dtypes as dt
 from engine.platforms.nki.simulator.semantics import runtime
@@ -73,7 +73,6 @@ class JitKernel:
     @property
     def platform(self) -> str:
         """`@nki.jit(platform_target="trn2")` simulates on that platform (trn1 when none is named)."""
-        from engine.platforms.nki.hardware import CORE_SPECS
 
         target = str(self.options.get("platform_target", "trn1"))
         return target if target in CORE_SPECS else "trn1"

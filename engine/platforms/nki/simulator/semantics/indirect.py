@@ -18,7 +18,8 @@ from typing import Any
 import numpy as np
 
 from engine.platforms.nki.simulator.errors import NKICompileError
-from engine.platforms.nki.simulator.semantics.indexing import ArrayIndex
+from engine.platforms.nki.simulator.semantics.addressing import normalize_items
+from engine.platforms.nki.simulator.semantics.indexing import ArrayIndex, IndexExpr
 from engine.platforms.nki.simulator.semantics.tensors import Tensor, View
 
 
@@ -72,8 +73,6 @@ def skip_out_of_bounds(sim: Any, src: Any, dst: Any, op: str) -> tuple[Any, Any]
     items[axis] = ArrayIndex(values[valid])
     other = dst if side is src else src
     other_view = other if isinstance(other, View) else View(other, (Ellipsis,))
-    from engine.platforms.nki.simulator.semantics.addressing import normalize_items
-    from engine.platforms.nki.simulator.semantics.indexing import IndexExpr
 
     o_items = normalize_items(other_view.items, len(other_view.base.shape))
     first = next(k for k, it in enumerate(o_items) if not isinstance(it, (int, np.integer)))

@@ -8,22 +8,30 @@ the engine of each is the one its API page names, and the performance model pric
 
 Instructions that the API reference marks "Available only on NeuronCore-v4 and newer" are refused on trn1
 and trn2 with a message that says so (`require_core`).
+
+Long because it is the one list of what the 0.6 reference added, each name in both forms beside its
+registration; split it by family (selection and reductions, random numbers, gathers and shuffles, runtime
+loops and registers) when it grows again.
 """
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
 import numpy as np
 
-from engine.platforms.nki.simulator.errors import NKICompileError
+from engine.platforms.nki.simulator.errors import NKICompileError, NKIRuntimeError
 from engine.platforms.nki.simulator.semantics import (
     alu,
+    isa_dst,
     semantics_v06,  # noqa: F401 - registers the 0.6 kinds
 )
 from engine.platforms.nki.simulator.semantics import dtypes as dt
 from engine.platforms.nki.simulator.semantics import isa as _f
-from engine.platforms.nki.simulator.semantics.operands import mask_window, result_dtype
+from engine.platforms.nki.simulator.semantics import language as nl
+from engine.platforms.nki.simulator.semantics.indexing import _CMP, ArrayIndex, IndexExpr
+from engine.platforms.nki.simulator.semantics.operands import free_axes, mask_window, result_dtype
 from engine.platforms.nki.simulator.semantics.runtime import active, instruction
 from engine.platforms.nki.simulator.semantics.tensors import Access, Tensor, View
 from engine.platforms.nki.simulator.trace import Engine, MemorySpace
@@ -275,7 +283,6 @@ LANGUAGE = {"rand": rand, "load_transpose2d": load_transpose2d}
 
 # -- top-level nki.isa: destination first -------------------------------------------------------------------
 def _into(dst: Any, tile: Any, op: str) -> None:
-    from engine.platforms.nki.simulator.semantics import isa_dst
 
     isa_dst._into(dst, tile, op)
 
@@ -403,7 +410,6 @@ def tensor_scalar_cumulative(dst: Any = None, src: Any = None, op0: Any = None, 
 
 def _mask_values(mask: Any, shape: tuple[int, ...]) -> np.ndarray:
     """A predicate over tile positions (`iy < ix`) as a boolean array of the tile's shape."""
-    from engine.platforms.nki.simulator.semantics.indexing import _CMP, ArrayIndex, IndexExpr
 
     if mask.kind == "leaf":
         e = mask.expr
@@ -517,7 +523,6 @@ _LANGUAGE_OPS: dict[str, Any] = {}
 def language_ops() -> dict[str, Any]:
     """Elementwise operators and activation functions the 0.6 reference adds, made the way language.py makes
     its own (so `op=nl.abs_min` works as an operator too)."""
-    from engine.platforms.nki.simulator.semantics import language as nl
 
     if _LANGUAGE_OPS:
         return _LANGUAGE_OPS
@@ -555,7 +560,6 @@ class MemoryRegion(__import__("enum").Enum):
 
 def _composite(what: str, x: Any, axis: Any, dtype: Any, keepdims: bool, epsilon: float = 0.0,
                w: Any = None) -> Any:
-    from engine.platforms.nki.simulator.semantics.operands import free_axes
 
     sim = active(what).begin(what)
     acc = sim.operand(x)
@@ -613,7 +617,6 @@ def _space_is(*spaces: MemorySpace) -> Any:
 def dynamic_range(start: int, stop: int | None = None, step: int = 1) -> Any:
     """A loop that runs on the device (its bounds could be registers): simulated as a sequential loop over
     integer bounds; register bounds are refused."""
-    from engine.platforms.nki.simulator.semantics import language as nl
 
     bounds = (start,) if stop is None else (start, stop, step)
     if isinstance(step, VirtualRegister):
@@ -642,7 +645,6 @@ def while_loop(init: Any, body_fun: Any) -> None:
         reg = body_fun(reg)
         if not isinstance(reg, (VirtualRegister, int, np.integer)):
             raise NKICompileError("while_loop", "the body must return the next condition register")
-    from engine.platforms.nki.simulator.errors import NKIRuntimeError
 
     raise NKIRuntimeError("while_loop", f"the condition was still nonzero after {WHILE_LOOP_LIMIT} iterations")
 
@@ -691,7 +693,6 @@ def register_load(dst: VirtualRegister, src: Any) -> None:
 
 def register_store(dst: Any, src: Any) -> None:
     """A tile filled with a register's value (a memset of the value it holds when the kernel runs)."""
-    from engine.platforms.nki.simulator.semantics import isa_dst
 
     isa_dst.memset(dst, int(src))
 
@@ -707,7 +708,6 @@ LANGUAGE.update({
 
 def no_reorder() -> Any:
     """`with nl.no_reorder():` keeps program order, which the simulator always does."""
-    import contextlib
 
     return contextlib.nullcontext()
 
@@ -791,7 +791,6 @@ def tensor_ap(self: Tensor, pattern: Any, offset: int = 0, dtype: Any = None, **
         bad = int(flat.min()) if flat.min() < 0 else int(flat.max())
         raise NKICompileError("ap", f"the access pattern reaches element {bad} of tensor {self.name!r} "
                                     f"{self.shape} ({size} elements)")
-    from engine.platforms.nki.simulator.semantics.indexing import ArrayIndex
 
     coords = np.unravel_index(flat, self.shape)
     return View(self, tuple(ArrayIndex(c) for c in coords))

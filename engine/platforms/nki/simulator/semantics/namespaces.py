@@ -11,6 +11,7 @@ import sys
 import types
 from typing import Any
 
+from engine.platforms.nki.simulator.errors import NKICompileError
 from engine.platforms.nki.simulator.semantics import isa, isa_dst, language
 from engine.platforms.nki.simulator.semantics.isa_v06 import DESTINATION, FUNCTIONAL, LANGUAGE, language_ops
 from engine.platforms.nki.simulator.simulate import jit, simulate_kernel
@@ -93,7 +94,6 @@ def _collectives_module(name: str) -> types.ModuleType:
             raise AttributeError(attr)
 
         def missing(*_: Any, **__: Any) -> Any:
-            from engine.platforms.nki.simulator.errors import NKICompileError
 
             raise NKICompileError(f"nki.collectives.{attr}", "collectives are not simulated: the CPU simulator runs "
                                                              "one NeuronCore, with no other ranks to exchange with")
