@@ -416,7 +416,7 @@ def import_flashinfer(request: HttpRequest, payload: FlashInferImportIn) -> dict
     summary="Our best kernel for a Triton problem as a FlashInfer-Bench solution (by id or address)",
 )
 def export_solution(request: HttpRequest, reference: str) -> dict[str, Any]:
-    return services.export_solution(services.get_problem_by_reference(request.auth, reference))
+    return services.export_solution(services.get_problem_by_reference(request.auth, reference), user=request.auth)
 
 
 class BaselineProgressOut(Schema):

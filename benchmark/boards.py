@@ -23,6 +23,7 @@ from benchmark.leaderboard import ReferenceResult, reference_for
 from benchmark.models import DEFAULT_SUITE, Backend, Evaluation, Problem
 from benchmark.platforms import DEFAULT_PLATFORM
 from benchmark.provenance import generating_runs
+from benchmark.services.access import visible_evaluations
 from benchmark.services.evaluations import backend_version
 
 CASES = ("full", "mini")  # the full board first: the published shapes, where AccelOpt's results are
@@ -74,6 +75,7 @@ class Board:
     case: str
     simulator_version: str
     rows: list[BoardRow] = field(default_factory=list)
+    user: Any = None  # whose view: best_over_time ranks the same kernels the board does
 
     @property
     def simulated_geomean_speedup(self) -> float | None:
@@ -111,11 +113,16 @@ def _best_by_problem(evaluations: Any) -> dict[int, Evaluation]:
     return best
 
 
-def build_board(platform: str = DEFAULT_PLATFORM, case: str = "full", *, suite: str = DEFAULT_SUITE) -> Board:
-    """The board of one case and platform: per problem, the simulated best (current model) and the measured best."""
+def build_board(
+    platform: str = DEFAULT_PLATFORM, case: str = "full", *, suite: str = DEFAULT_SUITE, user: Any = None
+) -> Board:
+    """The board of one case and platform: per problem, the simulated best (current model) and the measured best,
+    among the kernels `user` may see (None: an anonymous visitor), so a private run's results stay off it."""
     problems = list(Problem.objects.filter(suite=suite, case=case).select_related("baseline_kernel").order_by("slug"))
     simulator_version = backend_version(Backend.SIMULATOR.value)
-    ranked = Evaluation.objects.rankable().filter(kernel__problem__in=problems, platform=platform).select_related(
+    ranked = visible_evaluations(user, Evaluation.objects.rankable()).filter(
+        kernel__problem__in=problems, platform=platform
+    ).select_related(
         "kernel", "kernel__author", "kernel__problem"
     )
     simulated = ranked.filter(backend=Backend.SIMULATOR, backend_version=simulator_version)
@@ -144,7 +151,7 @@ def build_board(platform: str = DEFAULT_PLATFORM, case: str = "full", *, suite: 
         )
         for problem in problems
     ]
-    return Board(platform=platform, case=case, simulator_version=simulator_version, rows=rows)
+    return Board(platform=platform, case=case, simulator_version=simulator_version, rows=rows, user=user)
 
 
 @dataclass
@@ -159,7 +166,7 @@ def best_over_time(board: Board) -> dict[str, list[Improvement]]:
     """Per problem address, each moment the simulated best (current model) got faster, oldest first."""
     problems = {row.problem.pk: row for row in board.rows}
     evaluations = (
-        Evaluation.objects.rankable()
+        visible_evaluations(board.user, Evaluation.objects.rankable())
         .filter(kernel__problem_id__in=problems, platform=board.platform, backend=Backend.SIMULATOR,
                 backend_version=board.simulator_version)
         .select_related("kernel", "kernel__problem")

@@ -31,6 +31,7 @@ from benchmark.models import (
 )
 from benchmark.platforms import DEFAULT_PLATFORM, NKI, get_definition
 from benchmark.provenance import generating_runs
+from benchmark.services.access import visible_evaluations
 
 REFERENCE_CSV = Path(__file__).resolve().parent / "suites" / "nkibench" / "accelopt_trn1_best.csv"
 # Backends whose latencies rank: NKI's simulator and hardware, and a GPU's measurement. The Triton
@@ -137,10 +138,10 @@ def _board_problems(platform: str, suite: str | None) -> Any:
     return problems.filter(suite=suite) if suite else problems
 
 
-def _correct_only(problems: list[Problem], platform: str) -> dict[int, Evaluation]:
+def _correct_only(problems: list[Problem], platform: str, user: Any) -> dict[int, Evaluation]:
     """Per problem, its newest correct, clean interpreter result: shown as correct with no latency."""
     newest: dict[int, Evaluation] = {}
-    for evaluation in Evaluation.objects.filter(
+    for evaluation in visible_evaluations(user).filter(
         kernel__problem__in=problems, platform=platform, backend=Backend.TRITON_INTERPRETER,
         status=EvaluationStatus.DONE, correct=True, error_kind="", review="",
     ).select_related("kernel", "kernel__author").order_by("-finished", "-id"):
@@ -148,11 +149,14 @@ def _correct_only(problems: list[Problem], platform: str) -> dict[int, Evaluatio
     return newest
 
 
-def build_leaderboard(platform: str = DEFAULT_PLATFORM, *, suite: str | None = None) -> Leaderboard:
-    """The board of one platform: NKIBench's problems on trn1/trn2, FlashInfer-Bench's Triton problems on a GPU."""
+def build_leaderboard(platform: str = DEFAULT_PLATFORM, *, suite: str | None = None, user: Any = None) -> Leaderboard:
+    """The board of one platform: NKIBench's problems on trn1/trn2, FlashInfer-Bench's Triton problems on a GPU.
+    Only results of kernels `user` may see rank (None: an anonymous visitor): a private run's stay off it."""
     problems = list(_board_problems(platform, suite).select_related("baseline_kernel").order_by("slug", "case"))
     best: dict[int, Evaluation] = {}
-    for evaluation in _ranked(Evaluation.objects.filter(kernel__problem__in=problems, platform=platform)).select_related(
+    for evaluation in _ranked(
+        visible_evaluations(user).filter(kernel__problem__in=problems, platform=platform)
+    ).select_related(
         "kernel", "kernel__author"
     ).order_by("latency_ms", "created"):
         best.setdefault(evaluation.kernel.problem_id, evaluation)
@@ -181,7 +185,7 @@ def build_leaderboard(platform: str = DEFAULT_PLATFORM, *, suite: str | None = N
         ))
     language = get_definition(platform).language
     if language != NKI:
-        correct_only = _correct_only(problems, platform)
+        correct_only = _correct_only(problems, platform, user)
         for row in rows:
             if row.best is None:
                 row.correct_only = correct_only.get(row.problem.pk)

@@ -35,7 +35,7 @@ def leaderboard(request: HttpRequest) -> HttpResponse:
     case = request.GET.get("case", BOARD_CASES[0])
     if case not in BOARD_CASES:
         case = BOARD_CASES[0]
-    board = build_board(platform, case)
+    board = build_board(platform, case, user=request.user)
     return render(request, "benchmark/nki_board.html", {
         "board": board,
         "platform": platform,

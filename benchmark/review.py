@@ -24,7 +24,7 @@ from django.utils import timezone
 
 from accounts.roles import is_curator
 from benchmark.models import Evaluation, EvaluationStatus, Review
-from benchmark.services.access import visible_problems
+from benchmark.services.access import visible_evaluations
 
 REVIEW_NOTE_LIMIT = 2000
 
@@ -43,8 +43,7 @@ def held_evaluations(user: Any) -> QuerySet[Evaluation]:
     """The review queue: held results the curator may see, oldest hold first."""
     _require_reviewer(user)
     return (
-        Evaluation.objects.held()
-        .filter(kernel__problem__in=visible_problems(user))
+        visible_evaluations(user, Evaluation.objects.held())
         .select_related("kernel", "kernel__problem", "kernel__parent")
         .order_by("held_at", "id")
     )
@@ -54,8 +53,7 @@ def recent_decisions(user: Any, limit: int = 20) -> list[Evaluation]:
     """The latest accepted or rejected results, newest decision first (the page's history)."""
     _require_reviewer(user)
     return list(
-        Evaluation.objects.filter(review__in=[Review.ACCEPTED, Review.REJECTED])
-        .filter(kernel__problem__in=visible_problems(user))
+        visible_evaluations(user, Evaluation.objects.filter(review__in=[Review.ACCEPTED, Review.REJECTED]))
         .select_related("kernel", "kernel__problem", "reviewed_by")
         .order_by("-reviewed_at", "-id")[:limit]
     )
@@ -82,7 +80,7 @@ def get_reviewable_for_user(user: Any, pk: int) -> Evaluation:
     """An evaluation the curator may decide on: visible to them and held at some point."""
     _require_reviewer(user)
     evaluation = (
-        Evaluation.objects.filter(pk=pk, kernel__problem__in=visible_problems(user))
+        visible_evaluations(user, Evaluation.objects.filter(pk=pk))
         .select_related("kernel", "kernel__problem")
         .first()
     )

@@ -58,7 +58,7 @@ def problem_detail(request: HttpRequest, pk: int) -> HttpResponse:
             "problem": problem,
             "peaks": services.theoretical_peaks(problem),
             "other_cases": services.other_cases(request.user, problem),
-            "kernel_rows": services.problem_kernel_rows(problem),
+            "kernel_rows": services.problem_kernel_rows(problem, request.user),
             "platforms": [p.value for p in problem.platforms],  # problem_kernel_rows' columns
             "can_upload": services.can_create_kernels(request.user),
         },
@@ -70,7 +70,7 @@ def problem_solution(request: HttpRequest, pk: int) -> HttpResponse:
     """Our best kernel for a Triton problem as a FlashInfer-Bench solution JSON (a download)."""
     problem = services.get_problem_for_user(request.user, pk)
     try:
-        solution = services.export_solution(problem)
+        solution = services.export_solution(problem, user=request.user)
     except ValidationError as error:
         messages.error(request, " ".join(error.messages))
         return redirect(problem)
@@ -260,7 +260,7 @@ def leaderboard(request: HttpRequest) -> HttpResponse:
     platform = request.GET.get("platform", Platform.TRN1)
     if platform not in Platform.values:
         platform = Platform.TRN1
-    board = build_leaderboard(platform)
+    board = build_leaderboard(platform, user=request.user)
     return render(request, "benchmark/leaderboard.html", {
         "board": board,
         "platform": platform,

@@ -21,6 +21,7 @@ from django.db import transaction
 
 from benchmark.models import Evaluation, Kernel, KernelOrigin, Problem, Visibility
 from benchmark.platforms import TRITON, Backend, get_definition
+from benchmark.services.access import visible_evaluations
 from benchmark.services.evaluations import backend_unavailable, request_evaluation
 from benchmark.services.kernels import create_kernel, kernel_source_limit
 from benchmark.services.solutions import solution_document
@@ -352,22 +353,23 @@ def _import_solutions(items: FlashInferItems, problems: dict[str, Problem], summ
 # Exporting
 
 
-def exportable_kernel(problem: Problem) -> tuple[Kernel, Evaluation]:
-    """Our best kernel for a Triton problem: the fastest measured on a GPU (any of its platforms), else the
-    newest the interpreter judged correct. ValidationError when there is none, or for an NKI problem."""
+def exportable_kernel(problem: Problem, user: Any = None) -> tuple[Kernel, Evaluation]:
+    """Our best kernel for a Triton problem among those `user` may see (None: an anonymous visitor): the
+    fastest measured on a GPU (any of its platforms), else the newest the interpreter judged correct.
+    ValidationError when there is none, or for an NKI problem."""
     if not problem.is_triton:
         raise ValidationError(f"{problem.address} is an {problem.language} problem; only Triton problems export "
                               "as FlashInfer-Bench solutions")
     platforms = [p.value for p in problem.platforms]
     best = (
-        Evaluation.objects.rankable()
+        visible_evaluations(user, Evaluation.objects.rankable())
         .filter(kernel__problem=problem, backend=Backend.CUDA, platform__in=platforms)
         .select_related("kernel").order_by("latency_ms", "id").first()
     )
     if best is not None:
         return best.kernel, best
     correct = (
-        Evaluation.objects.filter(kernel__problem=problem, correct=True, error_kind="", review="",
+        visible_evaluations(user).filter(kernel__problem=problem, correct=True, error_kind="", review="",
                                   status="done", platform__in=platforms)
         .select_related("kernel").order_by("-finished", "-id").first()
     )
@@ -376,11 +378,11 @@ def exportable_kernel(problem: Problem) -> tuple[Kernel, Evaluation]:
     return correct.kernel, correct
 
 
-def export_solution(problem: Problem, kernel: Kernel | None = None) -> dict[str, Any]:
+def export_solution(problem: Problem, kernel: Kernel | None = None, *, user: Any = None) -> dict[str, Any]:
     """A kernel of a Triton problem (by default `exportable_kernel`) as a FlashInfer-Bench solution object.
     What an imported solution said (name, author, description, target hardware, dependencies) comes back."""
     if kernel is None:
-        kernel, _ = exportable_kernel(problem)
+        kernel, _ = exportable_kernel(problem, user)
     elif kernel.problem_id != problem.pk or not problem.is_triton:
         raise ValidationError(f"kernel {kernel.pk} is not a kernel of the Triton problem {problem.address}")
     return solution_document(kernel)
