@@ -390,7 +390,7 @@ class FlashInferImportOut(Schema):
 @router.post(
     "/flashinfer/import",
     auth=api_role(ENGINEER),
-    response={200: FlashInferImportOut, 400: ErrorOut},
+    response={200: FlashInferImportOut, 400: ErrorOut, 403: ErrorOut},
     summary="Import FlashInfer-Bench definitions, workloads and solutions as Triton problems and kernels",
 )
 def import_flashinfer(request: HttpRequest, payload: FlashInferImportIn) -> dict[str, Any]:

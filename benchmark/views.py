@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.contrib import messages
-from django.core.exceptions import ValidationError
+from django.core.exceptions import PermissionDenied, ValidationError
 from django.core.paginator import Paginator
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
@@ -84,6 +84,7 @@ def problem_solution(request: HttpRequest, pk: int) -> HttpResponse:
 def flashinfer_import(request: HttpRequest) -> HttpResponse:
     """FlashInfer-Bench definitions, workloads and solutions in, as Triton problems and kernels."""
     form = FlashInferImportForm(request.POST or None, request.FILES or None)
+    status = 200
     if request.method == "POST" and form.is_valid():
         try:
             summary = services.import_flashinfer(
@@ -92,12 +93,15 @@ def flashinfer_import(request: HttpRequest) -> HttpResponse:
             )
         except ValidationError as error:
             form.add_error(None, error)
+        except PermissionDenied as error:  # someone else's problem, or a built-in suite: said on the form
+            form.add_error(None, str(error))
+            status = 403
         else:
             messages.success(request, f"Imported {summary}.")
             if len(summary.problems) == 1:
                 return redirect(summary.problems[0])
             return redirect("benchmark:problems")
-    return render(request, "benchmark/flashinfer_import.html", {"form": form})
+    return render(request, "benchmark/flashinfer_import.html", {"form": form}, status=status)
 
 
 @require_GET

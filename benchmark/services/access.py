@@ -32,6 +32,39 @@ def visible_problems(user: Any) -> QuerySet[Problem]:
     return problems.filter(visibility=Visibility.PUBLIC)
 
 
+def builtin_suites() -> frozenset[str]:
+    """Suites the site itself loads (load_suite) and the one users' private references live in: read-only
+    to users, so an import or upload can never replace a problem everyone ranks against."""
+    from benchmark.services.kernels import CUSTOM_SUITE  # kernels imports this module
+    from benchmark.suites import available_suites
+
+    return frozenset({DEFAULT_SUITE, CUSTOM_SUITE, *available_suites()})
+
+
+def can_edit_problem(user: Any, problem: Problem) -> bool:
+    """Whether `user` may change a problem's reference, description or workloads: its owning engineer, or a
+    superuser. Nobody else, admins included: the reference is what every answer is checked against."""
+    if user is None or not user.is_authenticated:
+        return False
+    if user.is_superuser:
+        return True
+    return problem.owner_id == user.pk and problem.suite not in builtin_suites() and is_engineer(user)
+
+
+def require_problem_editor(user: Any, problem: Problem, label: str = "") -> None:
+    """PermissionDenied naming the conflict unless `user` may edit `problem` (can_edit_problem)."""
+    if can_edit_problem(user, problem):
+        return
+    prefix = f"{label}: " if label else ""
+    if problem.suite in builtin_suites():
+        why = f"it is in the built-in suite {problem.suite!r}, which is read-only"
+    else:
+        owner = problem.owner.get_username() if problem.owner_id else "the site"
+        why = f"it belongs to {owner}"
+    raise PermissionDenied(f"{prefix}{problem.address} already exists and you may not change it: {why}. "
+                           "Give yours another name, or import it into a suite of your own.")
+
+
 def get_problem_for_user(user: Any, pk: int) -> Problem:
     try:
         return visible_problems(user).get(pk=pk)
