@@ -8,6 +8,7 @@ in-memory channel layer, no internet needed. DATABASE_URL and REDIS_URL switch o
 from __future__ import annotations
 
 import warnings
+from datetime import timedelta
 from pathlib import Path
 
 from accelopt_site.env import (
@@ -51,6 +52,7 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "channels",
     "django_htmx",
+    "axes",  # login throttling (accounts/throttle.py)
     "ninja",  # listed so /api/docs uses its bundled Swagger UI instead of a CDN
     "accelopt_site",
     "accounts",
@@ -71,6 +73,8 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    # Last, as django-axes asks: it turns a locked-out login into accounts.throttle.locked_out's page.
+    "axes.middleware.AxesMiddleware",
 ]
 
 ROOT_URLCONF = "accelopt_site.urls"
@@ -105,6 +109,20 @@ CHANNEL_LAYERS = channel_layers_from_url(env_str("REDIS_URL"))
 # --- People ---------------------------------------------------------------------------------------
 
 LOGIN_URL = "accounts:login"
+AUTHENTICATION_BACKENDS = [
+    "accounts.throttle.LoginThrottleBackend",  # first: refuses a locked-out username and address
+    "django.contrib.auth.backends.ModelBackend",
+]
+# Login throttling (django-axes, accounts/throttle.py): this many wrong passwords for one username from one
+# address lock that pair for the cool-off; a right password resets the count. 0 minutes: locked until an admin
+# runs `manage.py axes_reset_username NAME`.
+AXES_FAILURE_LIMIT = env_int("ACCELOPT_LOGIN_FAILURE_LIMIT", 5, minimum=1, maximum=1000)
+_LOGIN_COOLOFF_MINUTES = env_int("ACCELOPT_LOGIN_COOLOFF_MINUTES", 15, minimum=0, maximum=7 * 24 * 60)
+AXES_COOLOFF_TIME = timedelta(minutes=_LOGIN_COOLOFF_MINUTES) if _LOGIN_COOLOFF_MINUTES else None
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_RESET_ON_SUCCESS = True
+AXES_LOCKOUT_CALLABLE = "accounts.throttle.locked_out"
+AXES_VERBOSE = False
 LOGIN_REDIRECT_URL = "home"
 LOGOUT_REDIRECT_URL = "home"
 
