@@ -7,6 +7,7 @@ error answers, one JSON body for all of them: {"detail": "<what went wrong>"}.
     PermissionDenied    403  (the caller may see it but not change it)
     ValidationError     400  (Django's: bad input a service refused; its messages joined by spaces)
     ValueError          400  (bad input a service or a parser refused, e.g. a malformed problem address)
+    QuotaExceeded       429  (a per-person quota, named in the message: accounts/quotas.py)
 
 ninja's own answers keep their status: 401/403 from the auth classes, 422 for a request body or query that
 does not fit its schema (its detail a message naming each wrong or unknown field; the list in "errors"), and
@@ -24,6 +25,7 @@ from ninja import NinjaAPI, Schema
 from ninja.errors import ValidationError as SchemaError
 
 from accounts.auth import api_auth
+from accounts.quotas import QuotaExceeded
 from accounts.roles import roles_of
 from benchmark.api import router as benchmark_router
 from benchmark.sizes import human_bytes
@@ -49,6 +51,12 @@ api.add_router("", campaigns_router, tags=["campaigns"])
 
 def _error(request: HttpRequest, status: int, detail: str) -> HttpResponse:
     return api.create_response(request, {"detail": detail}, status=status)
+
+
+@api.exception_handler(QuotaExceeded)
+def over_quota(request: HttpRequest, error: QuotaExceeded) -> HttpResponse:
+    # A ValidationError (so pages show it as one), but not bad input: the caller may retry once work finishes.
+    return _error(request, 429, " ".join(error.messages))
 
 
 @api.exception_handler(Http404)

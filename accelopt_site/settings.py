@@ -123,6 +123,11 @@ AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
 AXES_RESET_ON_SUCCESS = True
 AXES_LOCKOUT_CALLABLE = "accounts.throttle.locked_out"
 AXES_VERBOSE = False
+# Per-person quotas (accounts/quotas.py), 0 for no limit: evaluations one person may have queued or running, and
+# optimization runs queued or running. A campaign's runs count against its own max_concurrent_runs instead,
+# which may not exceed the runs quota.
+ACCELOPT_QUOTA_QUEUED_EVALUATIONS = env_int("ACCELOPT_QUOTA_QUEUED_EVALUATIONS", 20, minimum=0, maximum=100000)
+ACCELOPT_QUOTA_RUNS_IN_FLIGHT = env_int("ACCELOPT_QUOTA_RUNS_IN_FLIGHT", 4, minimum=0, maximum=10000)
 LOGIN_REDIRECT_URL = "home"
 LOGOUT_REDIRECT_URL = "home"
 

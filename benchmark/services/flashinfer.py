@@ -27,7 +27,7 @@ from benchmark.services.access import (
     require_problem_editor,
     visible_evaluations,
 )
-from benchmark.services.evaluations import backend_unavailable, request_evaluation
+from benchmark.services.evaluations import backend_unavailable, check_evaluation_quota, request_evaluation
 from benchmark.services.kernels import create_kernel, kernel_source_limit
 from benchmark.services.solutions import solution_document
 from benchmark.sizes import human_bytes
@@ -250,6 +250,8 @@ def import_flashinfer(
     if user is not None and suite in builtin_suites():
         raise PermissionDenied(f"suite: {suite!r} is a built-in suite and read-only; import into a suite of your "
                                f"own, e.g. {FLASHINFER_SUITE!r}")
+    if evaluate:
+        check_evaluation_quota(user, adding=len(items.solutions))
     summary = FlashInferImportSummary(suite=suite, platform=platform)
     with transaction.atomic():
         problems = _import_definitions(items, summary, user, suite)

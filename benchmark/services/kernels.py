@@ -21,7 +21,7 @@ from benchmark.evaluation.static_check import MAX_SOURCE_BYTES
 from benchmark.models import DEFAULT_LANGUAGE, Evaluation, Kernel, KernelOrigin, Problem, Visibility
 from benchmark.platforms import platforms_for
 from benchmark.services.access import can_create_kernels
-from benchmark.services.evaluations import check_platform_for, request_evaluation
+from benchmark.services.evaluations import check_evaluation_quota, check_platform_for, request_evaluation
 from benchmark.services.solutions import TRITON_ENTRY_POINT
 from benchmark.sizes import human_bytes
 
@@ -189,6 +189,8 @@ def upload_kernel(
     """
     if not can_create_kernels(user):
         raise PermissionDenied("only engineers can upload kernels")
+    if evaluate:
+        check_evaluation_quota(user)  # before anything is stored: a refused upload leaves nothing behind
     if problem is None:
         if reference_source is None:
             raise ValidationError("choose a problem, or upload your own reference file")
