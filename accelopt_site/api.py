@@ -18,17 +18,16 @@ a 413 with both sizes, and a path under /api/ that names no endpoint a 404 (`unk
 from __future__ import annotations
 
 import pydantic
-from django.conf import settings
 from django.core.exceptions import PermissionDenied, RequestDataTooBig, SuspiciousOperation, ValidationError
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from ninja import NinjaAPI, Schema
 from ninja.errors import ValidationError as SchemaError
 
+from accelopt_site.uploads import too_big_message
 from accounts.auth import api_auth
 from accounts.quotas import QuotaExceeded
 from accounts.roles import roles_of
 from benchmark.api import router as benchmark_router
-from benchmark.sizes import human_bytes
 from campaigns.api import router as campaigns_router
 from memory.api import router as memory_router
 from optimizer.api import router as optimizer_router
@@ -89,10 +88,8 @@ def unfit(request: HttpRequest, error: SchemaError) -> HttpResponse:
 
 @api.exception_handler(RequestDataTooBig)
 def too_big(request: HttpRequest, error: RequestDataTooBig) -> HttpResponse:
-    limit = human_bytes(settings.DATA_UPLOAD_MAX_MEMORY_SIZE)
     length = request.META.get("CONTENT_LENGTH", "")
-    size = f"the request body is {human_bytes(int(length))}" if length.isdigit() else "the request body is too large"
-    return _error(request, 413, f"{size}; the limit is {limit}")
+    return _error(request, 413, too_big_message(int(length) if length.isdigit() else None))
 
 
 @api.exception_handler(SuspiciousOperation)

@@ -63,6 +63,7 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    "accelopt_site.uploads.UploadSizeLimitMiddleware",  # first: an over-sized body is refused unread
     "django.middleware.security.SecurityMiddleware",
     # Static files, compressed and cached (see "Static files" below); removed when a proxy serves them.
     "whitenoise.middleware.WhiteNoiseMiddleware",
@@ -130,6 +131,20 @@ ACCELOPT_QUOTA_QUEUED_EVALUATIONS = env_int("ACCELOPT_QUOTA_QUEUED_EVALUATIONS",
 ACCELOPT_QUOTA_RUNS_IN_FLIGHT = env_int("ACCELOPT_QUOTA_RUNS_IN_FLIGHT", 4, minimum=0, maximum=10000)
 LOGIN_REDIRECT_URL = "home"
 LOGOUT_REDIRECT_URL = "home"
+
+# --- Uploads --------------------------------------------------------------------------------------
+
+# The most one request may upload, on every path (accelopt_site/uploads.py): refused with 413 before its body is
+# read. Files over FILE_UPLOAD_MAX_MEMORY_SIZE stream to a temporary file instead of memory.
+ACCELOPT_MAX_UPLOAD_BYTES = env_int("ACCELOPT_MAX_UPLOAD_BYTES", 10 * 1024 * 1024, minimum=64 * 1024,
+                                    maximum=1024 * 1024 * 1024)
+DATA_UPLOAD_MAX_MEMORY_SIZE = ACCELOPT_MAX_UPLOAD_BYTES
+FILE_UPLOAD_MAX_MEMORY_SIZE = 256 * 1024
+FILE_UPLOAD_HANDLERS = [
+    "accelopt_site.uploads.CappedUploadHandler",
+    "django.core.files.uploadhandler.MemoryFileUploadHandler",
+    "django.core.files.uploadhandler.TemporaryFileUploadHandler",
+]
 
 # --- Static files ---------------------------------------------------------------------------------
 

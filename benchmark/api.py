@@ -21,6 +21,7 @@ from accounts.roles import CURATOR, ENGINEER
 from benchmark import review, services
 from benchmark.models import Evaluation, Kernel, Problem, Review
 from benchmark.provenance import evaluation_provenance, generated_by
+from benchmark.sizes import human_bytes
 
 router = Router()
 
@@ -452,7 +453,8 @@ class ImportedKernelOut(Schema):
 
 
 @router.post(
-    "/kernels/import", auth=api_role(ENGINEER), response={201: list[ImportedKernelOut]},
+    "/kernels/import", auth=api_role(ENGINEER),
+    response={201: list[ImportedKernelOut], 400: ErrorOut, 404: ErrorOut, 413: ErrorOut, 429: ErrorOut},
     summary="Upload a folder of kernels at once (multipart: several `files`; optional `problem`, `platform`)",
 )
 def import_kernel_files(  # noqa: B008 - ninja's File/Form markers are meant as defaults
@@ -462,6 +464,12 @@ def import_kernel_files(  # noqa: B008 - ninja's File/Form markers are meant as 
     from benchmark.services.kernel_import import import_kernels  # the import path's own module
 
     target = services.get_problem_by_address(problem, request.auth) if problem else None
+    limit = services.kernel_source_limit()
+    # Each file's size is known from the upload (it streamed to disk): one over a kernel's limit is never read.
+    big = [f"{f.name}: {human_bytes(f.size)}, over the {human_bytes(limit)} a kernel may be" for f in files
+           if f.size is not None and f.size > limit]
+    if big:
+        raise HttpError(400, "nothing imported: " + "; ".join(big))
     imported = import_kernels(request.auth, [(f.name or "kernel.py", f.read()) for f in files], problem=target,
                               platform=platform, evaluate=evaluate)
     return Status(201, [{
