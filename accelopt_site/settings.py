@@ -11,6 +11,8 @@ import warnings
 from datetime import timedelta
 from pathlib import Path
 
+from csp.constants import NONE, SELF, UNSAFE_INLINE
+
 from accelopt_site.env import (
     channel_layers_from_url,
     database_from_url,
@@ -41,6 +43,10 @@ ACCELOPT_HTTPS = env_bool("ACCELOPT_HTTPS", False)
 if ACCELOPT_HTTPS:
     SESSION_COOKIE_SECURE = CSRF_COOKIE_SECURE = True
     SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+    # Browsers then refuse plain HTTP to this host for the time given (SecurityMiddleware sends the header on
+    # HTTPS responses only). 0 turns it off, e.g. while trying HTTPS out.
+    SECURE_HSTS_SECONDS = env_int("ACCELOPT_HSTS_SECONDS", 31536000, minimum=0, maximum=2 * 31536000)
+    SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("ACCELOPT_HSTS_INCLUDE_SUBDOMAINS", False)
 
 INSTALLED_APPS = [
     "daphne",
@@ -53,6 +59,7 @@ INSTALLED_APPS = [
     "channels",
     "django_htmx",
     "axes",  # login throttling (accounts/throttle.py)
+    "csp",  # Content-Security-Policy header (below)
     "ninja",  # listed so /api/docs uses its bundled Swagger UI instead of a CDN
     "accelopt_site",
     "accounts",
@@ -65,6 +72,7 @@ INSTALLED_APPS = [
 MIDDLEWARE = [
     "accelopt_site.uploads.UploadSizeLimitMiddleware",  # first: an over-sized body is refused unread
     "django.middleware.security.SecurityMiddleware",
+    "csp.middleware.CSPMiddleware",  # the Content-Security-Policy below
     # Static files, compressed and cached (see "Static files" below); removed when a proxy serves them.
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
@@ -131,6 +139,26 @@ ACCELOPT_QUOTA_QUEUED_EVALUATIONS = env_int("ACCELOPT_QUOTA_QUEUED_EVALUATIONS",
 ACCELOPT_QUOTA_RUNS_IN_FLIGHT = env_int("ACCELOPT_QUOTA_RUNS_IN_FLIGHT", 4, minimum=0, maximum=10000)
 LOGIN_REDIRECT_URL = "home"
 LOGOUT_REDIRECT_URL = "home"
+
+# --- Content-Security-Policy (django-csp) ------------------------------------------------------------
+
+# Scripts only from this site's own files: htmx, plotly.js and our glue are static files, and figures are JSON that
+# static/js/plotly_figures.js draws, so no inline script or eval is needed. Inline styles stay allowed: htmx and
+# plotly.js set them. connect-src 'self' covers the live run and campaign websockets (same host, ws or wss).
+CONTENT_SECURITY_POLICY = {
+    "DIRECTIVES": {
+        "default-src": [SELF],
+        "script-src": [SELF],
+        "style-src": [SELF, UNSAFE_INLINE],
+        "img-src": [SELF, "data:"],
+        "font-src": [SELF, "data:"],
+        "connect-src": [SELF],
+        "object-src": [NONE],
+        "base-uri": [SELF],
+        "form-action": [SELF],
+        "frame-ancestors": [NONE],
+    },
+}
 
 # --- Uploads --------------------------------------------------------------------------------------
 
