@@ -118,6 +118,7 @@ CHANNEL_LAYERS = channel_layers_from_url(env_str("REDIS_URL"))
 # --- People ---------------------------------------------------------------------------------------
 
 LOGIN_URL = "accounts:login"
+CSRF_FAILURE_VIEW = "accelopt_site.api.csrf_failure"  # JSON under /api/
 AUTHENTICATION_BACKENDS = [
     "accounts.throttle.LoginThrottleBackend",  # first: refuses a locked-out username and address
     "django.contrib.auth.backends.ModelBackend",
