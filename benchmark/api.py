@@ -345,7 +345,8 @@ def list_reviews(request: HttpRequest) -> list[dict[str, Any]]:
 
 def _decide(request: HttpRequest, evaluation_id: int, decision: str, note: str) -> dict[str, Any]:
     evaluation = review.decide(request.auth, evaluation_id, decision, note)
-    return _evaluation_out(request, services.get_evaluation_for_user(request.auth, evaluation.pk))
+    # The reviewable row itself: a private run's held result is the curator's to decide, not to browse.
+    return _evaluation_out(request, review.get_reviewable_for_user(request.auth, evaluation.pk))
 
 
 @router.post(

@@ -24,7 +24,7 @@ from django.utils import timezone
 
 from accounts.roles import is_curator
 from benchmark.models import Evaluation, EvaluationStatus, Review
-from benchmark.services.access import visible_evaluations
+from benchmark.services.access import visible_problems
 
 REVIEW_NOTE_LIMIT = 2000
 
@@ -40,10 +40,13 @@ def _require_reviewer(user: Any) -> None:
 
 
 def held_evaluations(user: Any) -> QuerySet[Evaluation]:
-    """The review queue: held results the curator may see, oldest hold first."""
+    """The review queue: held results the curator may see, oldest hold first. Private runs' too: deciding
+    them is the curator's job (a held result counts nowhere, not even in its owner's next run, until then),
+    so this queue is the one place a curator sees another person's private work (docs/operations.md)."""
     _require_reviewer(user)
     return (
-        visible_evaluations(user, Evaluation.objects.held())
+        Evaluation.objects.held()
+        .filter(kernel__problem__in=visible_problems(user))
         .select_related("kernel", "kernel__problem", "kernel__parent")
         .order_by("held_at", "id")
     )
@@ -53,7 +56,8 @@ def recent_decisions(user: Any, limit: int = 20) -> list[Evaluation]:
     """The latest accepted or rejected results, newest decision first (the page's history)."""
     _require_reviewer(user)
     return list(
-        visible_evaluations(user, Evaluation.objects.filter(review__in=[Review.ACCEPTED, Review.REJECTED]))
+        Evaluation.objects.filter(review__in=[Review.ACCEPTED, Review.REJECTED])
+        .filter(kernel__problem__in=visible_problems(user))
         .select_related("kernel", "kernel__problem", "reviewed_by")
         .order_by("-reviewed_at", "-id")[:limit]
     )
@@ -80,7 +84,7 @@ def get_reviewable_for_user(user: Any, pk: int) -> Evaluation:
     """An evaluation the curator may decide on: visible to them and held at some point."""
     _require_reviewer(user)
     evaluation = (
-        visible_evaluations(user, Evaluation.objects.filter(pk=pk))
+        Evaluation.objects.filter(pk=pk, kernel__problem__in=visible_problems(user))
         .select_related("kernel", "kernel__problem")
         .first()
     )
