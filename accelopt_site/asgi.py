@@ -30,12 +30,14 @@ from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E40
 
 from accelopt_site.health import HealthzFront  # noqa: E402
 from accelopt_site.routing import websocket_urlpatterns  # noqa: E402
+from accelopt_site.uploads import UploadSizeLimit, cap_daphne_uploads  # noqa: E402
 from accelopt_site.watchdog import start_server_watchdog  # noqa: E402
 from optimizer.worker import EmbeddedWorkerMiddleware  # noqa: E402
 
 # /static/ is served by WhiteNoise, a middleware in settings.MIDDLEWARE (compressed, far-future cached);
 # behind a reverse proxy set ACCELOPT_SERVE_STATIC=0 and serve STATIC_ROOT there.
-http_application = django_http_application
+# Over-sized uploads are refused before Django reads their body (accelopt_site/uploads.py).
+http_application = UploadSizeLimit(django_http_application)
 
 # The embedded run worker (optimizer.worker) starts with the server unless ACCELOPT_EMBEDDED_WORKER=0.
 application = EmbeddedWorkerMiddleware(
@@ -52,3 +54,4 @@ application = EmbeddedWorkerMiddleware(
 _daphne_loop = getattr(sys.modules.get("daphne.server"), "twisted_loop", None)
 if _daphne_loop is not None:
     _daphne_loop.call_soon_threadsafe(start_server_watchdog)
+    cap_daphne_uploads()  # an over-sized upload is refused as its headers arrive (accelopt_site/uploads.py)

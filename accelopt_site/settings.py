@@ -8,7 +8,10 @@ in-memory channel layer, no internet needed. DATABASE_URL and REDIS_URL switch o
 from __future__ import annotations
 
 import warnings
+from datetime import timedelta
 from pathlib import Path
+
+from csp.constants import NONE, SELF, UNSAFE_INLINE
 
 from accelopt_site.env import (
     channel_layers_from_url,
@@ -40,6 +43,10 @@ ACCELOPT_HTTPS = env_bool("ACCELOPT_HTTPS", False)
 if ACCELOPT_HTTPS:
     SESSION_COOKIE_SECURE = CSRF_COOKIE_SECURE = True
     SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+    # Browsers then refuse plain HTTP to this host for the time given (SecurityMiddleware sends the header on
+    # HTTPS responses only). 0 turns it off, e.g. while trying HTTPS out.
+    SECURE_HSTS_SECONDS = env_int("ACCELOPT_HSTS_SECONDS", 31536000, minimum=0, maximum=2 * 31536000)
+    SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("ACCELOPT_HSTS_INCLUDE_SUBDOMAINS", False)
 
 INSTALLED_APPS = [
     "daphne",
@@ -51,6 +58,8 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "channels",
     "django_htmx",
+    "axes",  # login throttling (accounts/throttle.py)
+    "csp",  # Content-Security-Policy header (below)
     "ninja",  # listed so /api/docs uses its bundled Swagger UI instead of a CDN
     "accelopt_site",
     "accounts",
@@ -61,7 +70,9 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    "accelopt_site.uploads.UploadSizeLimitMiddleware",  # first: an over-sized body is refused unread
     "django.middleware.security.SecurityMiddleware",
+    "csp.middleware.CSPMiddleware",  # the Content-Security-Policy below
     # Static files, compressed and cached (see "Static files" below); removed when a proxy serves them.
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
@@ -71,6 +82,8 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    # Last, as django-axes asks: it turns a locked-out login into accounts.throttle.locked_out's page.
+    "axes.middleware.AxesMiddleware",
 ]
 
 ROOT_URLCONF = "accelopt_site.urls"
@@ -105,8 +118,62 @@ CHANNEL_LAYERS = channel_layers_from_url(env_str("REDIS_URL"))
 # --- People ---------------------------------------------------------------------------------------
 
 LOGIN_URL = "accounts:login"
+CSRF_FAILURE_VIEW = "accelopt_site.api.csrf_failure"  # JSON under /api/
+AUTHENTICATION_BACKENDS = [
+    "accounts.throttle.LoginThrottleBackend",  # first: refuses a locked-out username and address
+    "django.contrib.auth.backends.ModelBackend",
+]
+# Login throttling (django-axes, accounts/throttle.py): this many wrong passwords for one username from one
+# address lock that pair for the cool-off; a right password resets the count. 0 minutes: locked until an admin
+# runs `manage.py axes_reset_username NAME`.
+AXES_FAILURE_LIMIT = env_int("ACCELOPT_LOGIN_FAILURE_LIMIT", 5, minimum=1, maximum=1000)
+_LOGIN_COOLOFF_MINUTES = env_int("ACCELOPT_LOGIN_COOLOFF_MINUTES", 15, minimum=0, maximum=7 * 24 * 60)
+AXES_COOLOFF_TIME = timedelta(minutes=_LOGIN_COOLOFF_MINUTES) if _LOGIN_COOLOFF_MINUTES else None
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_RESET_ON_SUCCESS = True
+AXES_LOCKOUT_CALLABLE = "accounts.throttle.locked_out"
+AXES_VERBOSE = False
+# Per-person quotas (accounts/quotas.py), 0 for no limit: evaluations one person may have queued or running, and
+# optimization runs queued or running. A campaign's runs count against its own max_concurrent_runs instead,
+# which may not exceed the runs quota.
+ACCELOPT_QUOTA_QUEUED_EVALUATIONS = env_int("ACCELOPT_QUOTA_QUEUED_EVALUATIONS", 20, minimum=0, maximum=100000)
+ACCELOPT_QUOTA_RUNS_IN_FLIGHT = env_int("ACCELOPT_QUOTA_RUNS_IN_FLIGHT", 4, minimum=0, maximum=10000)
 LOGIN_REDIRECT_URL = "home"
 LOGOUT_REDIRECT_URL = "home"
+
+# --- Content-Security-Policy (django-csp) ------------------------------------------------------------
+
+# Scripts only from this site's own files: htmx, plotly.js and our glue are static files, and figures are JSON that
+# static/js/plotly_figures.js draws, so no inline script or eval is needed. Inline styles stay allowed: htmx and
+# plotly.js set them. connect-src 'self' covers the live run and campaign websockets (same host, ws or wss).
+CONTENT_SECURITY_POLICY = {
+    "DIRECTIVES": {
+        "default-src": [SELF],
+        "script-src": [SELF],
+        "style-src": [SELF, UNSAFE_INLINE],
+        "img-src": [SELF, "data:"],
+        "font-src": [SELF, "data:"],
+        "connect-src": [SELF],
+        "object-src": [NONE],
+        "base-uri": [SELF],
+        "form-action": [SELF],
+        "frame-ancestors": [NONE],
+    },
+}
+
+# --- Uploads --------------------------------------------------------------------------------------
+
+# The most one request may upload, on every path (accelopt_site/uploads.py): refused with 413 before its body is
+# read. Files over FILE_UPLOAD_MAX_MEMORY_SIZE stream to a temporary file instead of memory.
+ACCELOPT_MAX_UPLOAD_BYTES = env_int("ACCELOPT_MAX_UPLOAD_BYTES", 10 * 1024 * 1024, minimum=64 * 1024,
+                                    maximum=1024 * 1024 * 1024)
+DATA_UPLOAD_MAX_MEMORY_SIZE = ACCELOPT_MAX_UPLOAD_BYTES
+FILE_UPLOAD_MAX_MEMORY_SIZE = 256 * 1024
+FILE_UPLOAD_HANDLERS = [
+    "accelopt_site.uploads.CappedUploadHandler",
+    "django.core.files.uploadhandler.MemoryFileUploadHandler",
+    "django.core.files.uploadhandler.TemporaryFileUploadHandler",
+]
 
 # --- Static files ---------------------------------------------------------------------------------
 

@@ -10,12 +10,14 @@ from django.urls import include, path, re_path
 from accelopt_site import views
 from accelopt_site.api import api, unknown_endpoint
 from accelopt_site.evaluation_queue import evaluation_queue
+from accelopt_site.quotas import quota_page
 
 urlpatterns = [
     path("", views.home, name="home"),
     path("healthz", views.healthz, name="healthz"),
     path("docs/<str:name>/", views.doc, name="doc"),
     path("ops/evaluations/", evaluation_queue, name="evaluation_queue"),
+    path("ops/quotas/", quota_page, name="quotas"),
     path("admin/", admin.site.urls),
     path("accounts/", include("accounts.urls")),
     path("api/", api.urls),

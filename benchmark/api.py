@@ -22,6 +22,7 @@ from benchmark import review, services
 from benchmark.models import Evaluation, Kernel, Problem, Review
 from benchmark.provenance import evaluation_provenance, generated_by
 from benchmark.services.baselines import baseline_progress as progress
+from benchmark.sizes import human_bytes
 
 router = Router()
 
@@ -349,7 +350,8 @@ def list_reviews(request: HttpRequest) -> list[dict[str, Any]]:
 
 def _decide(request: HttpRequest, evaluation_id: int, decision: str, note: str) -> dict[str, Any]:
     evaluation = review.decide(request.auth, evaluation_id, decision, note)
-    return _evaluation_out(request, services.get_evaluation_for_user(request.auth, evaluation.pk))
+    # The reviewable row itself: a private run's held result is the curator's to decide, not to browse.
+    return _evaluation_out(request, review.get_reviewable_for_user(request.auth, evaluation.pk))
 
 
 @router.post(
@@ -395,7 +397,7 @@ class FlashInferImportOut(Schema):
 @router.post(
     "/flashinfer/import",
     auth=api_role(ENGINEER),
-    response={200: FlashInferImportOut, 400: ErrorOut},
+    response={200: FlashInferImportOut, 400: ErrorOut, 403: ErrorOut},
     summary="Import FlashInfer-Bench definitions, workloads and solutions as Triton problems and kernels",
 )
 def import_flashinfer(request: HttpRequest, payload: FlashInferImportIn) -> dict[str, Any]:
@@ -421,7 +423,7 @@ def import_flashinfer(request: HttpRequest, payload: FlashInferImportIn) -> dict
     summary="Our best kernel for a Triton problem as a FlashInfer-Bench solution (by id or address)",
 )
 def export_solution(request: HttpRequest, reference: str) -> dict[str, Any]:
-    return services.export_solution(services.get_problem_by_reference(request.auth, reference))
+    return services.export_solution(services.get_problem_by_reference(request.auth, reference), user=request.auth)
 
 
 class BaselineProgressOut(Schema):
@@ -455,7 +457,8 @@ class ImportedKernelOut(Schema):
 
 
 @router.post(
-    "/kernels/import", auth=api_role(ENGINEER), response={201: list[ImportedKernelOut]},
+    "/kernels/import", auth=api_role(ENGINEER),
+    response={201: list[ImportedKernelOut], 400: ErrorOut, 404: ErrorOut, 413: ErrorOut, 429: ErrorOut},
     summary="Upload a folder of kernels at once (multipart: several `files`; optional `problem`, `platform`)",
 )
 def import_kernel_files(  # noqa: B008 - ninja's File/Form markers are meant as defaults
@@ -465,6 +468,12 @@ def import_kernel_files(  # noqa: B008 - ninja's File/Form markers are meant as 
     from benchmark.services.kernel_import import import_kernels  # the import path's own module
 
     target = services.get_problem_by_address(problem, request.auth) if problem else None
+    limit = services.kernel_source_limit()
+    # Each file's size is known from the upload (it streamed to disk): one over a kernel's limit is never read.
+    big = [f"{f.name}: {human_bytes(f.size)}, over the {human_bytes(limit)} a kernel may be" for f in files
+           if f.size is not None and f.size > limit]
+    if big:
+        raise HttpError(400, "nothing imported: " + "; ".join(big))
     imported = import_kernels(request.auth, [(f.name or "kernel.py", f.read()) for f in files], problem=target,
                               platform=platform, evaluate=evaluate)
     return Status(201, [{

@@ -9,9 +9,12 @@ Figures are built on the server with the plotly package and rendered without plo
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable
 from itertools import groupby
 from typing import TYPE_CHECKING, Any
+
+from django.utils.html import format_html
 
 from benchmark.models import DEFAULT_CASE, Evaluation, Kernel, Problem
 from engine.platforms.nki import generations
@@ -63,9 +66,15 @@ def _merge(intervals: list[tuple[float, float]], limit: int) -> list[tuple[float
     return merged
 
 
+FIGURE_CONFIG = json.dumps({"displaylogo": False, "responsive": True})
+
+
 def figure_html(figure: Any) -> str:
-    """A Plotly figure as an HTML fragment for a page; plotly.js itself comes from `includes/plotly.html`."""
-    return figure.to_html(include_plotlyjs=False, full_html=False, config={"displaylogo": False, "responsive": True})
+    """A Plotly figure as an HTML fragment for a page: a div holding the figure as JSON, drawn by
+    static/js/plotly_figures.js (with plotly.js, from `includes/plotly.html`) when the page loads or htmx
+    swaps the fragment in. No inline script, so the Content-Security-Policy needs to allow none."""
+    return format_html('<div class="plotly-figure" data-plotly-figure="{}" data-plotly-config="{}"></div>',
+                       figure.to_json(), FIGURE_CONFIG)
 
 
 def timeline_figure_html(timeline: Any) -> str:

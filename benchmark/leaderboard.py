@@ -44,6 +44,7 @@ from benchmark.models import (
     Visibility,
 )
 from benchmark.provenance import generating_runs
+from benchmark.services.access import visible_evaluations
 from benchmark.services.evaluations import backend_version
 from engine.platforms.nki.suites.loader import SUITES_DIR
 from engine.platforms.registry import DEFAULT_PLATFORM, NKI, get_definition
@@ -113,6 +114,7 @@ class Board:
     simulator_version: str  # the performance model the simulated group counts; "" without a simulator
     rows: list[BoardRow] = field(default_factory=list)
     language: str = NKI
+    user: Any = None  # whose view: best_over_time ranks the same kernels the board does
 
     @property
     def simulated_geomean_speedup(self) -> float | None:
@@ -194,10 +196,10 @@ def _best_by_problem(evaluations: Any) -> dict[int, Evaluation]:
     return best
 
 
-def _correct_only(problems: list[Problem], platform: str) -> dict[int, Evaluation]:
+def _correct_only(problems: list[Problem], platform: str, user: Any) -> dict[int, Evaluation]:
     """Per problem, its newest correct, clean correctness-only result: shown as correct with no latency."""
     newest: dict[int, Evaluation] = {}
-    for evaluation in Evaluation.objects.filter(
+    for evaluation in visible_evaluations(user).filter(
         kernel__problem__in=problems, platform=platform, backend=CORRECTNESS_ONLY_BACKEND,
         status=EvaluationStatus.DONE, correct=True, error_kind="", review="",
     ).select_related("kernel", "kernel__author").order_by("-finished", "-id"):
@@ -205,9 +207,12 @@ def _correct_only(problems: list[Problem], platform: str) -> dict[int, Evaluatio
     return newest
 
 
-def build_board(platform: str = DEFAULT_PLATFORM, case: str | None = None, *, suite: str | None = None) -> Board:
+def build_board(
+    platform: str = DEFAULT_PLATFORM, case: str | None = None, *, suite: str | None = None, user: Any = None
+) -> Board:
     """The board of one platform (and case, `board_case`): per problem, the simulated best (current model)
-    where the platform has a simulator and the measured best, each against its baseline."""
+    where the platform has a simulator and the measured best, each against its baseline; among the kernels
+    `user` may see (None: an anonymous visitor), so a private run's results stay off it."""
     definition = get_definition(platform)
     case = board_case(platform, case)
     problems = list(_board_problems(platform, case, suite).select_related("baseline_kernel").order_by("slug", "case"))
@@ -216,9 +221,9 @@ def build_board(platform: str = DEFAULT_PLATFORM, case: str | None = None, *, su
     measured_backends = [backend for backend in definition.backends if backend in MEASURED_BACKENDS]
     # A held result (suspicious, or too large a speedup over its parent in a run) keeps correct=True and its
     # latency for the curator, but is never ranked until a curator accepts it (benchmark.review).
-    ranked = Evaluation.objects.rankable().filter(kernel__problem__in=problems, platform=platform).select_related(
-        "kernel", "kernel__author", "kernel__problem"
-    )
+    ranked = visible_evaluations(user, Evaluation.objects.rankable()).filter(
+        kernel__problem__in=problems, platform=platform
+    ).select_related("kernel", "kernel__author", "kernel__problem")
     simulated = ranked.filter(backend=Backend.SIMULATOR, backend_version=simulator_version)
     best_simulated = _best_by_problem(simulated) if has_simulator else {}
     best_measured = _best_by_problem(ranked.filter(backend__in=measured_backends))
@@ -246,12 +251,12 @@ def build_board(platform: str = DEFAULT_PLATFORM, case: str | None = None, *, su
         for problem in problems
     ]
     if CORRECTNESS_ONLY_BACKEND in definition.backends:
-        correct_only = _correct_only(problems, platform)
+        correct_only = _correct_only(problems, platform, user)
         for row in rows:
             if row.simulated.best is None and row.measured.best is None:
                 row.correct_only = correct_only.get(row.problem.pk)
     return Board(platform=platform, case=case, simulator_version=simulator_version, rows=rows,
-                 language=definition.language)
+                 language=definition.language, user=user)
 
 
 @dataclass
@@ -266,7 +271,7 @@ def best_over_time(board: Board) -> dict[str, list[Improvement]]:
     """Per problem address, each moment the simulated best (current model) got faster, oldest first."""
     problems = {row.problem.pk: row for row in board.rows}
     evaluations = (
-        Evaluation.objects.rankable()
+        visible_evaluations(board.user, Evaluation.objects.rankable())
         .filter(kernel__problem_id__in=problems, platform=board.platform, backend=Backend.SIMULATOR,
                 backend_version=board.simulator_version)
         .select_related("kernel", "kernel__problem")

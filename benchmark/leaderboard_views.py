@@ -29,7 +29,7 @@ def leaderboard(request: HttpRequest) -> HttpResponse:
     platform = request.GET.get("platform", DEFAULT_PLATFORM.value)
     if platform not in Platform.values:
         platform = DEFAULT_PLATFORM.value
-    board = build_board(platform, request.GET.get("case"))
+    board = build_board(platform, request.GET.get("case"), user=request.user)
     context = {"board": board, "platform": platform, "platforms": Platform.choices,
                "can_launch": services.can_create_kernels(request.user)}
     if board.language != NKI:  # a GPU board: measured numbers only, every case

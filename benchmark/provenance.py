@@ -31,6 +31,11 @@ class KernelGenerator(Protocol):
         """The runs with these ids, by id (a missing one was deleted)."""
         ...
 
+    def hidden_run_ids(self, user: Any) -> Any:
+        """The ids of the runs `user` may not see (a queryset of ids, used as a subquery): a kernel one of
+        them wrote is as private as that run."""
+        ...
+
 
 _generator: KernelGenerator | None = None
 
@@ -59,6 +64,13 @@ def generating_runs(kernels: Iterable[Kernel]) -> dict[int, Any]:
     if not run_ids or _generator is None:
         return {}
     return _generator.runs(run_ids)
+
+
+def hidden_run_ids(user: Any) -> Any:
+    """The runs `user` may not see, as ids (a subquery), or [] without a generating app."""
+    if _generator is None:
+        return []
+    return _generator.hidden_run_ids(user)
 
 
 def evaluation_provenance(evaluation: Evaluation, generated: dict[int, dict[str, Any]] | None = None) -> dict[str, Any]:

@@ -40,7 +40,9 @@ def _require_reviewer(user: Any) -> None:
 
 
 def held_evaluations(user: Any) -> QuerySet[Evaluation]:
-    """The review queue: held results the curator may see, oldest hold first."""
+    """The review queue: held results the curator may see, oldest hold first. Private runs' too: deciding
+    them is the curator's job (a held result counts nowhere, not even in its owner's next run, until then),
+    so this queue is the one place a curator sees another person's private work (docs/operations.md)."""
     _require_reviewer(user)
     return (
         Evaluation.objects.held()

@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.contrib import messages
-from django.core.exceptions import ValidationError
+from django.core.exceptions import PermissionDenied, ValidationError
 from django.core.paginator import Paginator
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
@@ -57,7 +57,7 @@ def problem_detail(request: HttpRequest, pk: int) -> HttpResponse:
             "problem": problem,
             "peaks": services.theoretical_peaks(problem),
             "other_cases": services.other_cases(request.user, problem),
-            "kernel_rows": services.problem_kernel_rows(problem),
+            "kernel_rows": services.problem_kernel_rows(problem, request.user),
             "platforms": [p.value for p in problem.platforms],  # problem_kernel_rows' columns
             "can_upload": services.can_create_kernels(request.user),
         },
@@ -69,7 +69,7 @@ def problem_solution(request: HttpRequest, pk: int) -> HttpResponse:
     """Our best kernel for a Triton problem as a FlashInfer-Bench solution JSON (a download)."""
     problem = services.get_problem_for_user(request.user, pk)
     try:
-        solution = services.export_solution(problem)
+        solution = services.export_solution(problem, user=request.user)
     except ValidationError as error:
         messages.error(request, " ".join(error.messages))
         return redirect(problem)
@@ -83,6 +83,7 @@ def problem_solution(request: HttpRequest, pk: int) -> HttpResponse:
 def flashinfer_import(request: HttpRequest) -> HttpResponse:
     """FlashInfer-Bench definitions, workloads and solutions in, as Triton problems and kernels."""
     form = FlashInferImportForm(request.POST or None, request.FILES or None)
+    status = 200
     if request.method == "POST" and form.is_valid():
         try:
             summary = services.import_flashinfer(
@@ -91,12 +92,15 @@ def flashinfer_import(request: HttpRequest) -> HttpResponse:
             )
         except ValidationError as error:
             form.add_error(None, error)
+        except PermissionDenied as error:  # someone else's problem, or a built-in suite: said on the form
+            form.add_error(None, str(error))
+            status = 403
         else:
             messages.success(request, f"Imported {summary}.")
             if len(summary.problems) == 1:
                 return redirect(summary.problems[0])
             return redirect("benchmark:problems")
-    return render(request, "benchmark/flashinfer_import.html", {"form": form})
+    return render(request, "benchmark/flashinfer_import.html", {"form": form}, status=status)
 
 
 @require_GET

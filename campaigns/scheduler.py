@@ -125,6 +125,7 @@ def _launch(campaign: Campaign, entry: CampaignEntry, caps: dict[str, Any]) -> R
         models=config.get("models") or None,
         is_public=campaign.is_public,
         budget=caps,
+        quota=False,  # the campaign's max_concurrent_runs bounds its runs (no more than the quota: services)
     )
 
 

@@ -16,6 +16,7 @@ from django.db import transaction
 from django.db.models import QuerySet
 from django.http import Http404
 
+from accounts import quotas
 from accounts.roles import can_write_owned, is_engineer, visible_owned
 from benchmark import services as benchmark_services
 from benchmark.models import Backend, Platform, Problem
@@ -229,6 +230,12 @@ def create_campaign(
     concurrency = max_concurrent_runs or optimizer_conf.worker_settings().concurrency
     if concurrency < 1:
         raise ValidationError(f"max_concurrent_runs must be >= 1, got {concurrency}")
+    most = quotas.limit(quotas.RUNS_IN_FLIGHT)
+    if most and concurrency > most:
+        if max_concurrent_runs:
+            raise ValidationError(f"max_concurrent_runs is {concurrency}, over the limit of {most} runs queued or "
+                                  f"running per person ({quotas.RUNS_IN_FLIGHT})")
+        concurrency = most  # the worker's default concurrency, cut to what one person may run
     with transaction.atomic():
         campaign = Campaign.objects.create(
             name=name[:200],

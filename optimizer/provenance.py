@@ -12,6 +12,7 @@ from typing import Any
 
 from benchmark.models import Kernel
 from optimizer.models import AgentCall, Candidate, Run
+from optimizer.services.access import hidden_runs
 
 
 class RunProvenance:
@@ -51,3 +52,6 @@ class RunProvenance:
 
     def runs(self, run_ids: set[int]) -> dict[int, Any]:
         return Run.objects.in_bulk(run_ids)
+
+    def hidden_run_ids(self, user: Any) -> Any:
+        return hidden_runs(user).values("pk")

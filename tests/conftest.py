@@ -40,6 +40,14 @@ def _fast_password_hashing(settings: Any) -> None:
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 
 
+@pytest.fixture(autouse=True)
+def _no_per_person_quotas(settings: Any) -> None:
+    # Tests about other things launch many runs and evaluations as one person; the quota tests
+    # (tests/site/test_quotas.py) set the limits they check.
+    settings.ACCELOPT_QUOTA_QUEUED_EVALUATIONS = 0
+    settings.ACCELOPT_QUOTA_RUNS_IN_FLIGHT = 0
+
+
 @pytest.fixture
 def make_user(db: Any) -> Callable[..., Any]:
     """make_user("ann", role="engineer") -> a saved user whose password is TEST_PASSWORD."""

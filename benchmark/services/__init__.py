@@ -40,6 +40,7 @@ from benchmark.services.access import (
     other_cases,
     parse_problem_address,
     source_audience,
+    visible_evaluations,
     visible_kernels,
     visible_problems,
 )
@@ -108,6 +109,6 @@ __all__ = [
     "kernel_row_sort_key", "kernel_source_limit", "limits_for", "load_suite", "other_cases",
     "parse_problem_address", "preferred_evaluation", "problem_kernel_rows", "problems_with_baselines",
     "reference_limits", "reference_size", "request_evaluation", "run_evaluation_now", "save_result",
-    "set_executor", "source_sha256", "theoretical_peaks", "upload_kernel", "visible_kernels",
+    "set_executor", "source_sha256", "theoretical_peaks", "upload_kernel", "visible_evaluations", "visible_kernels",
     "visible_problems", "wait_for_evaluations", "QueuePlace", "elapsed_text", "queue_order", "queue_places",
 ]

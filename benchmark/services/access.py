@@ -14,6 +14,7 @@ from django.http import Http404
 
 from accounts.roles import is_engineer
 from benchmark.models import DEFAULT_CASE, DEFAULT_SUITE, Evaluation, Kernel, Problem, Visibility
+from benchmark.provenance import generating_runs, hidden_run_ids
 
 
 def can_create_kernels(user: Any) -> bool:
@@ -31,6 +32,39 @@ def visible_problems(user: Any) -> QuerySet[Problem]:
     return problems.filter(visibility=Visibility.PUBLIC)
 
 
+def builtin_suites() -> frozenset[str]:
+    """Suites the site itself loads (load_suite) and the one users' private references live in: read-only
+    to users, so an import or upload can never replace a problem everyone ranks against."""
+    from benchmark.services.kernels import CUSTOM_SUITE  # kernels imports this module
+    from engine.platforms.nki.suites import available_suites
+
+    return frozenset({DEFAULT_SUITE, CUSTOM_SUITE, *available_suites()})
+
+
+def can_edit_problem(user: Any, problem: Problem) -> bool:
+    """Whether `user` may change a problem's reference, description or workloads: its owning engineer, or a
+    superuser. Nobody else, admins included: the reference is what every answer is checked against."""
+    if user is None or not user.is_authenticated:
+        return False
+    if user.is_superuser:
+        return True
+    return problem.owner_id == user.pk and problem.suite not in builtin_suites() and is_engineer(user)
+
+
+def require_problem_editor(user: Any, problem: Problem, label: str = "") -> None:
+    """PermissionDenied naming the conflict unless `user` may edit `problem` (can_edit_problem)."""
+    if can_edit_problem(user, problem):
+        return
+    prefix = f"{label}: " if label else ""
+    if problem.suite in builtin_suites():
+        why = f"it is in the built-in suite {problem.suite!r}, which is read-only"
+    else:
+        owner = problem.owner.get_username() if problem.owner_id else "the site"
+        why = f"it belongs to {owner}"
+    raise PermissionDenied(f"{prefix}{problem.address} already exists and you may not change it: {why}. "
+                           "Give yours another name, or import it into a suite of your own.")
+
+
 def get_problem_for_user(user: Any, pk: int) -> Problem:
     try:
         return visible_problems(user).get(pk=pk)
@@ -39,13 +73,27 @@ def get_problem_for_user(user: Any, pk: int) -> Problem:
 
 
 def visible_kernels(user: Any) -> QuerySet[Kernel]:
-    return Kernel.objects.filter(problem__in=visible_problems(user))
+    """Kernels of problems the user may see, less those a run they may not see wrote: a generated kernel is
+    as private as its run (its source is the run's work), wherever it is listed, read, ranked or exported."""
+    return Kernel.objects.filter(problem__in=visible_problems(user)).exclude(run_id__in=hidden_run_ids(user))
+
+
+def visible_evaluations(user: Any, evaluations: QuerySet[Evaluation] | None = None) -> QuerySet[Evaluation]:
+    """`evaluations` (all by default) narrowed to those of kernels `user` may see (visible_kernels)."""
+    if evaluations is None:
+        evaluations = Evaluation.objects.all()
+    return evaluations.filter(kernel__problem__in=visible_problems(user)).exclude(
+        kernel__run_id__in=hidden_run_ids(user)
+    )
 
 
 def source_audience(kernel: Kernel) -> str:
-    """Who can read a kernel's source, in a sentence for its page: whoever can see its problem
-    (visible_kernels), so a public problem's kernels are readable by everyone, signed in or not."""
+    """Who can read a kernel's source, in a sentence for its page: whoever can see its problem and, for a
+    generated kernel, its run (visible_kernels)."""
     problem = kernel.problem
+    run = generating_runs([kernel]).get(kernel.run_id) if kernel.run_id else None
+    if run is not None and not run.is_public:
+        return f"Only whoever may see run {run.pk}, which wrote it, and the site's admins: that run is private."
     if problem.visibility == Visibility.PUBLIC:
         return "Everyone, including visitors who are not signed in: its problem is public."
     owner = problem.owner.get_username() if problem.owner else "its owner"
@@ -64,11 +112,7 @@ def get_kernel_for_user(user: Any, pk: int, *, write: bool = False) -> Kernel:
 
 def get_evaluation_for_user(user: Any, pk: int) -> Evaluation:
     try:
-        return (
-            Evaluation.objects.select_related("kernel", "kernel__problem")
-            .filter(kernel__problem__in=visible_problems(user))
-            .get(pk=pk)
-        )
+        return visible_evaluations(user, Evaluation.objects.select_related("kernel", "kernel__problem")).get(pk=pk)
     except Evaluation.DoesNotExist:
         raise Http404(f"no evaluation with id {pk}") from None
 

@@ -26,9 +26,10 @@ from typing import TYPE_CHECKING, Any
 
 from django.core.exceptions import ValidationError
 from django.db import close_old_connections, transaction
-from django.db.models import Q
+from django.db.models import Q, QuerySet
 from django.utils import timezone
 
+from accounts import quotas
 from benchmark import conf
 from benchmark.models import Evaluation, EvaluationStatus, Kernel, Problem
 from benchmark.services.solutions import solution_document
@@ -223,12 +224,36 @@ def request_evaluation(
             wait_for_evaluations([evaluation])
             evaluation.refresh_from_db()
         return evaluation
+    try:
+        # Only a person's request counts (a run's evaluations are bounded by the runs quota), and only one
+        # that queues work: a cached result above never does.
+        check_evaluation_quota(user, exclude=evaluation.pk)
+    except ValidationError:
+        if created:
+            evaluation.delete()
+        raise
     if not created:
         _reset(evaluation)
     if wait or conf.evaluations_inline():
         return run_evaluation_now(evaluation)
     _submit(evaluation)
     return evaluation
+
+
+def queued_evaluations(user: Any) -> QuerySet[Evaluation]:
+    """The evaluations `user` asked for that are queued or running: what the evaluations quota counts."""
+    return Evaluation.objects.filter(requested_by=user, status__in=[EvaluationStatus.QUEUED, EvaluationStatus.RUNNING])
+
+
+def check_evaluation_quota(user: Any, adding: int = 1, *, exclude: int | None = None) -> None:
+    """QuotaExceeded (a ValidationError naming the limit) if queuing `adding` more evaluations would take
+    `user` past ACCELOPT_QUOTA_QUEUED_EVALUATIONS; nothing for commands and workers (no user)."""
+    if user is None or not user.is_authenticated or not adding:
+        return
+    pending = queued_evaluations(user)
+    if exclude is not None:
+        pending = pending.exclude(pk=exclude)
+    quotas.check(quotas.QUEUED_EVALUATIONS, pending.count(), adding)
 
 
 def _check_platform_and_backend(platform: str, backend: str | None) -> str:

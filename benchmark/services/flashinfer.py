@@ -16,11 +16,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from django.core.exceptions import ValidationError
+from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import transaction
 
 from benchmark.models import Evaluation, Kernel, KernelOrigin, Problem, Visibility
-from benchmark.services.evaluations import backend_unavailable, request_evaluation
+from benchmark.services.access import (
+    builtin_suites,
+    can_edit_problem,
+    require_problem_editor,
+    visible_evaluations,
+)
+from benchmark.services.evaluations import backend_unavailable, check_evaluation_quota, request_evaluation
 from benchmark.services.kernels import create_kernel, kernel_source_limit
 from benchmark.services.solutions import solution_document
 from benchmark.sizes import human_bytes
@@ -239,10 +245,17 @@ def import_flashinfer(
         unavailable = backend_unavailable(get_definition(platform).default_backend.value, platform)
         if unavailable:
             raise ValidationError(f"nothing was imported: {unavailable}. Or import without evaluating.")
+    if not re.fullmatch(r"[A-Za-z0-9_-]{1,64}", suite):
+        raise ValidationError(f"suite: {suite!r} cannot name a suite (letters, digits, _ and -, at most 64)")
+    if user is not None and suite in builtin_suites():
+        raise PermissionDenied(f"suite: {suite!r} is a built-in suite and read-only; import into a suite of your "
+                               f"own, e.g. {FLASHINFER_SUITE!r}")
+    if evaluate:
+        check_evaluation_quota(user, adding=len(items.solutions))
     summary = FlashInferImportSummary(suite=suite, platform=platform)
     with transaction.atomic():
         problems = _import_definitions(items, summary, user, suite)
-        _import_workloads(items, problems, summary, suite)
+        _import_workloads(items, problems, summary, user, suite)
         _import_solutions(items, problems, summary, user, suite)
     if evaluate:
         summary.evaluations = [request_evaluation(kernel, platform, user=user) for kernel in summary.kernels]
@@ -260,6 +273,13 @@ def _problem_named(problems: dict[str, Problem], name: str, suite: str, label: s
     return problem
 
 
+def _editable(problem: Problem, user: Any, label: str) -> Problem:
+    """The problem, if this import may change it: a command (no user) may; a person must own it."""
+    if user is not None:
+        require_problem_editor(user, problem, label)
+    return problem
+
+
 def _import_definitions(items: FlashInferItems, summary: FlashInferImportSummary, user: Any,
                         suite: str) -> dict[str, Problem]:
     problems: dict[str, Problem] = {}
@@ -274,6 +294,8 @@ def _import_definitions(items: FlashInferItems, summary: FlashInferImportSummary
                                                               case=WORKLOADS_CASE).first()
         if problem is not None and not problem.is_triton:
             raise ValidationError(f"{label}: {problem.address} is an existing {problem.language} problem")
+        if problem is not None:
+            _editable(problem, user, label)  # a re-import replaces the reference: only its owner's
         fields = _problem_fields(definition)
         if problem is None:
             problem = Problem.objects.create(suite=suite, slug=definition.name, case=WORKLOADS_CASE,
@@ -290,12 +312,12 @@ def _import_definitions(items: FlashInferItems, summary: FlashInferImportSummary
 
 
 def _import_workloads(items: FlashInferItems, problems: dict[str, Problem], summary: FlashInferImportSummary,
-                      suite: str) -> None:
+                      user: Any, suite: str) -> None:
     fib = _fib()
     changed: dict[str, Problem] = {}
     for label, raw in items.workloads:
         workload = _parse("workload", raw, label)
-        problem = _problem_named(problems, workload.definition, suite, label)
+        problem = _editable(_problem_named(problems, workload.definition, suite, label), user, label)
         try:
             _check_workload(fib.parse_definition(problem.definition), workload)
         except ValueError as error:
@@ -339,7 +361,7 @@ def _import_solutions(items: FlashInferItems, problems: dict[str, Problem], summ
             raise ValidationError(f"{label}: kernel {kernel.pk} of {problem.address} has the same "
                                   f"{solution.entry_file} but other files beside it; rename or change "
                                   f"{solution.entry_file} to import this solution as a kernel of its own")
-        if problem.baseline_kernel_id is None:
+        if problem.baseline_kernel_id is None and (user is None or can_edit_problem(user, problem)):
             problem.baseline_kernel = kernel  # the reference point runs start from, as import_nkibench does
             problem.save(update_fields=["baseline_kernel"])
         summary.kernels.append(kernel)
@@ -352,22 +374,23 @@ def _import_solutions(items: FlashInferItems, problems: dict[str, Problem], summ
 # Exporting
 
 
-def exportable_kernel(problem: Problem) -> tuple[Kernel, Evaluation]:
-    """Our best kernel for a Triton problem: the fastest measured on a GPU (any of its platforms), else the
-    newest the interpreter judged correct. ValidationError when there is none, or for an NKI problem."""
+def exportable_kernel(problem: Problem, user: Any = None) -> tuple[Kernel, Evaluation]:
+    """Our best kernel for a Triton problem among those `user` may see (None: an anonymous visitor): the
+    fastest measured on a GPU (any of its platforms), else the newest the interpreter judged correct.
+    ValidationError when there is none, or for an NKI problem."""
     if not problem.is_triton:
         raise ValidationError(f"{problem.address} is an {problem.language} problem; only Triton problems export "
                               "as FlashInfer-Bench solutions")
     platforms = [p.value for p in problem.platforms]
     best = (
-        Evaluation.objects.rankable()
+        visible_evaluations(user, Evaluation.objects.rankable())
         .filter(kernel__problem=problem, backend=Backend.CUDA, platform__in=platforms)
         .select_related("kernel").order_by("latency_ms", "id").first()
     )
     if best is not None:
         return best.kernel, best
     correct = (
-        Evaluation.objects.filter(kernel__problem=problem, correct=True, error_kind="", review="",
+        visible_evaluations(user).filter(kernel__problem=problem, correct=True, error_kind="", review="",
                                   status="done", platform__in=platforms)
         .select_related("kernel").order_by("-finished", "-id").first()
     )
@@ -376,11 +399,11 @@ def exportable_kernel(problem: Problem) -> tuple[Kernel, Evaluation]:
     return correct.kernel, correct
 
 
-def export_solution(problem: Problem, kernel: Kernel | None = None) -> dict[str, Any]:
+def export_solution(problem: Problem, kernel: Kernel | None = None, *, user: Any = None) -> dict[str, Any]:
     """A kernel of a Triton problem (by default `exportable_kernel`) as a FlashInfer-Bench solution object.
     What an imported solution said (name, author, description, target hardware, dependencies) comes back."""
     if kernel is None:
-        kernel, _ = exportable_kernel(problem)
+        kernel, _ = exportable_kernel(problem, user)
     elif kernel.problem_id != problem.pk or not problem.is_triton:
         raise ValidationError(f"kernel {kernel.pk} is not a kernel of the Triton problem {problem.address}")
     return solution_document(kernel)

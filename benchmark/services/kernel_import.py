@@ -19,6 +19,7 @@ from django.core.exceptions import ValidationError
 
 from benchmark.models import DEFAULT_CASE, DEFAULT_SUITE, Evaluation, Kernel, Problem
 from benchmark.services.access import visible_problems
+from benchmark.services.evaluations import check_evaluation_quota
 from benchmark.services.kernels import kernel_source_limit, upload_kernel
 from benchmark.sizes import human_bytes
 
@@ -86,6 +87,8 @@ def import_kernels(
         planned.append((name, source.replace("\r\n", "\n"), target))
     if errors:
         raise ValidationError("nothing imported: " + "; ".join(errors))
+    if evaluate:
+        check_evaluation_quota(user, adding=len(planned))  # all or none, before any file is stored
     imported = []
     for name, source, target in planned:
         kernel, created, evaluation = upload_kernel(

@@ -16,7 +16,7 @@ from django.utils.text import slugify
 from benchmark import conf
 from benchmark.models import DEFAULT_LANGUAGE, Evaluation, Kernel, KernelOrigin, Problem, Visibility
 from benchmark.services.access import can_create_kernels
-from benchmark.services.evaluations import check_platform_for, request_evaluation
+from benchmark.services.evaluations import check_evaluation_quota, check_platform_for, request_evaluation
 from benchmark.services.solutions import TRITON_ENTRY_POINT
 from benchmark.sizes import human_bytes
 from engine.evaluator.sandbox.process import Limits
@@ -135,9 +135,7 @@ def create_custom_problem(
     """
     if not reference_source.strip():
         raise ValidationError("the reference file is empty")
-    sha = source_sha256(reference_source)
-    base = slugify(Path(name).stem if name else "") or "reference"
-    slug = f"{base[:80]}-{sha[:8]}"
+    slug = _custom_slug(user, reference_source, name)
     if checked is None and not Problem.objects.filter(suite=CUSTOM_SUITE, slug=slug, case="custom").exists():
         # Checked before anything is stored: a broken reference is its author's to fix, refused with its error
         # and line, and leaves no private problem behind (issue 32). Outside any transaction: it takes seconds.
@@ -191,6 +189,8 @@ def upload_kernel(
     """
     if not can_create_kernels(user):
         raise PermissionDenied("only engineers can upload kernels")
+    if evaluate:
+        check_evaluation_quota(user)  # before anything is stored: a refused upload leaves nothing behind
     if problem is None:
         if reference_source is None:
             raise ValidationError("choose a problem, or upload your own reference file")
@@ -199,7 +199,7 @@ def upload_kernel(
                 f"a reference file in NKIBench's format is an NKI problem, not for {platform}; for Triton, "
                 "import a FlashInfer-Bench definition (manage.py import_flashinfer or /problems/import-flashinfer/)"
             )
-        new_problem = not _custom_problem_exists(reference_source, reference_name)
+        new_problem = not _custom_problem_exists(user, reference_source, reference_name)
         checked = check_reference(reference_source) if new_problem else None
         if checked is not None:
             _refuse_broken_reference(checked)
@@ -225,7 +225,18 @@ def upload_kernel(
     return kernel, created, evaluation
 
 
-def _custom_problem_exists(reference_source: str, name: str) -> bool:
+def _custom_slug(user: Any, reference_source: str, name: str) -> str:
+    """The slug of a user's own reference: its name and digest, plus the user's id when another user already
+    holds that slug, so one person's upload never lands on (or changes) someone else's private problem."""
     base = slugify(Path(name).stem if name else "") or "reference"
     slug = f"{base[:80]}-{source_sha256(reference_source)[:8]}"
+    holder = Problem.objects.filter(suite=CUSTOM_SUITE, slug=slug, case="custom").values_list("owner_id", flat=True)
+    user_id = user.pk if user is not None and user.is_authenticated else None
+    if holder and holder[0] != user_id:
+        return f"{base[:70]}-{source_sha256(reference_source)[:8]}-u{user_id or 0}"
+    return slug
+
+
+def _custom_problem_exists(user: Any, reference_source: str, name: str) -> bool:
+    slug = _custom_slug(user, reference_source, name)
     return Problem.objects.filter(suite=CUSTOM_SUITE, slug=slug, case="custom").exists()

@@ -98,13 +98,14 @@ def problems_with_baselines(user: Any, platform: str = DEFAULT_PLATFORM) -> Quer
     )
 
 
-def problem_kernel_rows(problem: Problem) -> list[dict[str, Any]]:
+def problem_kernel_rows(problem: Problem, user: Any = None) -> list[dict[str, Any]]:
     """The problem page's table: each kernel with its best rankable result per platform of the problem's
     language (`best`) and one cell per such platform (that result, else the latest evaluation, so failing or
     pending kernels show something), fastest on the problem's default platform first.
 
     NKI problems show the default backend's results (the simulator); Triton ones every Triton backend's
-    (the interpreter's correct-only results, and a GPU's measured ones, which rank)."""
+    (the interpreter's correct-only results, and a GPU's measured ones, which rank). Only kernels `user` may
+    see are listed (None: an anonymous visitor), so a private run's kernels stay off the page."""
     platforms = [p.value for p in problem.platforms]
     if problem.language == NKI:
         evaluations = current_evaluations()
@@ -113,7 +114,7 @@ def problem_kernel_rows(problem: Problem) -> list[dict[str, Any]]:
             backend__in=[b.value for b in get_definition(platforms[0]).backends],
             backend_version__in=_current_versions(get_definition(platforms[0]).backends),
         )
-    kernels = problem.kernels.select_related("author", "problem").prefetch_related(
+    kernels = visible_kernels(user).filter(problem=problem).select_related("author", "problem").prefetch_related(
         Prefetch("evaluations", queryset=evaluations, to_attr="current_evaluations")
     )
     rows = []

@@ -8,7 +8,7 @@ from django.core.exceptions import PermissionDenied, ValidationError
 from django.db.models import Q, QuerySet
 from django.http import Http404
 
-from accounts.roles import can_write_owned, is_engineer, visible_owned
+from accounts.roles import can_write_owned, is_admin, is_engineer, visible_owned
 from optimizer.models import (
     Run,
     RunStatus,
@@ -22,6 +22,16 @@ def can_launch_runs(user: Any) -> bool:
 def visible_runs(user: Any) -> QuerySet[Run]:
     """Public runs for everyone; private ones only for their owner (and admins)."""
     return visible_owned(user, Run.objects.select_related("problem", "owner"))
+
+
+def hidden_runs(user: Any) -> QuerySet[Run]:
+    """The runs `user` may not see: the complement of visible_runs, so the kernels they wrote stay hidden too."""
+    if is_admin(user):
+        return Run.objects.none()
+    hidden = Run.objects.filter(is_public=False)
+    if user is not None and user.is_authenticated:
+        hidden = hidden.exclude(owner=user)
+    return hidden
 
 
 def can_write_run(user: Any, run: Run) -> bool:

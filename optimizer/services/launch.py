@@ -9,6 +9,7 @@ from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import transaction
 from django.db.models import QuerySet
 
+from accounts import quotas
 from benchmark import services as benchmark_services
 from benchmark.models import Backend, Kernel, Platform, Problem
 from benchmark.services.evaluations import backend_unavailable
@@ -19,6 +20,7 @@ from optimizer.events import record_events
 from optimizer.models import (
     AgentKind,
     Run,
+    RunStatus,
 )
 from optimizer.services.access import can_launch_runs
 from optimizer.services.defaults import search_config
@@ -51,6 +53,7 @@ def create_run(
     start_source: str | None = None,
     start_name: str = "",
     budget: dict[str, Any] | None = None,
+    quota: bool = True,
 ) -> Run:
     """Queue a run: the one way a run is launched, from the run form, the API and `manage.py optimize`.
 
@@ -58,10 +61,13 @@ def create_run(
     `start_name`), or else from the problem's baseline. `search` holds SearchConfig fields (unset ones take
     AccelOpt-like defaults), `models` a model name per role overriding the configured one (LLM agent only),
     `budget` caps by BUDGET_FIELDS name (checked against the estimate: the notes go into the run's config).
-    `user` None is a management command: the run has no owner.
+    `user` None is a management command: the run has no owner. `quota`: whether the owner's runs quota
+    applies (a campaign's runs are bounded by its own max_concurrent_runs instead).
     """
     if user is not None and user.is_authenticated and not can_launch_runs(user):
         raise PermissionDenied("only engineers can launch optimization runs")
+    if quota:
+        check_run_quota(user)
     if agent not in AgentKind.values:
         raise ValidationError(f"unknown agent {agent!r}; expected one of {', '.join(AgentKind.values)}")
     # By default the problem's own platform (trn1 for NKI, a GPU for Triton) and that platform's backend.
@@ -121,6 +127,22 @@ def create_run(
         )
         record_events(run.pk, [("run.queued", {"agent": agent, "platform": platform, "search": config.to_dict()})])
     return run
+
+
+def runs_in_flight(user: Any) -> QuerySet[Run]:
+    """The runs `user` owns that are queued or running: what the runs quota counts (a campaign's too)."""
+    return Run.objects.filter(owner=user, status__in=[RunStatus.QUEUED, RunStatus.RUNNING])
+
+
+def check_run_quota(user: Any, *, exclude: int | None = None) -> None:
+    """QuotaExceeded (a ValidationError naming the limit) if one more run queued would take `user` past
+    ACCELOPT_QUOTA_RUNS_IN_FLIGHT; nothing for commands (no user)."""
+    if user is None or not user.is_authenticated:
+        return
+    runs = runs_in_flight(user)
+    if exclude is not None:
+        runs = runs.exclude(pk=exclude)
+    quotas.check(quotas.RUNS_IN_FLIGHT, runs.count())
 
 
 def parse_budget(budget: dict[str, Any] | None) -> Budget:

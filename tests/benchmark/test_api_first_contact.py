@@ -38,11 +38,11 @@ def test_the_api_and_the_form_launch_with_the_same_defaults(client, engineer, be
 
 
 def test_an_oversized_body_is_a_json_413_with_both_sizes(client, engineer, bearer, settings):
-    settings.DATA_UPLOAD_MAX_MEMORY_SIZE = 1024 * 1024
+    settings.ACCELOPT_MAX_UPLOAD_BYTES = settings.DATA_UPLOAD_MAX_MEMORY_SIZE = 1024 * 1024
     body = '{"source": "' + "x" * (3 * 1024 * 1024) + '"}'
     response = client.post("/api/kernels", body, content_type="application/json", headers=bearer(engineer))
     assert response.status_code == 413
-    assert response.json()["detail"] == "the request body is 3 MiB; the limit is 1 MiB"
+    assert response.json()["detail"] == "the request body is 3 MiB; the limit is 1 MiB (ACCELOPT_MAX_UPLOAD_BYTES)"
 
 
 def test_an_unknown_api_path_is_a_json_404(client):

@@ -28,7 +28,7 @@ def test_the_kernel_page_says_what_bounds_the_kernel(client, fake_pipeline, silu
     assert "bound by: DMA (" in content and "of the critical path)" in content
     assert "Waiting on other engines" in content and "Scalar Engine" in content
     assert "DMA queues used" in content
-    assert content.count("Plotly.newPlot") == 2  # the engine timeline and the critical-path bars
+    assert content.count("data-plotly-figure=") == 2  # the engine timeline and the critical-path bars
     # The htmx fragment a running evaluation swaps in carries the same section.
     fragment = client.get(f"/evaluations/{evaluation.pk}/fragment/").content.decode()
     assert "bound by: DMA (" in fragment

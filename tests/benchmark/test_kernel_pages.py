@@ -37,7 +37,7 @@ def test_the_kernel_page_shows_highlighted_numbered_source_and_the_result(client
     assert 'id="L1"' in content
     assert response.context["evaluation"] == evaluation
     assert "hbm_read_bytes" in content  # profile counters
-    assert "Plotly.newPlot" in content  # the per-engine timeline, drawn by the page's plotly.js
+    assert "data-plotly-figure=" in content  # the per-engine timeline, drawn by the page's plotly.js
     assert "vendor/plotly.min.js" in content
 
 

@@ -1,0 +1,381 @@
+"""Issue 36: every API route and the site's page actions, each tried by seven people, with the status each
+must get. One shared world: erin's public Triton problem, her *private* run with the kernels it wrote (one
+ranked fastest, one held for review), her private campaign, a memory entry.
+
+Beyond the status, no answer to someone who may not see the private run may carry its work: the source
+of the kernels it wrote (a marker line) or a link to them.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+from django.contrib.auth import get_user_model
+from django.contrib.auth.models import Group
+from django.db import transaction
+from django.test import Client
+from django.utils import timezone
+
+from accelopt_site.api import api
+from accounts.roles import ADMIN, CURATOR, ENGINEER, grant_role
+from accounts.services import create_token
+from benchmark import services
+from benchmark.models import Evaluation, EvaluationStatus, Kernel, KernelOrigin, Review
+from benchmark.services.kernels import source_sha256
+from campaigns.models import Campaign
+from memory.services import add_entry
+from optimizer.models import Run
+
+pytestmark = pytest.mark.django_db
+
+FIXTURES = Path(__file__).resolve().parents[1] / "triton_django" / "fixtures"
+MARKER = "# erin's private run wrote this line"
+MARKER_HELD = "# erin's private run wrote this held line"
+
+ROLES = ("anonymous", "viewer", "owner", "other", "curator", "admin", "superuser")
+SEES_PRIVATE_RUN = {"owner", "admin", "superuser"}  # the run's owner, and admins (visible_owned)
+CURATORS_TOO = frozenset({*SEES_PRIVATE_RUN, "curator"})
+
+
+def everyone(status: int) -> dict[str, int]:
+    return dict.fromkeys(ROLES, status)
+
+
+def private(status: int = 200) -> dict[str, int]:
+    """Something of erin's private run: 404 for whoever may not see it, so its existence does not leak."""
+    return {role: status if role in SEES_PRIVATE_RUN else 404 for role in ROLES}
+
+
+def api_role(status: int, role: str = ENGINEER) -> dict[str, int]:
+    """An API route needing `role`: 401 without credentials, 403 without the role."""
+    holders = {ENGINEER: {"owner", "other", "curator", "admin", "superuser"},
+               CURATOR: {"curator", "admin", "superuser"}}[role]
+    return {r: 401 if r == "anonymous" else status if r in holders else 403 for r in ROLES}
+
+
+def page_role(status: int, role: str = ENGINEER) -> dict[str, int]:
+    """A page needing `role`: anonymous visitors go to the login page (302), others without it get 403."""
+    return {**api_role(status, role), "anonymous": 302}
+
+
+def own_write(status: int, *, page: bool = False) -> dict[str, int]:
+    """Changing erin's private run or campaign: only she and admins; others cannot even see it (404)."""
+    expected = {r: status if r in SEES_PRIVATE_RUN else 404 for r in ROLES}
+    expected.update(anonymous=302 if page else 401, viewer=403 if page else 403)
+    return expected
+
+
+@dataclass
+class Case:
+    name: str
+    method: str
+    path: str  # formatted with the world's ids: {problem}, {kernel}, {private_kernel}, ...
+    expected: dict[str, int]
+    body: Any = None  # JSON for the API, form data for pages; callable(world) for what needs ids
+    multipart: bool = False
+    check: Callable[[dict[str, Any], str], None] | None = None  # a postcondition, given the world and role
+    sees_private: frozenset[str] = frozenset(SEES_PRIVATE_RUN)  # whose answers may show the private run's work
+    api: bool = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.api = self.path.startswith("/api/")
+
+
+def _definition_reimport(world: dict[str, Any]) -> dict[str, Any]:
+    definition = json.loads((FIXTURES / "studio_axpy_h16.json").read_text())
+    definition["description"] = "replaced by whoever re-imported it"
+    definition["reference"] = definition["reference"].replace("import torch", "import torch  # replaced", 1)
+    return {"platform": "h100", "definitions": [definition]}
+
+
+def _definition_into_builtin(world: dict[str, Any]) -> dict[str, Any]:
+    definition = json.loads((FIXTURES / "studio_axpy_h16.json").read_text())
+    definition["name"] = "sneaky_axpy"
+    return {"platform": "h100", "definitions": [definition], "suite": "nkibench"}
+
+
+def _reference_unchanged_unless_allowed(world: dict[str, Any], role: str) -> None:
+    problem = world["problem_row"]
+    problem.refresh_from_db()
+    if role in ("owner", "superuser"):
+        assert "replaced" in problem.reference_source
+    else:
+        assert "replaced" not in problem.reference_source, f"{role} replaced erin's reference"
+
+
+def _no_problem_in_builtin_suite(world: dict[str, Any], role: str) -> None:
+    assert not services.find_problems(None, suite="nkibench").filter(slug="sneaky_axpy").exists()
+
+
+def _admin_self_promotion(world: dict[str, Any]) -> dict[str, Any]:
+    admin = world["users"]["admin"]
+    return {
+        "username": admin.username, "first_name": "", "last_name": "", "email": "",
+        "is_active": "on", "is_staff": "on", "is_superuser": "on",
+        "groups": [str(Group.objects.get(name=ADMIN).pk)],
+        "date_joined_0": "2026-01-01", "date_joined_1": "00:00:00",
+    }
+
+
+def _still_not_superuser(world: dict[str, Any], role: str) -> None:
+    admin = world["users"]["admin"]
+    admin.refresh_from_db()
+    assert role == "superuser" or not admin.is_superuser, f"{role} made the admin-role member a superuser"
+
+
+def _run_from_private_kernel(world: dict[str, Any]) -> dict[str, Any]:
+    return {"problem": str(world["problem"]), "start_kernel_id": world["private_kernel"], "platform": "h100",
+            "backend": "triton-interpreter"}
+
+
+CASES = [
+    # --- the API ------------------------------------------------------------------------------------
+    Case("me", "GET", "/api/me", {**everyone(200), "anonymous": 401}),
+    Case("problems", "GET", "/api/problems", everyone(200)),
+    Case("problem", "GET", "/api/problems/{problem}", everyone(200)),
+    Case("kernel upload", "POST", "/api/kernels", api_role(201),
+         body=lambda w: {"problem": str(w["problem"]), "source": "def run():\n    pass\n", "evaluate": False}),
+    Case("public kernel", "GET", "/api/kernels/{kernel}", everyone(200)),
+    Case("private run's kernel", "GET", "/api/kernels/{private_kernel}", private()),
+    Case("evaluate a private run's kernel", "POST", "/api/kernels/{private_kernel}/evaluations",
+         {**private(200), "anonymous": 401, "viewer": 403}, body={}),
+    Case("private run's evaluation", "GET", "/api/evaluations/{private_evaluation}", private()),
+    # Curators decide held results, a private run's too: the review queue is where they see that work.
+    Case("review queue", "GET", "/api/reviews", api_role(200, CURATOR), sees_private=CURATORS_TOO),
+    Case("accept a public held result", "POST", "/api/evaluations/{held}/accept", api_role(200, CURATOR), body={}),
+    Case("reject a private run's held result", "POST", "/api/evaluations/{private_held}/reject",
+         api_role(200, CURATOR), body={}, sees_private=CURATORS_TOO),
+    Case("re-import someone else's FlashInfer definition", "POST", "/api/flashinfer/import",
+         {**api_role(403), "owner": 200, "superuser": 200}, body=_definition_reimport,
+         check=_reference_unchanged_unless_allowed),
+    Case("import into a built-in suite", "POST", "/api/flashinfer/import", api_role(403),
+         body=_definition_into_builtin, check=_no_problem_in_builtin_suite),
+    Case("export a solution", "GET", "/api/flashinfer/solutions/{problem}", everyone(200)),
+    Case("baselines", "GET", "/api/baselines", everyone(200)),
+    Case("import kernel files", "POST", "/api/kernels/import", api_role(201), multipart=True,
+         body=lambda w: {"problem": w["address"], "evaluate": "false",
+                         "files": [("mine.py", b"def run():\n    return 1\n")]}),
+    Case("memory", "GET", "/api/memory", api_role(200)),
+    Case("memory add", "POST", "/api/memory", api_role(201, CURATOR),
+         body={"title": "t", "slow_kernel": "a = 1", "fast_kernel": "a = 2", "speedup": 1.5}),
+    Case("memory export", "GET", "/api/memory/export", api_role(200)),
+    Case("memory import", "POST", "/api/memory/import", api_role(200, CURATOR), body=[]),
+    Case("memory entry", "GET", "/api/memory/{entry}", api_role(200)),
+    Case("memory edit", "PATCH", "/api/memory/{entry}", api_role(200, CURATOR), body={"title": "new"}),
+    *[Case(f"memory {action}", "POST", f"/api/memory/{{entry}}/{action}", api_role(200, CURATOR), body={})
+      for action in ("pin", "unpin", "prune", "restore", "transfers", "stays")],
+    Case("memory bulk prune", "POST", "/api/memory/prune", api_role(200, CURATOR), body=lambda w: {"ids": [w["entry"]]}),
+    Case("run from a private run's kernel", "POST", "/api/runs",
+         {**private(201), "anonymous": 401, "viewer": 403}, body=_run_from_private_kernel),
+    Case("runs", "GET", "/api/runs", everyone(200)),
+    Case("private run", "GET", "/api/runs/{run}", private()),
+    Case("cancel a private run", "POST", "/api/runs/{run}/cancel", own_write(200), body={}),
+    Case("pause a private run", "POST", "/api/runs/{run}/pause", own_write(200), body={}),
+    Case("resume a private run", "POST", "/api/runs/{run}/resume", own_write(200), body={}),
+    Case("continue a private run", "POST", "/api/runs/{run}/continue", own_write(400), body={"budget": {}}),
+    Case("private run's events", "GET", "/api/runs/{run}/events", private()),
+    Case("campaign launch", "POST", "/api/campaigns", api_role(400), body={}),
+    Case("campaigns", "GET", "/api/campaigns", everyone(200)),
+    Case("private campaign", "GET", "/api/campaigns/{campaign}", private()),
+    Case("cancel a private campaign", "POST", "/api/campaigns/{campaign}/cancel", own_write(200), body={}),
+    Case("export an unfinished private campaign", "GET", "/api/campaigns/{campaign}/export.csv", private(400)),
+    # --- pages --------------------------------------------------------------------------------------
+    Case("home", "GET", "/", everyone(200)),
+    Case("problems page", "GET", "/problems/", everyone(200)),
+    Case("problem page", "GET", "/problems/{problem}/", everyone(200)),
+    Case("solution download", "GET", "/problems/{problem}/solution.json", everyone(200)),
+    Case("import page", "GET", "/problems/import-flashinfer/", page_role(200)),
+    Case("re-import someone else's definition on the page", "POST", "/problems/import-flashinfer/",
+         {**page_role(403), "owner": 302, "superuser": 302}, multipart=True,
+         body=lambda w: {"platform": "h100", "files": [
+             ("studio_axpy_h16.json", json.dumps(_definition_reimport(w)["definitions"][0]).encode())]},
+         check=_reference_unchanged_unless_allowed),
+    Case("kernels page", "GET", "/kernels/", everyone(200)),
+    Case("kernels of a private run", "GET", "/kernels/?run={run}", everyone(200)),
+    Case("generated kernels", "GET", "/kernels/?origin=generated", everyone(200)),
+    Case("upload page", "GET", "/kernels/upload/", page_role(200)),
+    Case("public kernel page", "GET", "/kernels/{kernel}/", everyone(200)),
+    Case("private run's kernel page", "GET", "/kernels/{private_kernel}/", private()),
+    Case("evaluate a private run's kernel on the page", "POST", "/kernels/{private_kernel}/evaluate/",
+         own_write(302, page=True), body={}),
+    Case("private evaluation panel", "GET", "/evaluations/{private_evaluation}/fragment/", private()),
+    Case("review page", "GET", "/reviews/", page_role(200, CURATOR), sees_private=CURATORS_TOO),
+    Case("accept on the page", "POST", "/evaluations/{held}/accept/", page_role(302, CURATOR), body={}),
+    Case("reject a private held result on the page", "POST", "/evaluations/{private_held}/reject/",
+         page_role(302, CURATOR), body={}),
+    Case("Triton leaderboard", "GET", "/leaderboard/?platform=h100", everyone(200)),
+    Case("NKI leaderboard", "GET", "/leaderboard/", everyone(200)),
+    Case("baseline progress", "GET", "/leaderboard/baselines/", everyone(200)),
+    Case("leaderboard grid", "GET", "/leaderboard/grid/?platform=h100", everyone(200)),
+    Case("runs page", "GET", "/runs/", everyone(200)),
+    Case("run form", "GET", "/runs/new/", page_role(200)),
+    Case("run form from a private run's kernel", "GET", "/runs/new/?problem={problem}&kernel={private_kernel}",
+         page_role(200)),
+    Case("private run page", "GET", "/runs/{run}/", private()),
+    *[Case(f"private run {part}", "GET", f"/runs/{{run}}/{part}/", private())
+      for part in ("state", "chart", "badge", "tree", "memory", "queue")],
+    Case("cancel a private run on the page", "POST", "/runs/{run}/cancel/",
+         {**own_write(302, page=True), "anonymous": 404, "viewer": 404}, body={}),
+    Case("private kernel diff", "GET", "/runs/{run}/kernels/{private_kernel}/diff/", private()),
+    Case("private transcript", "GET", "/runs/{run}/kernels/{private_kernel}/transcript/", private()),
+    Case("memory page", "GET", "/memory/", page_role(200)),
+    Case("memory entry page", "GET", "/memory/{entry}/", page_role(200)),
+    Case("pin on the page", "POST", "/memory/{entry}/pin/", page_role(302, CURATOR), body={}),
+    Case("campaigns page", "GET", "/campaigns/", everyone(200)),
+    Case("private campaign page", "GET", "/campaigns/{campaign}/", private()),
+    Case("cancel a private campaign on the page", "POST", "/campaigns/{campaign}/cancel/",
+         {**own_write(302, page=True), "anonymous": 404, "viewer": 404}, body={}),
+    Case("profile", "GET", "/accounts/me/", {**everyone(200), "anonymous": 302}),
+    # --- Django admin: the admin role (staff) manages users, never superusers ---------------------------
+    Case("admin site", "GET", "/admin/", {**everyone(302), "admin": 200, "superuser": 200}),
+    Case("superuser's password form", "GET", "/admin/auth/user/{superuser}/password/",
+         {**everyone(302), "admin": 403, "superuser": 200}),
+    Case("superuser's change form", "POST", "/admin/auth/user/{superuser}/change/",
+         {**everyone(302), "admin": 403, "superuser": 200}, body={}),
+    Case("make oneself superuser", "POST", "/admin/auth/user/{admin}/change/",
+         {**everyone(302), "admin": 302, "superuser": 302}, body=_admin_self_promotion, check=_still_not_superuser),
+]
+
+
+@pytest.fixture
+def world(make_user: Callable[..., Any], monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
+    # Requests queue evaluations; none of them needs to run here.
+    monkeypatch.setattr("benchmark.services.evaluations._submit", lambda evaluation: None)
+    root = get_user_model().objects.create_superuser("root", "root@example.com", "x")
+    users = {
+        "viewer": make_user("vera"), "owner": make_user("erin", role=ENGINEER), "other": make_user("tom", role=ENGINEER),
+        "curator": make_user("cora", role=CURATOR), "admin": make_user("ada", role=ADMIN, is_staff=True),
+        "superuser": root,
+    }
+    grant_role(users["superuser"], ADMIN)
+    summary = services.import_flashinfer(
+        services.flashinfer_items_from_paths([str(FIXTURES / name) for name in
+                                              ("studio_axpy_h16.json", "studio_axpy_h16.jsonl",
+                                               "studio_axpy_blocked.solution.json")]),
+        platform="h100", user=users["owner"],
+    )
+    problem = summary.problems[0]
+    baseline = problem.baseline_kernel
+    run = Run.objects.create(problem=problem, start_kernel=baseline, owner=users["owner"], is_public=False,
+                             platform="h100", backend="cuda")
+
+    def generated(marker: str) -> Kernel:
+        source = f"{baseline.source}\n{marker}\n"
+        return Kernel.objects.create(problem=problem, source=source, sha256=source_sha256(source),
+                                     origin=KernelOrigin.GENERATED, run_id=run.pk, author=users["owner"],
+                                     parent=baseline, entry_point=baseline.entry_point,
+                                     solution_meta=baseline.solution_meta)
+
+    def evaluation(kernel: Kernel, platform: str, backend: str, **fields: Any) -> Evaluation:
+        return Evaluation.objects.create(
+            kernel=kernel, platform=platform, backend=backend, backend_version="test", status=EvaluationStatus.DONE,
+            compiled=True, runnable=True, correct=True, reference_digest=problem.reference_digest,
+            finished=timezone.now(), **fields,
+        )
+
+    private_kernel, private_held_kernel = generated(MARKER), generated(MARKER_HELD)
+    evaluation(baseline, "h100", "triton-interpreter")  # correct: what the solution export falls back to
+    private_evaluation = evaluation(private_kernel, "h100", "cuda", latency_ms=0.001)  # the fastest on the board
+    held = evaluation(baseline, "h200", "cuda", latency_ms=0.5, review=Review.HELD, held_reason="test",
+                      held_at=timezone.now())
+    private_held = evaluation(private_held_kernel, "h200", "cuda", latency_ms=0.002, review=Review.HELD,
+                              held_reason="test", held_at=timezone.now())
+    campaign = Campaign.objects.create(name="erin's", owner=users["owner"], is_public=False)
+    entry = add_entry(title="tile it", summary="s", slow_kernel="a = 1", fast_kernel="a = 2", speedup=2.0)
+    return {
+        "users": users, "problem_row": problem, "problem": problem.pk, "address": problem.address,
+        "kernel": baseline.pk, "private_kernel": private_kernel.pk, "private_held_kernel": private_held_kernel.pk,
+        "private_evaluation": private_evaluation.pk, "held": held.pk, "private_held": private_held.pk,
+        "run": run.pk, "campaign": campaign.pk, "entry": entry.pk, "superuser": root.pk, "admin": users["admin"].pk,
+    }
+
+
+def _client(world: dict[str, Any], role: str, case: Case) -> tuple[Client, dict[str, str]]:
+    client = Client()
+    if role == "anonymous":
+        return client, {}
+    user = world["users"][role]
+    if case.api:
+        return client, {"Authorization": f"Bearer {create_token(user, 'matrix').secret}"}
+    client.force_login(user)
+    return client, {}
+
+
+def _request(client: Client, headers: dict[str, str], case: Case, world: dict[str, Any]) -> Any:
+    path = case.path.format(**world)
+    body = case.body(world) if callable(case.body) else case.body
+    if case.method == "GET":
+        return client.get(path, headers=headers)
+    if case.multipart:
+        data = {key: value for key, value in body.items() if key != "files"}
+        files = []
+        for name, content in body.get("files", []):
+            from django.core.files.uploadedfile import SimpleUploadedFile
+
+            files.append(SimpleUploadedFile(name, content))
+        return client.post(path, {**data, "files": files}, headers=headers)
+    if case.api:
+        return client.generic(case.method, path, json.dumps(body), content_type="application/json", headers=headers)
+    return client.generic(case.method, path, _form(body), content_type="application/x-www-form-urlencoded",
+                          headers=headers)
+
+
+def _form(body: dict[str, Any] | None) -> str:
+    from urllib.parse import urlencode
+
+    return urlencode(body or {}, doseq=True)
+
+
+def _leaks(world: dict[str, Any], content: bytes) -> list[str]:
+    text = content.decode("utf-8", "replace")
+    found = [marker for marker in (MARKER, MARKER_HELD) if marker in text or json.dumps(marker)[1:-1] in text]
+    run = world["run"]
+    traces = [f"/kernels/{world['private_kernel']}/", f"/kernels/{world['private_held_kernel']}/",
+              f'?run={run}"', f'data-run="{run}"', f"/runs/{run}/", "a private run"]
+    return found + [trace for trace in traces if trace in text]
+
+
+@pytest.mark.parametrize("case", CASES, ids=[case.name for case in CASES])
+def test_each_person_gets_what_their_role_allows(case: Case, world: dict[str, Any]) -> None:
+    wrong = []
+    for role in ROLES:
+        with transaction.atomic():
+            client, headers = _client(world, role, case)
+            response = _request(client, headers, case, world)
+            got = response.status_code
+            if got != case.expected[role]:
+                wrong.append(f"{role}: {got}, expected {case.expected[role]} ({response.content[:160]!r})")
+            elif got < 300 and role not in case.sees_private and (leaks := _leaks(world, response.content)):
+                wrong.append(f"{role}: the answer shows erin's private run's work: {leaks}")
+            elif case.check is not None:
+                try:
+                    case.check(world, role)
+                except AssertionError as error:
+                    wrong.append(f"{role}: {error}")
+            transaction.set_rollback(True)
+    assert not wrong, f"{case.method} {case.path}:\n" + "\n".join(wrong)
+
+
+def test_the_matrix_covers_every_api_route() -> None:
+    """A new endpoint must join the matrix: its schema's paths are the matrix's, no more, no fewer."""
+    schema = api.get_openapi_schema()
+    routes = {(method.upper(), path) for path, operations in schema["paths"].items() for method in operations}
+    covered = set()
+    for case in CASES:
+        if not case.api:
+            continue
+        template = case.path
+        for name, param in (("{problem}", "{reference}"), ("{kernel}", "{kernel_id}"),
+                            ("{private_kernel}", "{kernel_id}"), ("{private_evaluation}", "{evaluation_id}"),
+                            ("{held}", "{evaluation_id}"), ("{private_held}", "{evaluation_id}"),
+                            ("{entry}", "{entry_id}"), ("{run}", "{run_id}"), ("{campaign}", "{campaign_id}")):
+            template = template.replace(name, param)
+        covered.add((case.method, template))
+    solution_path = ("GET", "/api/flashinfer/solutions/{reference}")
+    assert routes - covered == set(), f"routes missing from the matrix: {sorted(routes - covered)}"
+    assert solution_path in covered
