@@ -58,6 +58,7 @@ INSTALLED_APPS = [
     "memory",
     "optimizer",
     "campaigns",
+    "mcp_server",
 ]
 
 MIDDLEWARE = [
