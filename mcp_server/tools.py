@@ -83,7 +83,7 @@ def describe_problem(user: Any, problem: str) -> dict[str, Any]:
 
 def verdict(evaluation: Evaluation) -> str:
     """One word an agent can branch on: pending, correct, or the failure kind."""
-    if evaluation.status not in (EvaluationStatus.DONE, EvaluationStatus.FAILED):
+    if evaluation.status != EvaluationStatus.DONE:
         return "pending"
     if evaluation.error_kind:
         return str(evaluation.error_kind)

@@ -14,31 +14,20 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import httpx2
-import pytest
 from asgiref.sync import async_to_sync
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
-from benchmark import services
-from benchmark.models import Problem
+from tests.benchmark.conftest import (  # noqa: F401 - fixtures shared with the API's tests
+    FakePipeline,
+    bearer,
+    fake_pipeline,
+    inline_evaluations,
+    nkibench,
+    silu_mini,
+)
 
 BASE = "http://testserver"
-
-
-@pytest.fixture
-def inline_evaluations(settings: Any) -> None:
-    settings.ACCELOPT_EVALUATION_INLINE = True
-
-
-@pytest.fixture
-def nkibench(db: Any, inline_evaluations: None) -> list[Problem]:
-    services.load_suite("nkibench", evaluate_cases=())
-    return list(Problem.objects.filter(suite="nkibench"))
-
-
-@pytest.fixture
-def silu_mini(nkibench: list[Problem]) -> Problem:
-    return Problem.objects.get(suite="nkibench", slug="silu", case="mini")
 
 
 def asgi_app() -> Any:
