@@ -1,7 +1,10 @@
 from __future__ import annotations
 
+from typing import Any
+
 from django.contrib import admin
 
+from accounts.roles import is_admin
 from mcp_server.models import ToolCall
 
 
@@ -13,5 +16,18 @@ class ToolCallAdmin(admin.ModelAdmin):
     # A record of what happened: nobody edits it.
     readonly_fields = [field.name for field in ToolCall._meta.fields]
 
-    def has_add_permission(self, request: object) -> bool:
+    # Every admin reads the record by role, as agent calls are read on run pages, without a model permission.
+    def has_module_permission(self, request: Any) -> bool:
+        return is_admin(request.user)
+
+    def has_view_permission(self, request: Any, obj: Any = None) -> bool:
+        return is_admin(request.user)
+
+    def has_add_permission(self, request: Any) -> bool:
+        return False
+
+    def has_change_permission(self, request: Any, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: Any, obj: Any = None) -> bool:
         return False
