@@ -134,3 +134,19 @@ def test_bad_input_gets_the_apis_messages_as_tool_errors(engineer, make_token, f
     assert "unknown case 'huge'" in errors["bad case"]
     assert "no_such_tool" in errors["unknown tool"]
     assert not fake_pipeline.calls  # nothing was evaluated
+
+
+def test_a_quota_reached_is_a_tool_error_naming_the_limit(engineer, make_token, fake_pipeline, silu_mini, settings):
+    quotas = pytest.importorskip("accounts.quotas")  # per-person quotas (issue 36): the services enforce them
+    settings.ACCELOPT_QUOTA_RUNS_IN_FLIGHT = 1
+    token = make_token(engineer)
+
+    async def scenario():
+        async with http_client(token) as client:
+            first = payload(await client.call_tool("launch_run", {"problem": "silu:mini"}))
+            refused = error_text(await client.call_tool("launch_run", {"problem": "silu:mini"}))
+            return first, refused
+
+    first, refused = drive(scenario)
+    assert first["status"] == "queued"
+    assert "over the limit of 1 per person" in refused and quotas.RUNS_IN_FLIGHT in refused
