@@ -15,7 +15,7 @@ import asyncio
 import json
 from typing import Any
 
-from asgiref.sync import sync_to_async
+from asgiref.sync import ThreadSensitiveContext, sync_to_async
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecuritySettings
 
@@ -82,13 +82,16 @@ class McpHttpApp:
             await asyncio.gather(entry[2], return_exceptions=True)
 
     async def __call__(self, scope: Scope, receive: Any, send: Any) -> None:
-        token, refusal = _bearer(scope)
-        user = await sync_to_async(user_for_token)(token) if token else None
-        if user is None:
-            await _answer(send, 401, refusal or "the API token is not valid (unknown or revoked)")
-            return
-        manager = await self._manager()
-        await manager.handle_request({**scope, SCOPE_USER_KEY: user}, receive, send)
+        # Each request's Django calls get a thread of their own, as Django's ASGIHandler gives its requests:
+        # an evaluate_kernel waiting for its result then holds up no other call (nor the run worker).
+        async with ThreadSensitiveContext():
+            token, refusal = _bearer(scope)
+            user = await sync_to_async(user_for_token)(token) if token else None
+            if user is None:
+                await _answer(send, 401, refusal or "the API token is not valid (unknown or revoked)")
+                return
+            manager = await self._manager()
+            await manager.handle_request({**scope, SCOPE_USER_KEY: user}, receive, send)
 
 
 def is_mcp_path(path: str) -> bool:
