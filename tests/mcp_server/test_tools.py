@@ -182,3 +182,25 @@ def test_resources_give_the_coverage_table_a_reference_and_a_kernel_source(engin
     assert "nl." in coverage.contents[0].text
     assert reference.contents[0].text == silu_mini.reference_source
     assert kernel.contents[0].text == silu_mini.baseline_kernel.source
+
+
+def test_a_kernel_evaluated_against_its_own_reference_gets_a_private_problem(engineer, teammate, make_token,
+                                                                            fake_pipeline, silu_mini):
+    mine, theirs = make_token(engineer), make_token(teammate)
+    source = silu_mini.baseline_kernel.source + "\n# against my reference\n"
+
+    async def evaluate():
+        async with http_client(mine) as client:
+            return payload(await client.call_tool("evaluate_kernel", {
+                "source": source, "reference_source": silu_mini.reference_source, "name": "my silu"}))
+
+    evaluated = drive(evaluate)
+    kernel = Kernel.objects.get(pk=evaluated["kernel_id"])
+
+    async def look():
+        async with http_client(theirs) as client:
+            return error_text(await client.call_tool("describe_problem", {"problem": str(kernel.problem_id)}))
+
+    assert evaluated["verdict"] == "correct" and evaluated["problem"].startswith("custom/")
+    assert kernel.problem.owner == engineer
+    assert f"no problem with id {kernel.problem_id}" in drive(look)
