@@ -45,3 +45,24 @@ def test_each_call_is_recorded_with_its_digest_and_outcome_and_shown_to_its_call
     client.force_login(site_admin)
     page = client.get("/admin/mcp_server/toolcall/").content.decode()
     assert "describe_problem" in page and "list_problems" in page
+
+
+def test_the_calls_page_shows_a_user_their_calls_and_an_admin_everyones(engineer, teammate, site_admin, make_token,
+                                                                        fake_pipeline, silu_mini, client):
+    async def scenario(token: str, tool: str):
+        async with http_client(token) as agent:
+            await agent.call_tool(tool, {"problem": "silu:mini"} if tool == "describe_problem" else {})
+
+    mine, theirs = make_token(engineer), make_token(teammate)
+    drive(lambda: scenario(mine, "describe_problem"))
+    drive(lambda: scenario(theirs, "list_problems"))
+    client.force_login(engineer)
+    own = client.get("/agents/calls/").content.decode()
+    assert "describe_problem" in own and "list_problems" not in own
+    profile = client.get("/accounts/me/").content.decode()
+    assert "/mcp</code>" in profile and 'href="/agents/calls/"' in profile and 'href="/docs/agents/"' in profile
+    client.force_login(site_admin)
+    everyone = client.get("/agents/calls/").content.decode()
+    assert "describe_problem" in everyone and "list_problems" in everyone and "tom" in everyone
+    client.logout()
+    assert client.get("/agents/calls/").status_code == 302  # to the login page
