@@ -22,7 +22,9 @@ from campaigns.reports import campaign_report
 from engine.agents.prompting import format_breakdown
 from engine.memory.lessons import kernel_operations, profile_bottleneck
 from engine.platforms.registry import DEFAULT_PLATFORM
+from mcp_server.records import visible_calls
 from memory import services as memory
+from memory.models import EntryStatus
 from optimizer import services as optimizer
 from optimizer.models import AgentKind, Run
 
@@ -182,7 +184,7 @@ def search_memory(
     limit = max(1, min(limit, 50))
     if text:  # the memory browser's search
         entries = memory.filter_entries(memory.visible_entries(user), text=text).filter(
-            status__in=["active", "pinned"])[:limit]
+            status__in=[EntryStatus.ACTIVE, EntryStatus.PINNED])[:limit]
         return {"ranked_by": "text", "lessons": [_lesson(e, with_kernels=True) for e in entries]}
     kernel = benchmark.get_kernel_for_user(user, kernel_id) if kernel_id is not None else None
     target = kernel.problem if kernel is not None else (benchmark.get_problem_by_reference(user, problem)
@@ -299,8 +301,6 @@ def migrate_legacy_kernel(user: Any, source: str) -> dict[str, Any]:
 
 
 def my_tool_calls(user: Any, limit: int = 20) -> dict[str, Any]:
-    from mcp_server.records import visible_calls
-
     calls = visible_calls(user)[: max(1, min(limit, MAX_LIST))]
     return {"calls": [{"tool": c.tool, "user": c.user.get_username() if c.user_id else None, "ok": c.ok,
                        "duration_ms": round(c.duration_ms, 1), "arguments_sha256": c.arguments_sha256,
