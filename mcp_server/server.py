@@ -21,6 +21,7 @@ from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ResourceError, ToolError
 from mcp.shared.exceptions import MCPError
+from mcp.types import ToolAnnotations
 from pydantic import BaseModel
 
 from benchmark import services as benchmark
@@ -68,6 +69,11 @@ TOOLS: tuple[tuple[Callable[..., dict[str, Any]], str], ...] = (
                                   "available yet: says so)."),
     (tools.my_tool_calls, "Your recent MCP tool calls as the studio recorded them (an admin sees everyone's)."),
 )
+
+
+# Tools that change nothing: a client may run them without asking its user each time.
+READ_ONLY = frozenset({tools.list_problems, tools.describe_problem, tools.explain_kernel, tools.search_memory,
+                       tools.run_progress, tools.campaign_progress, tools.leaderboard, tools.my_tool_calls})
 
 
 def _message(error: Exception) -> str:
@@ -143,7 +149,9 @@ def build_server(*, stdio_user: Any = None) -> MCPServer:
     transport = Transport.HTTP if stdio_user is None else Transport.STDIO
     server = MCPServer("accelopt-studio", instructions=INSTRUCTIONS, middleware=[_recorder(stdio_user, transport)])
     for fn, description in TOOLS:
-        server.add_tool(_as_tool(fn, stdio_user), name=fn.__name__, description=description)
+        hints = ToolAnnotations(read_only_hint=True) if fn in READ_ONLY else ToolAnnotations(
+            read_only_hint=False, destructive_hint=False)  # they add rows (kernels, runs, proposals), never remove
+        server.add_tool(_as_tool(fn, stdio_user), name=fn.__name__, description=description, annotations=hints)
 
     def resource_user(ctx: Context) -> Any:
         return _request_user(ctx.request_context, stdio_user)

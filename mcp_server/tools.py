@@ -8,10 +8,11 @@ The services' exceptions (Http404, PermissionDenied, ValidationError, ValueError
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
 from django.core.exceptions import PermissionDenied
 from django.http import Http404
+from pydantic import Field
 
 from accounts.roles import ENGINEER, has_role
 from benchmark import services as benchmark
@@ -30,6 +31,14 @@ from optimizer.models import AgentKind, Run
 
 MAX_LIST = 200
 MAX_EVENTS = 200
+
+# What an agent reads about each argument (the tools' input schemas).
+ProblemRef = Annotated[str, Field(description="a problem's address such as silu:mini (suite/slug:case), or its id")]
+OptionalProblem = Annotated[str, Field(description="a problem's address such as silu:mini, or its id (blank: none)")]
+Source = Annotated[str, Field(description="the kernel's whole Python source")]
+KernelId = Annotated[int, Field(description="a kernel's id, as evaluate_kernel returned it")]
+PlatformName = Annotated[str, Field(description="trn1 or trn2 for NKI, h100 or h200 for Triton; blank: the "
+                                                "problem's own")]
 
 
 def require_engineer(user: Any, what: str) -> None:
@@ -52,7 +61,10 @@ def _problem_summary(problem: Problem) -> dict[str, Any]:
     }
 
 
-def list_problems(user: Any, suite: str = "", case: str = "") -> dict[str, Any]:
+def list_problems(
+    user: Any, suite: Annotated[str, Field(description="nkibench, flashinfer, ... (blank: all)")] = "",
+    case: Annotated[str, Field(description="mini (seconds to evaluate) or full (the published shape)")] = "",
+) -> dict[str, Any]:
     problems = benchmark.find_problems(user, suite=suite, case=case)[:MAX_LIST]
     return {"problems": [_problem_summary(problem) for problem in problems]}
 
@@ -61,7 +73,7 @@ def _latency(evaluation: Evaluation | None) -> float | None:
     return evaluation.latency_ms if evaluation is not None else None
 
 
-def describe_problem(user: Any, problem: str) -> dict[str, Any]:
+def describe_problem(user: Any, problem: ProblemRef) -> dict[str, Any]:
     found = benchmark.get_problem_by_reference(user, problem)
     baselines = {}
     if found.baseline_kernel_id:
@@ -120,7 +132,10 @@ def evaluation_summary(evaluation: Evaluation) -> dict[str, Any]:
 
 
 def evaluate_kernel(
-    user: Any, source: str, problem: str = "", reference_source: str = "", name: str = "", platform: str = ""
+    user: Any, source: Source, problem: OptionalProblem = "",
+    reference_source: Annotated[str, Field(description="instead of a problem: your own reference in NKIBench's "
+                                                       "format (a private problem of yours)")] = "",
+    name: Annotated[str, Field(description="a name for the kernel")] = "", platform: PlatformName = "",
 ) -> dict[str, Any]:
     require_engineer(user, "evaluating a kernel")
     if bool(problem) == bool(reference_source):
@@ -144,7 +159,7 @@ def _kernel_evaluation(user: Any, kernel_id: int, platform: str) -> tuple[Kernel
     return kernel, chosen
 
 
-def explain_kernel(user: Any, kernel_id: int, platform: str = "") -> dict[str, Any]:
+def explain_kernel(user: Any, kernel_id: KernelId, platform: PlatformName = "") -> dict[str, Any]:
     kernel, evaluation = _kernel_evaluation(user, kernel_id, platform)
     summary = evaluation_summary(evaluation)
     profile = evaluation.profile if isinstance(evaluation.profile, dict) else {}
@@ -178,7 +193,10 @@ def _lesson(entry: Any, *, with_kernels: bool) -> dict[str, Any]:
 
 
 def search_memory(
-    user: Any, problem: str = "", kernel_id: int | None = None, text: str = "", limit: int = 8
+    user: Any, problem: OptionalProblem = "",
+    kernel_id: Annotated[int | None, Field(description="rank for this kernel: its calls and its bottleneck")] = None,
+    text: Annotated[str, Field(description="instead: lessons whose title, summary or kernels contain it")] = "",
+    limit: Annotated[int, Field(description="at most this many lessons (1-50)")] = 8,
 ) -> dict[str, Any]:
     require_engineer(user, "reading the optimization memory")
     limit = max(1, min(limit, 50))
@@ -204,8 +222,13 @@ def search_memory(
 
 
 def propose_lesson(
-    user: Any, title: str, slow_kernel: str, fast_kernel: str, speedup: float, summary: str = "",
-    problem: str = "", polarity: str = "positive",
+    user: Any, title: Annotated[str, Field(description="what the rewrite does, in a line")],
+    slow_kernel: Annotated[str, Field(description="the kernel before the rewrite")],
+    fast_kernel: Annotated[str, Field(description="the kernel after it")],
+    speedup: Annotated[float, Field(gt=0, description="slow latency over fast latency, as you measured it")],
+    summary: Annotated[str, Field(description="why it helps, for the next engineer or agent")] = "",
+    problem: OptionalProblem = "",
+    polarity: Annotated[str, Field(description="positive (it made the kernel faster) or negative")] = "positive",
 ) -> dict[str, Any]:
     require_engineer(user, "proposing a lesson")
     target = benchmark.get_problem_by_reference(user, problem) if problem else None
@@ -228,8 +251,16 @@ def _run_summary(run: Run) -> dict[str, Any]:
 
 
 def launch_run(
-    user: Any, problem: str, start_kernel_id: int | None = None, agent: str = AgentKind.OFFLINE,
-    platform: str = "", search: dict[str, Any] | None = None, budget: dict[str, float | None] | None = None,
+    user: Any, problem: ProblemRef,
+    start_kernel_id: Annotated[int | None, Field(description="the kernel to start from (default: the baseline)")]
+    = None,
+    agent: Annotated[str, Field(description="offline (known rewrites) or llm (the site's LLM endpoint)")]
+    = AgentKind.OFFLINE,
+    platform: PlatformName = "",
+    search: Annotated[dict[str, Any] | None, Field(description="SearchConfig fields: iterations, beam_width, ...")]
+    = None,
+    budget: Annotated[dict[str, float | None] | None, Field(
+        description="caps: max_tokens, max_cost_usd, max_wall_time_s, max_evaluations")] = None,
     is_public: bool = False,
 ) -> dict[str, Any]:
     require_engineer(user, "launching a run")
@@ -240,7 +271,10 @@ def launch_run(
     return _run_summary(optimizer.get_run_for_user(user, run.pk))
 
 
-def run_progress(user: Any, run_id: int, after: int = 0) -> dict[str, Any]:
+def run_progress(
+    user: Any, run_id: int,
+    after: Annotated[int, Field(description="only events after this seq (the last_event_seq you saw)")] = 0,
+) -> dict[str, Any]:
     run = optimizer.get_run_for_user(user, run_id)
     events, next_after = optimizer.event_page(run, max(0, after), MAX_EVENTS)
     return {**_run_summary(run),
@@ -249,7 +283,9 @@ def run_progress(user: Any, run_id: int, after: int = 0) -> dict[str, Any]:
 
 
 def launch_campaign(
-    user: Any, problems: list[str] | None = None, suite: str = "", case: str = "", name: str = "",
+    user: Any,
+    problems: Annotated[list[str] | None, Field(description="problem addresses, or give a suite instead")] = None,
+    suite: str = "", case: Annotated[str, Field(description="mini or full")] = "", name: str = "",
     search: dict[str, Any] | None = None, budgets: dict[str, float] | None = None, is_public: bool = False,
 ) -> dict[str, Any]:
     require_engineer(user, "launching a campaign")
@@ -276,7 +312,11 @@ def _cell(cell: Any) -> dict[str, Any] | None:
             "run_id": cell.best.kernel.run_id}
 
 
-def leaderboard(user: Any, platform: str = DEFAULT_PLATFORM, case: str = "mini", problem: str = "") -> dict[str, Any]:
+def leaderboard(
+    user: Any, platform: Annotated[str, Field(description="trn1 or trn2")] = DEFAULT_PLATFORM,
+    case: Annotated[str, Field(description="mini or full")] = "mini",
+    problem: Annotated[str, Field(description="only this problem's row (an address such as silu:mini)")] = "",
+) -> dict[str, Any]:
     if case not in CASES:
         raise ValueError(f"unknown case {case!r}; the boards are {', '.join(CASES)}")
     # The board the leaderboard page shows (the same function, the same ranking rules).
@@ -290,7 +330,7 @@ def leaderboard(user: Any, platform: str = DEFAULT_PLATFORM, case: str = "mini",
 # --- not yet ---------------------------------------------------------------------------------------------
 
 
-def migrate_legacy_kernel(user: Any, source: str) -> dict[str, Any]:
+def migrate_legacy_kernel(user: Any, source: Source) -> dict[str, Any]:
     require_engineer(user, "migrating a kernel")
     # Said plainly rather than guessed at: no service rewrites legacy-namespace kernels yet.
     raise ValueError("migrating a legacy-namespace NKI kernel (neuronxcc.nki) to the current NKI generation is not "
