@@ -3,6 +3,8 @@ messages (unknown problem, kernel too large), as HTTP 401s before MCP or as tool
 
 from __future__ import annotations
 
+import json
+
 import httpx2
 import pytest
 from mcp import MCPError
@@ -10,6 +12,7 @@ from mcp import MCPError
 from accounts.models import ApiToken
 from accounts.services import revoke_token
 from benchmark import services
+from benchmark.models import Kernel
 from engine.evaluator.static_check import MAX_SOURCE_BYTES
 from mcp_server.models import ToolCall
 from tests.mcp_server.conftest import BASE, asgi_app, drive, error_text, http_client, payload
@@ -19,11 +22,11 @@ INITIALIZE = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
                          "clientInfo": {"name": "test", "version": "1"}}}
 
 
-def _post(headers: dict[str, str]) -> httpx2.Response:
+def _post(headers: dict[str, str], content: bytes | None = None) -> httpx2.Response:
     async def scenario():
         async with httpx2.AsyncClient(transport=httpx2.ASGITransport(app=asgi_app()), base_url=BASE) as http:
-            return await http.post("/mcp", json=INITIALIZE, headers={
-                "Accept": "application/json, text/event-stream", **headers})
+            sent = {"content": content} if content is not None else {"json": INITIALIZE}
+            return await http.post("/mcp", **sent, headers={"Accept": "application/json, text/event-stream", **headers})
 
     return drive(scenario)
 
@@ -123,6 +126,7 @@ def test_bad_input_gets_the_apis_messages_as_tool_errors(engineer, make_token, f
                 "missing": error_text(await client.call_tool("evaluate_kernel", {"problem": "silu:mini"})),
                 "bad case": error_text(await client.call_tool("leaderboard", {"case": "huge"})),
                 "unknown tool": error_text(await client.call_tool("no_such_tool", {})),
+
             }
 
     errors = drive(scenario)
@@ -134,6 +138,24 @@ def test_bad_input_gets_the_apis_messages_as_tool_errors(engineer, make_token, f
     assert "unknown case 'huge'" in errors["bad case"]
     assert "no_such_tool" in errors["unknown tool"]
     assert not fake_pipeline.calls  # nothing was evaluated
+
+
+def test_a_source_that_is_not_utf8_text_is_refused_before_any_tool_runs(engineer, make_token, fake_pipeline,
+                                                                          silu_mini):
+    # The SDK's client cannot even send such a source; a hand-made request can: the SDK's JSON-RPC parser refuses
+    # it as a parse error naming the position, so no tool, and no kernel row, ever sees it.
+    call = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
+        "name": "evaluate_kernel", "arguments": {"source": "x = 1\ud800\n", "problem": "silu:mini"}}}
+    headers = {"Authorization": f"Bearer {make_token(engineer)}", "Content-Type": "application/json",
+               "MCP-Protocol-Version": "2025-06-18"}
+    lone_surrogate = json.dumps(call, ensure_ascii=True).encode()
+    latin1 = json.dumps(call, ensure_ascii=True).replace("\\ud800", "\u00e9").encode("latin-1")  # one byte: not UTF-8
+    assert b"\xe9" in latin1
+    for body in (lone_surrogate, latin1):
+        response = _post(headers, content=body)
+        assert response.status_code == 400
+        assert response.json()["error"]["message"].startswith("Parse error")
+    assert not fake_pipeline.calls and not Kernel.objects.filter(source__startswith="x = 1").exists()
 
 
 def test_a_quota_reached_is_a_tool_error_naming_the_limit(engineer, make_token, fake_pipeline, silu_mini, settings):
