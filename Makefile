@@ -34,7 +34,7 @@ PIP := $(PY) -m pip install --disable-pip-version-check --progress-bar off --qui
 run: sandbox prepare serve
 
 test: install-dev lint sandbox $(if $(NO_BROWSER),,chromium)
-	$(BIN)/pytest $(if $(NO_BROWSER),--ignore=tests/browser) $(PYTEST_ARGS)
+	$(BIN)/pytest --durations=25 $(if $(NO_BROWSER),--ignore=tests/browser) $(PYTEST_ARGS)
 
 install: $(RUNTIME_STAMP)
 install-dev: $(DEV_STAMP)

@@ -115,6 +115,9 @@ class KernelOut(Schema):
     created: datetime
     source: str
     entry_point: str  # a Triton kernel's FlashInfer-Bench entry point ("main.py::run"); blank for NKI
+    # An NKI kernel's generation: "legacy" (neuronxcc.nki, refused by Neuron SDK 2.28 and later) or "current"
+    # (the nki package); null for Triton kernels and sources that import neither.
+    nki_generation: str | None
     evaluations: list[EvaluationOut]
     url: str
 
@@ -248,6 +251,7 @@ def _kernel_out(request: HttpRequest, kernel: Kernel) -> dict[str, Any]:
         "created": kernel.created,
         "source": kernel.source,
         "entry_point": kernel.entry_point,
+        "nki_generation": kernel.nki_generation,
         "evaluations": [_evaluation_out(request, e, generated) for e in evaluations],
         "url": _absolute(request, kernel.get_absolute_url()),
     }

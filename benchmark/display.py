@@ -13,7 +13,8 @@ from collections.abc import Iterable
 from itertools import groupby
 from typing import TYPE_CHECKING, Any
 
-from benchmark.models import DEFAULT_CASE, Evaluation, Problem
+from benchmark.models import DEFAULT_CASE, Evaluation, Kernel, Problem
+from engine.platforms.nki import generations
 
 if TYPE_CHECKING:
     from benchmark.boards import Board, Improvement
@@ -377,3 +378,12 @@ def best_over_time_figure_html(history: dict[str, list[Improvement]]) -> str:
     figure.update_layout(height=320, margin={"l": 60, "r": 20, "t": 10, "b": 40},
                          yaxis={"title": "speedup over baseline"}, legend={"orientation": "h", "y": -0.2})
     return figure_html(figure)
+
+
+def nki_generation_view(kernel: Kernel) -> dict[str, str] | None:
+    """The kernel page's generation line, and for a legacy kernel the note that current SDKs refuse it."""
+    generation = kernel.nki_generation
+    if generation is None:
+        return None
+    return {"label": generations.LABELS[generation],
+            "note": generations.LEGACY_NOTE if generation == generations.LEGACY else ""}

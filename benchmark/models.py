@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from functools import cached_property
 from typing import Any
 
 from django.conf import settings
@@ -19,9 +20,11 @@ from django.utils import timezone
 
 from engine.evaluator.requirements import CONFIGURATION_LABEL, is_missing_package
 from engine.evaluator.result import ErrorKind
+from engine.platforms.nki.generations import kernel_generation
 from engine.platforms.registry import (
     DEFAULT_BACKEND,
     DEFAULT_PLATFORM,
+    NKI,
     TRITON,
     Backend,
     Platform,
@@ -208,6 +211,13 @@ class Kernel(models.Model):
     @property
     def display_name(self) -> str:
         return self.name or f"kernel {self.sha256[:10]}"
+
+    @cached_property
+    def nki_generation(self) -> str | None:
+        """An NKI kernel's generation (`engine.platforms.nki.generations`: legacy or current); None otherwise."""
+        if self.problem.language != NKI:
+            return None
+        return kernel_generation(self.source)
 
     def get_absolute_url(self) -> str:
         return reverse("benchmark:kernel_detail", args=[self.pk])

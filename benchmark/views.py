@@ -23,6 +23,7 @@ from benchmark.display import (
     correctness_rows,
     is_correctness_only,
     leaderboard_figure_html,
+    nki_generation_view,
     problem_rows,
     profile_rows,
     profile_tables,
@@ -202,6 +203,7 @@ def kernel_detail(request: HttpRequest, pk: int) -> HttpResponse:
             "evaluations": evaluations,
             "generated": generated.get(kernel.pk),
             "source_audience": services.source_audience(kernel),
+            "generation": nki_generation_view(kernel),
             **_evaluation_context(request, selected, generated),
             # A broken reference's line number is a line of the reference, not of this source.
             "source_error_line": selected.error_line

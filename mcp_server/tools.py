@@ -22,6 +22,8 @@ from campaigns import services as campaigns
 from campaigns.reports import campaign_report
 from engine.agents.prompting import format_breakdown
 from engine.memory.lessons import kernel_operations, profile_bottleneck
+from engine.platforms.nki.generations import LABELS as GENERATION_LABELS
+from engine.platforms.nki.generations import LEGACY, LEGACY_NOTE, kernel_generation
 from engine.platforms.registry import DEFAULT_PLATFORM
 from mcp_server.records import visible_calls
 from memory import services as memory
@@ -332,9 +334,13 @@ def leaderboard(
 
 def migrate_legacy_kernel(user: Any, source: Source) -> dict[str, Any]:
     require_engineer(user, "migrating a kernel")
-    # Said plainly rather than guessed at: no service rewrites legacy-namespace kernels yet.
-    raise ValueError("migrating a legacy-namespace NKI kernel (neuronxcc.nki) to the current NKI generation is not "
-                     "available yet in this studio; evaluate_kernel accepts the legacy namespace as it is")
+    generation = kernel_generation(source)
+    if generation != LEGACY:  # nothing to move: say what the source is
+        return {"generation": generation, "label": GENERATION_LABELS.get(generation, "no NKI import found"),
+                "migrated": False, "source": source}
+    # Said plainly rather than guessed at: no service rewrites a legacy kernel yet (the APIs changed too).
+    raise ValueError(f"migrating a legacy-namespace NKI kernel to the nki package is not available yet in this "
+                     f"studio. {LEGACY_NOTE} evaluate_kernel runs it as it is.")
 
 
 # --- the caller's own record ----------------------------------------------------------------------------

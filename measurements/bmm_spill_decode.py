@@ -1,4 +1,4 @@
-"""trn1's bmm spill counters decoded (docs/benchmarks.md, "perf-9 candidates: bmm hbm_read"): the reloads of a
+"""trn1's bmm spill counters decoded (docs/history/performance-model.md, "perf-9 candidates: bmm hbm_read"): the reloads of a
 product kept across an outer loop, under furthest-next-use eviction.
 
 The NKIBench bmm baseline's transposed lhs is 64 blocks of 256 KiB, one per (batch, row block), made in the first of

@@ -1,4 +1,4 @@
-"""trn1's lora HBM counters decoded (docs/benchmarks.md, "perf-10 candidates: lora"): every byte named.
+"""trn1's lora HBM counters decoded (docs/history/performance-model.md, "perf-10 candidates: lora"): every byte named.
 
 The NKIBench lora baseline (M 4096, N 12288, K 5120, R 128, fp32): x (v1) 84 MB, W (v2) 252 MB, A (v3) 2.6 MB,
 B (v4) 6.3 MB, the shared identity 64 KiB, out (v5) 201 MB. Its second part is `for i13 in affine_range(12)`

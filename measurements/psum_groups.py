@@ -1,7 +1,7 @@
 """How many PSUM accumulation groups the performance model's schedule keeps open at once, per cached trace.
 
 [ARCH-V2] gives 8 PSUM banks of 2 KiB per partition, so at most 8 accumulation groups can be open; this says
-whether that limit would ever bind in the model's schedule (docs/benchmarks.md, "perf-4 candidates: SBUF
+whether that limit would ever bind in the model's schedule (docs/history/performance-model.md, "perf-4 candidates: SBUF
 working set..."). A group of a 2 KiB bank of a PSUM tensor runs from a write that follows a read of it (or its
 first write) to its last access before the next such write; times are the replay's.
 

@@ -37,7 +37,7 @@ from engine.agents.base import (
     SummaryRequest,
     WriteRequest,
 )
-from engine.platforms.nki.rewrites import ALL_BY_NAME, CATALOGS, Rewrite, RewriteError
+from engine.agents.rewrites import Rewrite, RewriteError, catalog_for, rewrite_named
 from engine.platforms.registry import NKI, get_definition
 
 LABEL = "offline: search over known rewrites (no language model)"
@@ -52,9 +52,10 @@ def plan_text(rewrite: Rewrite, site_index: int, description: str) -> str:
 
 def parse_plan(plan: str) -> tuple[Rewrite, int] | None:
     match = _PLAN_TAG.search(plan)
-    if not match or match.group("name") not in ALL_BY_NAME:
+    rewrite = rewrite_named(match.group("name")) if match else None
+    if rewrite is None:
         return None
-    return ALL_BY_NAME[match.group("name")], int(match.group("site"))
+    return rewrite, int(match.group("site"))
 
 
 def memory_score(rewrite: Rewrite, memory: tuple[MemoryItem, ...]) -> int:
@@ -78,7 +79,7 @@ class OfflineAgents:
         self._proposed: dict[str, set[tuple[str, int]]] = {}  # kernel source digest -> (rewrite, site) planned
 
     def catalog_for(self, platform: str) -> tuple[Rewrite, ...]:
-        return self.catalog if self.catalog is not None else CATALOGS[get_definition(platform).language]
+        return self.catalog if self.catalog is not None else catalog_for(get_definition(platform).language)
 
     # plan and write parse and walk the kernel's AST for every rewrite in the catalog: seconds of CPU for a
     # large kernel. They run on a thread of their own, so the event loop they are awaited from (daphne's,

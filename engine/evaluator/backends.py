@@ -6,7 +6,7 @@ by name (the names, with their labels, are `engine.platforms.registry.Backend`).
 * `neuron`: real Trainium through the Neuron SDK (`engine.platforms.nki.neuron`): compiled and run with
   `nki.baremetal`, timed with `nki.benchmark`, profiled with `neuron-profile`, one NeuronCore per
   evaluation. Without a Neuron device it reports an infrastructure error saying so.
-* `triton-interpreter`, `cuda`: Triton kernels (issue 24), evaluated by `triton_pipeline.evaluate_triton`;
+* `triton-interpreter`, `cuda`: Triton kernels (issue 24), evaluated by `triton.pipeline.evaluate_triton`;
   registered here for their names and versions.
 * `null`: calls the kernel as a plain Python function on numpy arrays, with no trace and no latency. It
   exists to test the sandbox and the pipeline without a simulator.
@@ -111,7 +111,7 @@ class SimulatorBackend(BackendImplementation):
         )
 
 
-# -2: the interpreter checks several workloads (triton_request.INTERPRETER_BYTES), not only the smallest.
+# -2: the interpreter checks several workloads (triton.request.INTERPRETER_BYTES), not only the smallest.
 TRITON_BACKEND_VERSIONS = {Backend.TRITON_INTERPRETER.value: "triton-interpreter-2", Backend.CUDA.value: "triton-cuda-1"}
 
 

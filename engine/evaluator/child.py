@@ -365,7 +365,7 @@ def _read_roots() -> list[str]:
 
 
 def _triton_role(name: str) -> Any:
-    """The Triton children (triton_roles.py), imported only when one starts: NKI children never load torch."""
+    """The Triton children (engine/platforms/triton/roles.py), imported only when one starts: NKI children never load torch."""
 
     def make(config: dict[str, Any]) -> Any:
         from engine.platforms.triton.roles import ROLES as TRITON_ROLES

@@ -12,7 +12,9 @@ Pure Python, no Django: the simulator, the pipeline and the sandbox children imp
 
 from __future__ import annotations
 
+import importlib
 from dataclasses import dataclass
+from typing import Any
 
 from engine.choices import Choices
 from engine.platforms.nki.hardware import TRN1, TRN2, NeuronCoreSpec
@@ -94,6 +96,25 @@ def get_definition(platform: str) -> PlatformDefinition:
         return DEFINITIONS[Platform(platform)]
     except ValueError:
         raise ValueError(f"unknown platform {platform!r}; expected one of {sorted(Platform.values)}") from None
+
+
+# Where each kernel language's parts live in its platform folder ("module:attribute"), imported on first use:
+# the shared layers (the agents today) find a platform's code through this table, not by importing its folder.
+LANGUAGE_PARTS: dict[str, dict[str, str]] = {
+    NKI: {"rewrites": "engine.platforms.nki.rewrites.catalog:CATALOG"},
+    TRITON: {"rewrites": "engine.platforms.triton.rewrites.catalog:TRITON_CATALOG"},
+}
+LANGUAGES = tuple(LANGUAGE_PARTS)
+
+
+def load_part(language: str, part: str) -> Any:
+    """A language's part ("rewrites": its offline catalog), imported from the module LANGUAGE_PARTS names."""
+    try:
+        reference = LANGUAGE_PARTS[language][part]
+    except KeyError:
+        raise ValueError(f"kernel language {language!r} has no {part!r}; known: {sorted(LANGUAGE_PARTS)}") from None
+    module, _, attribute = reference.partition(":")
+    return getattr(importlib.import_module(module), attribute)
 
 
 def platforms_for(language: str) -> tuple[Platform, ...]:

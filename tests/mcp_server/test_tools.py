@@ -152,14 +152,20 @@ def test_the_leaderboard_names_the_best_kernel_and_its_speedup(engineer, make_to
     assert row["measured"] is None
 
 
-def test_migrating_a_legacy_kernel_says_it_is_not_available_yet(engineer, make_token, db):
+def test_migrating_a_legacy_kernel_says_it_is_not_available_yet(engineer, make_token, silu_mini):
+    legacy = silu_mini.baseline_kernel.source
+    current = legacy.replace("import neuronxcc.nki as nki", "import nki").replace(
+        "import neuronxcc.nki.language as nl", "import nki.language as nl")
     token = make_token(engineer)
 
     async def scenario():
         async with http_client(token) as client:
-            return error_text(await client.call_tool("migrate_legacy_kernel", {"source": "import neuronxcc.nki"}))
+            return (error_text(await client.call_tool("migrate_legacy_kernel", {"source": legacy})),
+                    payload(await client.call_tool("migrate_legacy_kernel", {"source": current})))
 
-    assert "not available yet" in drive(scenario)
+    refused, nothing_to_do = drive(scenario)
+    assert "not available yet" in refused and "Neuron SDK 2.28" in refused
+    assert nothing_to_do["generation"] == "current" and nothing_to_do["migrated"] is False
 
 
 def test_resources_give_the_coverage_table_a_reference_and_a_kernel_source(engineer, make_token, fake_pipeline,

@@ -6,7 +6,8 @@ import ast
 
 import pytest
 
-from engine.platforms.nki.rewrites import BY_NAME, RewriteError
+from engine.agents.rewrites import RewriteError
+from engine.platforms.nki.rewrites import BY_NAME
 
 HEADER = "import neuronxcc.nki as nki\nimport neuronxcc.nki.language as nl\n"
 SCALE = 0.5

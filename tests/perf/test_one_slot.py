@@ -1,6 +1,6 @@
 """One iteration in flight, overflowing SBUF only through data kept across iterations (helper MAMBA3, issue 19).
 
-Four NeuronCoreSpec flags, all off by default (docs/benchmarks.md, "perf-10 candidates: mamba HBM bytes and the
+Four NeuronCoreSpec flags, all off by default (docs/history/performance-model.md, "perf-10 candidates: mamba HBM bytes and the
 stall"). Each acts only where an iteration's own tiles fit SBUF once but not twice and the kept copies of repeated
 loads overflow it (spills.one_slot_regime: the NKIBench Mamba baseline, none of the other 13 nor the pairs'
 kernels). There one iteration runs at a time, and: `sbuf_in_place` (an output takes the slot of the operand that

@@ -2,7 +2,7 @@
 dependency holds the next iteration's compute until this one has drained, but not its loads, which read nothing
 the loop writes; the DMA queues fetch them one iteration ahead ([STREAM]: double buffering). The matmul tutorial's
 fully optimized kernel (a sequential K-block loop) measured 6.97 ms at 85% HFU on trn1; draining the queues at each
-of its 56 boundaries cost 1.23 ms of the model's 8.49 ms (docs/benchmarks.md, perf-8 candidates: matmul tutorial).
+of its 56 boundaries cost 1.23 ms of the model's 8.49 ms (docs/history/performance-model.md, perf-8 candidates: matmul tutorial).
 
 Two kernels that differ only in that switch: N iterations of "load a tile, fold it into a running accumulator"
 (two Vector ops, longer than the load). Drained, each iteration costs its load and its compute one after the

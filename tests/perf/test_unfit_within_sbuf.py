@@ -5,7 +5,7 @@ keeps affine_interleave_unfit (2) iterations in flight anyway (double buffering,
 A double buffer is a second slot for each tile an iteration makes, so with the flag on the compiler double-buffers
 only where those slots fit (kept copies of repeated loads aside), else runs one iteration at a time. Evidence:
 trn1's Mamba baseline spills one accumulator tile per state step, not the two iterations' temporaries
-(docs/benchmarks.md, "perf-8 candidates: mamba HBM bytes"). The two kernels: one iteration's tiles fit twice,
+(docs/history/performance-model.md, "perf-8 candidates: mamba HBM bytes"). The two kernels: one iteration's tiles fit twice,
 or do not fit even once."""
 
 from __future__ import annotations

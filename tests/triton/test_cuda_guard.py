@@ -1,4 +1,4 @@
-"""The audit guard with the cuda backend's allowances (triton_roles.cuda_allowances): what Triton's compile and
+"""The audit guard with the cuda backend's allowances (triton.roles.cuda_allowances): what Triton's compile and
 launcher build do in the kernel's process passes (each step below failed on an H200 or in the sandbox on the
 CPU before it was admitted), and nothing around it: no chmod, listing or removal outside the write roots, no
 program but Triton's own tools at their own paths, the C compiler and ldconfig (not nvidia-smi: the parent

@@ -8,7 +8,7 @@ import ast
 
 import pytest
 
-from engine.platforms.nki.rewrites import RewriteError
+from engine.agents.rewrites import RewriteError
 from engine.platforms.triton.rewrites import TRITON_BY_NAME, TRITON_CATALOG
 from tests.triton_agents.interpret import check
 from tests.triton_agents.kernels import CASES, RMSNORM_UNMASKED, Case

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from engine.agents.base import KernelView, PlanRequest, ProblemContext, SummaryRequest, WriteRequest
 from engine.agents.offline import OfflineAgents, parse_plan
-from engine.platforms.nki.rewrites import CATALOG, TRITON_CATALOG
+from engine.platforms.nki.rewrites import CATALOG
+from engine.platforms.triton.rewrites import TRITON_CATALOG
 from tests.triton_agents.kernels import CASES, RMSNORM_UNMASKED
 
 TRITON = ProblemContext(slug="rmsnorm_mini", reference_source="", platform="h100")

@@ -3,7 +3,7 @@ where a child may run many threads (cuda, neuron), on the CPUs it may use at onc
 
 `RLIMIT_AS` (child.py) bounds address space, which is the right bound for numpy on the CPU but not for a
 CUDA or Neuron process, whose driver reserves terabytes of virtual memory it never touches: those children
-get a huge address-space limit (triton_pipeline.cuda_placement, neuron/backend.py), so without a cgroup
+get a huge address-space limit (triton.pipeline.cuda_placement, neuron/backend.py), so without a cgroup
 nothing stopped one from filling the host's memory and disturbing every other evaluation. A cgroup counts
 what is resident (and the child's tmpfs pages), whatever the address space. Likewise RLIMIT_CPU bounds a
 child's CPU time, not its rate: a child allowed 512 threads (the driver's, the compiler's) could take every

@@ -1,5 +1,5 @@
 """The sandboxed child process: its own namespaces (network, PID, IPC, mount, user; isolation.py), a uid of
-its own when the parent is root (sandbox_user.py), OS limits, a scrubbed environment, a private empty /tmp,
+its own when the parent is root (sandbox/user.py), OS limits, a scrubbed environment, a private empty /tmp,
 and pipes (never files) to talk through.
 
 `ChildProcess.request()` sends one message and waits for the reply until the child's wall deadline; at the

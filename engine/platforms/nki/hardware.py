@@ -161,7 +161,7 @@ class NeuronCoreSpec:
     # 15 tiles of [128, 7168] (one accumulator per state step, neuron-profile), impossible with two iterations in
     # flight (their 28 KiB temporaries alone: 252 KiB per partition); one in flight gives the model 31 where double
     # buffering gives 62. Off: without the over-spill the baseline is 0.15 too fast and four Mamba pairs fall out
-    # (docs/benchmarks.md, "perf-8 candidates: mamba HBM bytes"). False: always affine_interleave_unfit (perf-7).
+    # (docs/history/performance-model.md, "perf-8 candidates: mamba HBM bytes"). False: always affine_interleave_unfit (perf-7).
     affine_unfit_within_sbuf: bool = False
     # --- one iteration in flight, SBUF overflowed by kept data (helper MAMBA3, perf-10; all off) -----------------
     # Each acts only where an iteration's own tiles fit SBUF once but not twice, and with the kept copies of repeated
@@ -205,7 +205,7 @@ class NeuronCoreSpec:
     # kept copy's repeat runs (helper HBMA). Evidence: trn1 reads matmul_add_rmsnorm's 16 MiB weights 1.85 times
     # (54 of the 2,048 [128, 512] tiles re-read, 1.75 per row block: neuron-profile), the 3.2 KiB per partition
     # by which the next row block's x and z (16 KiB) overflow the usable SBUF beside the 128 KiB of weights
-    # ([PERF-GUIDE] "Opt #4"; docs/benchmarks.md, "perf-9 candidates: weights re-read"). The kept tiles to re-read
+    # ([PERF-GUIDE] "Opt #4"; docs/history/performance-model.md, "perf-9 candidates: weights re-read"). The kept tiles to re-read
     # are the fewest that cover the excess (spills._cover). And where even the inner loops overflow SBUF, nothing
     # is fetched an iteration ahead ([STREAM]: a slot per step in flight). Needs affine_outer_pipeline.
     affine_outer_over_kept_copies: bool = True
@@ -218,7 +218,7 @@ class NeuronCoreSpec:
     # (loads, stores, on-chip copies), "one", or "trigger" (the engine that produces a store's data or first
     # reads a load's tile). A DMA starts no earlier than its queue's previous one plus dma_queue_issue_s.
     # perf-5 ships "trigger" with no interval (perf-8 turns dma_queue_issue_s on for TRN1): it meets the
-    # leave-one-out goal and lowers the pairs' error, not their count (docs/benchmarks.md, perf-5 candidates:
+    # leave-one-out goal and lowers the pairs' error, not their count (docs/history/performance-model.md, perf-5 candidates:
     # DMA queues in time order).
     dma_queue_assignment: str = "trigger"
     # A queue's order: the compiler's ([NKI-AFFINE]: affine_range iterations software-pipelined, affine_interleave
@@ -229,7 +229,7 @@ class NeuronCoreSpec:
     # [TILING]: a PSUM tile is at most psum_bank_bytes_per_partition (512 fp32) wide. lowering.py adds the matmuls;
     # up to 512 wide the consumer reads PSUM (1 cycle per element), wider ones are copied to SBUF on the Scalar
     # Engine (ceil(F / 512) copies) and read at the SBUF rate. Alone, the pairs' signs are all right but the Mamba
-    # baseline's leave-one-out fold falls off a spill cliff (docs/benchmarks.md, perf-6 candidates: pairs
+    # baseline's leave-one-out fold falls off a spill cliff (docs/history/performance-model.md, perf-6 candidates: pairs
     # and engine shares). On with affine_interleave_unfit (helper PIPE): the lowering's extra instructions no longer
     # change which data spills.py evicts, and the pipelined depth is bounded by SBUF. False: the broadcast is free
     # and read from SBUF (perf-5).
@@ -239,7 +239,7 @@ class NeuronCoreSpec:
     # copies it to SBUF on the Scalar Engine as it does a wider one (False). AccelOpt's trn1 counters (its results
     # CSV) say False for its optimized Mamba (512-wide, as the tutorial's v3): Scalar Engine active 0.543 ms = its
     # 448 exps (0.17) + 896 [128, 512] copies (0.35; without them the model says 0.20), and its Vector time per
-    # column then matches the baseline's and the tutorial's on one ratio (docs/benchmarks.md, "perf-8 candidates:
+    # column then matches the baseline's and the tutorial's on one ratio (docs/history/performance-model.md, "perf-8 candidates:
     # mamba"). One spec cannot hold both compilers: False here, the compiler that measured all 14 NKIBench
     # baselines the model is fitted to (none has a broadcast this narrow, so the fit does not see it); True for
     # the pairs the tutorials measured (engine/platforms/nki/perf/pairs.py SOURCE_SPECS).
@@ -265,7 +265,7 @@ class NeuronCoreSpec:
     # a perfect affine nest whose inner loop reuses value-numbered work runs inner-loop-major, so the product is kept
     # across the whole outer loop (the middle end's "loop-reordering", nki/library/specs/design-rmsnorm-quant.rst,
     # aws-neuron-sdk @81ce03ae; trn1's bmm spill counters). Off: one kernel's evidence, and bmm's latency moves
-    # the wrong way with the whole-product spill rule (docs/benchmarks.md, "perf-9 candidates: bmm hbm_read"); with
+    # the wrong way with the whole-product spill rule (docs/history/performance-model.md, "perf-9 candidates: bmm hbm_read"); with
     # kept_product_share and spill_descriptors_per_row bmm comes in ("perf-10 candidates: bmm hbm_read").
     loop_interchange: bool = False
     # A sequential_range loop run outermost (perf-10 candidate, helper LORA; interchange.sequential_major_order): an
@@ -275,7 +275,7 @@ class NeuronCoreSpec:
     # sequential_range): the compiler does "much more conservative loop-level optimizations" on a sequential loop
     # than on affine ones, whose iterations carry no dependency and may be reordered; the middle end does
     # "loop-reordering" (nki/library/specs/design-rmsnorm-quant.rst, aws-neuron-sdk @81ce03ae). Evidence: lora's
-    # trn1 counters (docs/benchmarks.md, "perf-10 candidates: lora"): x read twice, transposed twice, the transposed
+    # trn1 counters (docs/history/performance-model.md, "perf-10 candidates: lora"): x read twice, transposed twice, the transposed
     # x saved once and reloaded in 11 of 12 column blocks, the K-chunk accumulators saved 4 times per block. Of the
     # 14 baselines and the pair kernels only lora moves (hbm 0.92 / 0.79 -> 1.01 / 1.02, 32.90 -> 30.02 ms, measured
     # 30.17); the matmul baseline (no sequential loop) still transposes its input in all 12 column blocks. False:
@@ -284,7 +284,7 @@ class NeuronCoreSpec:
     # A kept loop-invariant product (valnum.py) that does not fit (perf-10 candidate, helper BMM; spills._within_room):
     # instead of spilling it whole, it keeps what room is left under this share of the partition by the rest of the
     # live set, the rest saved once and reloaded block by block. Evidence, one kernel: trn1's bmm counters decode to
-    # the product holding 84 KiB of the 192 KiB partition (docs/benchmarks.md, "perf-10 candidates: bmm hbm_read"); 0.5
+    # the product holding 84 KiB of the 192 KiB partition (docs/history/performance-model.md, "perf-10 candidates: bmm hbm_read"); 0.5
     # reproduces its reloads within 1% (saves 0.89) beside the model's ~12 KiB of other live tiles. Not from a Neuron
     # document (none states how the allocator splits SBUF between a spilled tensor and the rest). 0: off, the
     # product spills whole (perf-8's rule, which swiglu's counters need).

@@ -3,7 +3,7 @@
 The reference and the kernel run in different child processes; expected outputs never enter the kernel's.
 With the simulator the kernel child runs once, on the first seed, and records its program; a verifier child
 (our code only) checks it and replays it on every seed, and its outputs are what the parent compares with the
-reference's, slice by slice (verify.py). The verified trace goes to the profile child for the performance
+reference's, slice by slice (engine/platforms/nki/roles.py). The verified trace goes to the profile child for the performance
 model, so the model never runs next to untrusted code. See docs/evaluation.md.
 """
 
@@ -124,7 +124,7 @@ class _Attempt:
                                                             placement.profile_limits, placement.profile_extras))
                         if self.backend.records_trace or self.backend.measures else None)
             # A backend with a trace (the simulator) records its program on the first seed; the verifier
-            # replays it on every seed, and only its outputs are judged (verify.py).
+            # replays it on every seed, and only its outputs are judged (engine/platforms/nki/roles.py).
             verifier = (children.enter_context(ChildProcess("verify", {"platform": self.platform}, self.limits))
                         if self.backend.records_trace else None)
             self.load_reference(reference)

@@ -4,7 +4,7 @@ its cache) and not run, and Triton's launcher helper is built (gcc, against libc
 
 Why: the sandboxed cuda evaluation needs Triton's compile and build steps to pass the evaluation sandbox (the
 audit guard's allowances, the private /tmp, the scrubbed environment); on an H200 they did not
-(docs/benchmarks.md). All of that runs on a CPU, so `compile_triton` (triton_pipeline.py) checks it on any
+(docs/benchmarks.md). All of that runs on a CPU, so `compile_triton` (engine/platforms/triton/pipeline.py) checks it on any
 machine with the same child, guard, allowances, limits and environment as a cuda evaluation; only the GPU
 itself (device nodes, libcuda's real driver, launches, timing) is left out.
 

@@ -2,7 +2,7 @@
 workloads it is judged on, as one picklable request (`TritonEvaluationRequest`, with `run()` and `key` like
 `EvaluationRequest`), and how one result comes from several workloads.
 
-`triton_pipeline.evaluate_triton` evaluates one workload in the sandbox. Which workloads: the cuda backend
+`triton.pipeline.evaluate_triton` evaluates one workload in the sandbox. Which workloads: the cuda backend
 checks and times every workload. The Triton interpreter is slow (a Python loop over the kernel's programs)
 and reports no latency, so it checks correctness on the smallest workload and then, smallest first, up to
 INTERPRETER_WORKLOADS in all while their bytes stay within INTERPRETER_BYTES: a kernel wrong only at a

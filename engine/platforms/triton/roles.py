@@ -265,7 +265,7 @@ class TritonKernelRole:
     def __init__(self, config: dict[str, Any]) -> None:
         self.guards = config.get("guards", {})
         self.backend = config["backend"]
-        # cuda without a GPU (triton_compile_only): kernels compiled for {"arch": 90}, not run; tensors on the CPU.
+        # cuda without a GPU (triton.compile_only): kernels compiled for {"arch": 90}, not run; tensors on the CPU.
         self.compile_only = config.get("compile_only") if self.backend == "cuda" else None
         self.driver: Any = None
         self.device = "cpu" if self.compile_only else _device(self.backend)

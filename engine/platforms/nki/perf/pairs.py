@@ -297,7 +297,7 @@ class PairTraces:
 
 
 # The compiler that built a source's measured kernels, where it lowers differently from the shipped spec's
-# (docs/benchmarks.md, "perf-8 candidates: mamba"): the NKI tutorials' profiles (SDK 2.20-2.22) read a
+# (docs/history/performance-model.md, "perf-8 candidates: mamba"): the NKI tutorials' profiles (SDK 2.20-2.22) read a
 # one-PSUM-bank partition broadcast straight from PSUM, where AccelOpt's trn1 harness, which measured the
 # baselines the spec is fitted to, copies it to SBUF on the Scalar Engine (its optimized Mamba: Scalar Engine
 # active 0.543 ms = exps + one [128, 512] copy per broadcast).

@@ -20,7 +20,7 @@ the product, spilling it when it does not fit (bmm: 12.6 MB saved, 33.8 MB reloa
   planner (spills.py) may evict it, and then it is saved once after the first instance and reloaded at each
   repeat, counted in spill_save_bytes / spill_reload_bytes.
 
-A product too large for SBUF is recomputed (rule 2 in docs/benchmarks.md, "perf-8 candidates: loop-invariant
+A product too large for SBUF is recomputed (rule 2 in docs/history/performance-model.md, "perf-8 candidates: loop-invariant
 transposes"); with NeuronCoreSpec.sequential_outermost the bound is per iteration of the innermost sequential_range
 loop around the statement, which the compiler runs outermost (interchange.sequential_major_order): the product is
 then live one sequential iteration at a time (SbufUse.sequential_major; lora's transposed x, 84 MB in all, 21 MB

@@ -14,8 +14,8 @@ reports no site; it never guesses.
 
 The package, read in this order:
 
-    rewrite.py    Rewrite, Site, RewriteError: what a rewrite is
-    kernel.py     Kernel (the parsed kernel the visitors work on) and the shared AST helpers
+    kernel.py     Kernel (the parsed kernel the visitors work on) and the shared AST helpers (what a
+                  rewrite is, `Rewrite` and `Site`, is the agents' own: engine/agents/rewrites.py)
     fusion.py     fold_scale_into_activation, fuse_scale_and_add, reduce_inside_activation
     loads.py      hoist_invariant_loads, reuse_loaded_tiles
     loops.py      larger_free_tiles, smaller_free_tiles, interchange_loops
@@ -24,19 +24,8 @@ The package, read in this order:
     engines.py    scale_on_scalar_engine
     stores.py     batch_stores
     catalog.py    CATALOG (every rewrite with its title and lesson) and BY_NAME
-    triton/       the Triton catalog (TRITON_CATALOG), for kernels of GPU platforms
-
-`CATALOGS` maps a platform's kernel language (`engine.platforms.registry`) to its catalog; `ALL_BY_NAME` finds a
-rewrite of any catalog by its name (names are unique across catalogs).
 """
 
 from engine.platforms.nki.rewrites.catalog import BY_NAME, CATALOG
-from engine.platforms.nki.rewrites.rewrite import Rewrite, RewriteError, Site
-from engine.platforms.registry import NKI, TRITON
-from engine.platforms.triton.rewrites import TRITON_BY_NAME, TRITON_CATALOG
 
-CATALOGS: dict[str, tuple[Rewrite, ...]] = {NKI: CATALOG, TRITON: TRITON_CATALOG}
-ALL_BY_NAME: dict[str, Rewrite] = {**BY_NAME, **TRITON_BY_NAME}
-assert len(ALL_BY_NAME) == len(BY_NAME) + len(TRITON_BY_NAME), "a rewrite name is used by two catalogs"
-
-__all__ = ["ALL_BY_NAME", "BY_NAME", "CATALOG", "CATALOGS", "TRITON_CATALOG", "Rewrite", "RewriteError", "Site"]
+__all__ = ["BY_NAME", "CATALOG"]

@@ -19,15 +19,14 @@ from __future__ import annotations
 import ast
 import copy
 
+from engine.agents.rewrites import Site, dotted
 from engine.platforms.nki.rewrites.kernel import (
     Kernel,
-    dotted,
     line_of,
     loaded_names,
     stored_names,
     walk_kernel,
 )
-from engine.platforms.nki.rewrites.rewrite import Site
 
 FACTORS = (2,)  # blocks per group: at full NKIBench shapes 2 already leaves matmul Tensor-Engine-bound (perf-3)
 WRITE_KEYWORDS = {"dst", "out", "reduce_res"}  # arguments an instruction writes into

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from engine.agents.rewrites import Rewrite
 from engine.platforms.nki.rewrites.blocking import visit_interleave_iterations, visit_share_across_blocks
 from engine.platforms.nki.rewrites.engines import visit_scale_on_scalar_engine
 from engine.platforms.nki.rewrites.fusion import (
@@ -11,7 +12,6 @@ from engine.platforms.nki.rewrites.fusion import (
 )
 from engine.platforms.nki.rewrites.loads import visit_hoist_loads, visit_reuse_loads
 from engine.platforms.nki.rewrites.loops import visit_interchange, visit_larger_tiles, visit_smaller_tiles
-from engine.platforms.nki.rewrites.rewrite import Rewrite
 from engine.platforms.nki.rewrites.stores import visit_batch_stores
 from engine.platforms.nki.rewrites.transfers import visit_hbm_round_trip, visit_psum_copy
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import ast
 
+from engine.agents.rewrites import Site
 from engine.platforms.nki.rewrites.fusion import scaled_operand
 from engine.platforms.nki.rewrites.kernel import (
     ACTIVATIONS,
@@ -26,7 +27,6 @@ from engine.platforms.nki.rewrites.kernel import (
     short,
     walk_kernel,
 )
-from engine.platforms.nki.rewrites.rewrite import Site
 
 
 def _inside_activation(kernel: Kernel, node: ast.AST) -> bool:

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import ast
 
+from engine.agents.rewrites import Site, dotted
 from engine.platforms.nki.rewrites.kernel import (
     ACTIVATIONS,
     Kernel,
     assignments_to,
-    dotted,
     line_of,
     remove_statement,
     replace_node,
@@ -21,7 +21,6 @@ from engine.platforms.nki.rewrites.kernel import (
     stored_names,
     walk_kernel,
 )
-from engine.platforms.nki.rewrites.rewrite import Site
 
 # ---------------------------------------------------------------------------------------------------
 # fold a multiply (or divide) by a constant into the activation's free scale

@@ -11,21 +11,12 @@ import ast
 from collections.abc import Iterator
 
 from engine.agents.parsing import kernel_function
-from engine.platforms.nki.rewrites.rewrite import RewriteError
+from engine.agents.rewrites import RewriteError, dotted
 
 # Activation functions the Scalar Engine applies after its free multiply-add: f(data * scale + bias).
 ACTIVATIONS = {"exp", "sqrt", "rsqrt", "tanh", "sigmoid", "silu", "gelu", "relu", "square", "log", "sin", "cos",
                "softplus", "mish", "erf"}
 SCALAR_FUNCTIONS = {"_even_tile", "min", "max", "int", "float", "abs", "len", "round"}
-
-
-def dotted(node: ast.AST) -> str:
-    if isinstance(node, ast.Name):
-        return node.id
-    if isinstance(node, ast.Attribute):
-        base = dotted(node.value)
-        return f"{base}.{node.attr}" if base else ""
-    return ""
 
 
 def stored_names(node: ast.AST | list[ast.stmt]) -> set[str]:

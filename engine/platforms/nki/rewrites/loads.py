@@ -11,10 +11,10 @@ import ast
 import copy
 from dataclasses import dataclass
 
+from engine.agents.rewrites import Site, dotted
 from engine.platforms.nki.rewrites.kernel import (
     Kernel,
     assignments_to,
-    dotted,
     line_of,
     loaded_names,
     remove_statement,
@@ -26,7 +26,6 @@ from engine.platforms.nki.rewrites.kernel import (
     stored_names,
     subscript_stores_to,
 )
-from engine.platforms.nki.rewrites.rewrite import Site
 
 # ---------------------------------------------------------------------------------------------------
 # load loop-invariant tiles once: hoist them, or cache a whole inner loop nest's tiles in SBUF

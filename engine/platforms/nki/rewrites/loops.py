@@ -10,15 +10,14 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
+from engine.agents.rewrites import Site, dotted
 from engine.platforms.nki.rewrites.kernel import (
     Kernel,
-    dotted,
     line_of,
     loaded_names,
     stored_names,
     walk_kernel,
 )
-from engine.platforms.nki.rewrites.rewrite import Site
 
 FREE_TILE_MAX = 8192  # elements per partition we let a free-dimension tile limit grow to
 FREE_TILE_MIN = 128  # and shrink to

@@ -15,9 +15,9 @@ from __future__ import annotations
 import ast
 import copy
 
+from engine.agents.rewrites import Site, dotted
 from engine.platforms.nki.rewrites.kernel import (
     Kernel,
-    dotted,
     line_of,
     loaded_names,
     short,
@@ -25,7 +25,6 @@ from engine.platforms.nki.rewrites.kernel import (
     stored_names,
     walk_kernel,
 )
-from engine.platforms.nki.rewrites.rewrite import Site
 
 ROW_LIMIT = 16384  # elements per partition of one row tile: 64 KiB of fp32, a third of a trn1 partition
 

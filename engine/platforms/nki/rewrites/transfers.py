@@ -15,11 +15,11 @@ import ast
 import copy
 from dataclasses import dataclass
 
+from engine.agents.rewrites import Site, dotted
 from engine.platforms.nki.rewrites.kernel import (
     ACTIVATIONS,
     Kernel,
     assignments_to,
-    dotted,
     line_of,
     loaded_names,
     name_load_nodes,
@@ -33,7 +33,6 @@ from engine.platforms.nki.rewrites.kernel import (
     stored_names,
     walk_kernel,
 )
-from engine.platforms.nki.rewrites.rewrite import Site
 
 # ---------------------------------------------------------------------------------------------------
 # drop a round trip through a scratch HBM tensor: use the stored SBUF tile instead of loading it back

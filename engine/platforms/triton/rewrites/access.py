@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import ast
 
-from engine.platforms.nki.rewrites.rewrite import Site
+from engine.agents.rewrites import Site
 from engine.platforms.triton.rewrites.source import (
     SIZE_NAMES,
     JitKernel,

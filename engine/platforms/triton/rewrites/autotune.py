@@ -15,8 +15,7 @@ from __future__ import annotations
 import ast
 import copy
 
-from engine.platforms.nki.rewrites.kernel import dotted
-from engine.platforms.nki.rewrites.rewrite import Site
+from engine.agents.rewrites import Site, dotted
 from engine.platforms.triton.rewrites.launch import BLOCK_MAX, DEFAULT_WARPS, WARPS_MAX
 from engine.platforms.triton.rewrites.source import (
     SIZE_NAMES,

@@ -7,7 +7,7 @@ right).
 
 from __future__ import annotations
 
-from engine.platforms.nki.rewrites.rewrite import Rewrite
+from engine.agents.rewrites import Rewrite
 from engine.platforms.triton.rewrites.access import visit_hints, visit_masks
 from engine.platforms.triton.rewrites.autotune import visit_add_autotune, visit_widen_autotune
 from engine.platforms.triton.rewrites.launch import (

@@ -19,7 +19,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Callable, Iterator
 
-from engine.platforms.nki.rewrites.rewrite import Site
+from engine.agents.rewrites import Site
 from engine.platforms.triton.rewrites.source import (
     int_value,
     is_block_name,

@@ -28,8 +28,7 @@ import ast
 import copy
 from dataclasses import dataclass
 
-from engine.platforms.nki.rewrites.kernel import dotted
-from engine.platforms.nki.rewrites.rewrite import Site
+from engine.agents.rewrites import Site, dotted
 from engine.platforms.triton.rewrites.source import (
     JitKernel,
     Launch,

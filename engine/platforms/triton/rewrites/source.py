@@ -10,7 +10,7 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass
 
-from engine.platforms.nki.rewrites.kernel import dotted
+from engine.agents.rewrites import dotted
 
 # Names of scalar kernel parameters that bound an offset (`offs < n`) when the kernel itself never says.
 SIZE_NAMES = {"n", "N", "n_elements", "numel", "size", "n_cols", "N_COLS", "n_elem", "num_elements", "length",

@@ -1,14 +1,20 @@
-"""What a rewrite is: a named visitor that lists its sites in a kernel and rewrites one of them.
+"""What a rewrite is: a named visitor that lists its sites in a kernel and rewrites one of them; and the
+catalogs of every kernel language, found through the platform registry.
 
 A visitor `visit(tree, target)` walks the parsed kernel and returns its sites; when `target` is a site's
-index it also rewrites that site in `tree`, in place. `Rewrite.sites` and `Rewrite.apply` wrap it.
+index it also rewrites that site in `tree`, in place. `Rewrite.sites` and `Rewrite.apply` wrap it. Each
+platform folder holds its own catalog (`engine/platforms/<language>/rewrites/`); the offline agent asks
+`catalog_for(language)` and `rewrite_named(name)` here, never a platform folder.
 """
 
 from __future__ import annotations
 
 import ast
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass
+
+from engine.platforms.registry import LANGUAGES, load_part
 
 
 class RewriteError(ValueError):
@@ -51,3 +57,32 @@ class Rewrite:
                 break
             source = self.apply(source, 0)
         return source
+
+
+def dotted(node: ast.AST) -> str:
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute):
+        base = dotted(node.value)
+        return f"{base}.{node.attr}" if base else ""
+    return ""
+
+
+def catalog_for(language: str) -> tuple[Rewrite, ...]:
+    """The offline rewrites of a kernel language ("nki", "triton"), from the folder the registry names."""
+    return load_part(language, "rewrites")
+
+
+def rewrite_named(name: str) -> Rewrite | None:
+    """The rewrite called `name` in any language's catalog (names are unique across catalogs), or None."""
+    return _by_name().get(name)
+
+
+@functools.cache
+def _by_name() -> dict[str, Rewrite]:
+    found: dict[str, Rewrite] = {}
+    for language in LANGUAGES:
+        for rewrite in catalog_for(language):
+            assert rewrite.name not in found, f"the rewrite name {rewrite.name!r} is used by two catalogs"
+            found[rewrite.name] = rewrite
+    return found
