@@ -12,6 +12,7 @@ session lives in this process's memory, so any server process can answer any req
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import json
 from typing import Any
 
@@ -69,9 +70,17 @@ class McpHttpApp:
                     ready.set()
                     await asyncio.Event().wait()  # until the loop (the server process) ends, or aclose()
 
-            self._managers[loop] = (manager, ready, loop.create_task(serve()))
-        manager, ready, _ = self._managers[loop]
-        await ready.wait()
+            # A fresh context: the manager outlives this request (and its ThreadSensitiveContext).
+            self._managers[loop] = (manager, ready, loop.create_task(serve(), context=contextvars.Context()))
+        manager, ready, task = self._managers[loop]
+        if not ready.is_set():
+            waiting = asyncio.ensure_future(ready.wait())
+            await asyncio.wait({waiting, task}, return_when=asyncio.FIRST_COMPLETED)
+            waiting.cancel()
+            if task.done():  # it failed to start: the next request tries again, this one says why
+                self._managers.pop(loop, None)
+                task.result()
+                raise RuntimeError("the MCP session manager stopped")
         return manager
 
     async def aclose(self) -> None:
