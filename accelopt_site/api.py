@@ -35,6 +35,7 @@ from accounts.quotas import QuotaExceeded
 from accounts.roles import roles_of
 from benchmark.api import router as benchmark_router
 from campaigns.api import router as campaigns_router
+from mcp_server.api import router as mcp_router
 from memory.api import router as memory_router
 from optimizer.api import router as optimizer_router
 
@@ -94,6 +95,7 @@ api.add_router("", benchmark_router, tags=["benchmark"])
 api.add_router("", memory_router, tags=["memory"])
 api.add_router("", optimizer_router, tags=["optimizer"])
 api.add_router("", campaigns_router, tags=["campaigns"])
+api.add_router("", mcp_router, tags=["mcp"])
 
 
 def _error(request: HttpRequest, status: int, detail: str) -> HttpResponse:

@@ -1,6 +1,7 @@
 """ASGI entry point: `daphne accelopt_site.asgi:application`.
 
-HTTP goes to Django (with /static/ served in-process by WhiteNoise in the embedded mode); websockets go through the
+HTTP goes to Django (with /static/ served in-process by WhiteNoise in the embedded mode; /mcp to the MCP server,
+mcp_server/http.py); websockets go through the
 origin check (ALLOWED_HOSTS) and the session/auth middleware to the consumers in accelopt_site/routing.py.
 """
 
@@ -32,6 +33,7 @@ from accelopt_site.health import HealthzFront  # noqa: E402
 from accelopt_site.routing import websocket_urlpatterns  # noqa: E402
 from accelopt_site.uploads import UploadSizeLimit, cap_daphne_uploads  # noqa: E402
 from accelopt_site.watchdog import start_server_watchdog  # noqa: E402
+from mcp_server.http import McpFront  # noqa: E402
 from optimizer.worker import EmbeddedWorkerMiddleware  # noqa: E402
 
 # /static/ is served by WhiteNoise, a middleware in settings.MIDDLEWARE (compressed, far-future cached);
@@ -43,7 +45,8 @@ http_application = UploadSizeLimit(django_http_application)
 application = EmbeddedWorkerMiddleware(
     ProtocolTypeRouter(
         {
-            "http": HealthzFront(http_application),
+            # /mcp: the MCP server for coding agents (mcp_server/http.py), before Django's URL routing.
+            "http": McpFront(HealthzFront(http_application)),
             "websocket": AllowedHostsOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
         }
     )

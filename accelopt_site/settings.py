@@ -67,6 +67,7 @@ INSTALLED_APPS = [
     "memory",
     "optimizer",
     "campaigns",
+    "mcp_server",
 ]
 
 MIDDLEWARE = [

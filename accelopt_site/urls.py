@@ -26,4 +26,5 @@ urlpatterns = [
     path("", include("optimizer.urls")),
     path("", include("memory.urls")),
     path("", include("campaigns.urls")),
+    path("", include("mcp_server.urls")),
 ]

@@ -176,7 +176,8 @@ def list_entries(
 @router.get("/memory/export", auth=api_role(ENGINEER), response=list[dict[str, Any]],
             summary="Export the memory (not pruned) as an AccelOpt experience list")
 def export_entries(request: HttpRequest) -> list[dict[str, Any]]:
-    return services.export_entries(services.visible_entries(request.auth).exclude(status=EntryStatus.PRUNED))
+    return services.export_entries(services.visible_entries(request.auth).exclude(
+        status__in=[EntryStatus.PRUNED, EntryStatus.PROPOSED]))
 
 
 @router.post("/memory/import", auth=api_role(CURATOR), response={200: ImportOut, 400: ErrorOut},
@@ -230,6 +231,7 @@ for _name, _action, _summary in (
     ("unpin", services.unpin_entry, "Unpin an entry"),
     ("prune", services.prune_entry, "Prune an entry (never given to the Planner; reversible)"),
     ("restore", services.restore_entry, "Restore a pruned entry"),
+    ("accept", services.accept_entry, "Accept a proposed lesson: Planners may then be shown it (prune to reject)"),
     ("transfers", lambda entry, user: services.set_transfers(entry, True, user),
      "Mark an entry as transferring: shown to Planners of every kernel language"),
     ("stays", lambda entry, user: services.set_transfers(entry, False, user),

@@ -22,6 +22,9 @@ class EntryStatus(models.TextChoices):
     PINNED = "pinned", "pinned (always given to the Planner)"
     PRUNED = "pruned", "pruned (never given to the Planner)"
     MERGED = "merged", "merged into another entry (its evidence counts there)"
+    # Proposed by an agent or an engineer (the MCP tool propose_lesson): waits for a curator, never shown to
+    # a Planner until accepted.
+    PROPOSED = "proposed", "proposed (waits for a curator's review)"
 
 
 class SourceKind(models.TextChoices):
@@ -120,6 +123,8 @@ class ChangeKind(models.TextChoices):
     UNMERGED = "unmerged", "merge undone"
     TRANSFERS = "transfers", "marked as transferring to other languages"
     STAYS = "stays", "marked as for its own language only"
+    PROPOSED = "proposed", "proposed for review"
+    ACCEPTED = "accepted", "accepted by a curator"
 
 
 class MemoryEntryVersion(models.Model):

@@ -308,6 +308,28 @@ def prune_visible_entries(user: Any, ids: Iterable[int]) -> int:
     return prune_entries(visible_entries(user).filter(pk__in=list(ids)), user)
 
 
+def accept_entry(entry: MemoryEntry, user: Any = None) -> MemoryEntry:
+    """A curator accepts a proposed lesson: it becomes active, so Planners may be shown it."""
+    return _set_status(entry, EntryStatus.ACTIVE, ChangeKind.ACCEPTED, user, only_from=EntryStatus.PROPOSED)
+
+
+def propose_entry(
+    user: Any, *, title: str, summary: str, slow_kernel: str, fast_kernel: str, speedup: float,
+    polarity: str = Polarity.POSITIVE, problem: Any = None, source_label: str = "",
+) -> MemoryEntry:
+    """An engineer's (or their agent's) lesson, filed as `proposed`: it enters the curators' review and reaches
+    no Planner until a curator accepts it (accept_entry) or prunes it."""
+    if not can_read_memory(user):
+        raise PermissionDenied("proposing a lesson needs the engineer role")
+    if not title.strip():
+        raise ValueError("a lesson needs a title saying what the rewrite does")
+    if not slow_kernel.strip() or not fast_kernel.strip():
+        raise ValueError("a lesson needs both kernels: the slow one and the fast one")
+    entry = add_entry(title=title, summary=summary, slow_kernel=slow_kernel, fast_kernel=fast_kernel, speedup=speedup,
+                      polarity=polarity, problem=problem, source_label=source_label, user=user)
+    return _set_status(entry, EntryStatus.PROPOSED, ChangeKind.PROPOSED, user)
+
+
 def restore_entry(entry: MemoryEntry, user: Any = None) -> MemoryEntry:
     """Bring a pruned entry back as active."""
     return _set_status(entry, EntryStatus.ACTIVE, ChangeKind.RESTORED, user, only_from=EntryStatus.PRUNED)
@@ -362,7 +384,8 @@ def revert_entry(entry: MemoryEntry, version_number: int, user: Any = None) -> M
 def export_entries(entries: Iterable[MemoryEntry] | None = None) -> list[dict[str, Any]]:
     """Entries as AccelOpt's experience list; our extra keys (polarity, status, family) are ignored by it."""
     if entries is None:
-        entries = MemoryEntry.objects.exclude(status=EntryStatus.PRUNED).select_related("problem")
+        entries = MemoryEntry.objects.exclude(status__in=[EntryStatus.PRUNED, EntryStatus.PROPOSED]).select_related(
+            "problem")
     exported = []
     for entry in entries:
         positive = entry.polarity == Polarity.POSITIVE

@@ -127,6 +127,7 @@ ACTIONS = {
     "unpin": services.unpin_entry,
     "prune": services.prune_entry,
     "restore": services.restore_entry,
+    "accept": services.accept_entry,  # a proposed lesson enters the memory
     # Whether the lesson is shown to Planners of other kernel languages (NKI, Triton) too.
     "transfers": _mark_transfers,
     "stays": _mark_stays,

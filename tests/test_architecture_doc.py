@@ -20,7 +20,7 @@ NODES = (
     "engine.platforms.nki.suites", "engine.platforms.nki.rewrites", "engine.platforms.nki",
     "engine.platforms.triton.rewrites", "engine.platforms.triton", "engine.platforms.registry",
     "engine.choices", "engine.evaluator.sandbox", "engine.evaluator", "engine.search", "engine.agents",
-    "engine.memory", "accelopt_site", "accounts", "benchmark", "campaigns", "memory", "optimizer",
+    "engine.memory", "accelopt_site", "accounts", "benchmark", "campaigns", "mcp_server", "memory", "optimizer",
 )
 # Not in the layout by name: a package's __init__ (its folder is), migrations, and the folders the layout
 # names as a whole (commands, template tags, the suite's and samples' kernel files).

@@ -56,7 +56,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGES = ("accelopt_site", "accounts", "benchmark", "campaigns", "engine", "memory", "optimizer")
+PACKAGES = ("accelopt_site", "accounts", "benchmark", "campaigns", "engine", "mcp_server", "memory", "optimizer")
 SCRIPTS = ("measurements",)
 MAX_LINES = 600
 LONG_BECAUSE = re.compile(r"(?:^|[.!?:;]\s+|\n\s*)Long because\b")
