@@ -17,6 +17,7 @@ from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
+from django_htmx.http import HttpResponseClientRefresh
 
 from accounts.roles import ENGINEER, require_role
 from benchmark.diffing import changed_line_count, side_by_side
@@ -237,7 +238,11 @@ def run_action(request: HttpRequest, pk: int, action: str) -> HttpResponse:
     if action not in actions:
         raise Http404(f"no run action {action!r}")
     run = services.get_run_for_user(request.user, pk, write=True)
-    run = actions[action](run, request.user)
+    try:
+        run = actions[action](run, request.user)
+    except ValidationError as error:  # e.g. resuming past the runs quota: said on the reloaded page
+        messages.error(request, f"Run {run.pk}: {' '.join(error.messages)}")
+        return HttpResponseClientRefresh() if request.htmx else redirect(run.get_absolute_url())
     if request.htmx:
         return render(request, "optimizer/partials/run_state.html", _state_context(request, run))
     messages.info(request, f"Run {run.pk}: {action} requested.")

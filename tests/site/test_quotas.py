@@ -105,6 +105,10 @@ def test_resuming_a_paused_run_counts_against_the_quota(client, engineer, make_t
     response = client.post(f"/api/runs/{first}/resume", headers=headers)
     assert response.status_code == 429
     assert Run.objects.get(pk=first).status == RunStatus.PAUSED
+    client.force_login(engineer)
+    page = client.post(f"/runs/{first}/resume/", follow=True)  # the run page's button: said on the page
+    assert page.status_code == 200 and "over the limit of 1 per person" in page.content.decode()
+    assert Run.objects.get(pk=first).status == RunStatus.PAUSED
 
 
 def test_the_admin_sees_who_is_near_a_limit(client, engineer, teammate, site_admin, silu, settings):
