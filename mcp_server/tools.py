@@ -10,13 +10,13 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from benchmark.boards import CASES, build_board
 from django.core.exceptions import PermissionDenied
 from django.http import Http404
 from pydantic import Field
 
 from accounts.roles import ENGINEER, has_role
 from benchmark import services as benchmark
+from benchmark.leaderboard import CASES, build_board
 from benchmark.models import Evaluation, EvaluationStatus, Kernel, Problem
 from campaigns import services as campaigns
 from campaigns.reports import campaign_report
@@ -321,8 +321,8 @@ def leaderboard(
 ) -> dict[str, Any]:
     if case not in CASES:
         raise ValueError(f"unknown case {case!r}; the boards are {', '.join(CASES)}")
-    # The board the leaderboard page shows (the same function, the same ranking rules).
-    board = build_board(platform, case)
+    # The board the leaderboard page shows this user (the same function, ranking and visibility rules).
+    board = build_board(platform, case, user=user)
     rows = [{"problem": row.problem.address, "simulated": _cell(row.simulated), "measured": _cell(row.measured)}
             for row in board.rows if not problem or row.problem.address == problem or row.problem.slug == problem]
     return {"platform": platform, "case": case, "simulator_version": board.simulator_version,
