@@ -103,7 +103,9 @@ def cap_daphne_uploads() -> None:
     it and daphne then queue all of it, in 8 KiB messages, in memory before the application could say no (a
     50 MB upload peaked the server at over 1 GB). The body is read off the socket and dropped, so the client,
     which sends all of it first, still gets the 413; nothing of it is kept."""
-    from daphne.http_protocol import WebRequest
+    from daphne.http_protocol import (
+        WebRequest,  # lazy: only a daphne server patches it, never tests or workers
+    )
 
     if getattr(WebRequest, "_accelopt_upload_cap", False):
         return

@@ -36,6 +36,8 @@ from engine.platforms.registry import (
 # evaluates in seconds (the published full shapes take minutes in the simulator).
 DEFAULT_SUITE = "nkibench"
 DEFAULT_CASE = "mini"
+# The suite of the problems users create from their own reference files (private to them).
+CUSTOM_SUITE = "custom"
 
 
 def reference_digest(

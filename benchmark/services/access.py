@@ -13,8 +13,17 @@ from django.db.models import Q, QuerySet
 from django.http import Http404
 
 from accounts.roles import is_engineer
-from benchmark.models import DEFAULT_CASE, DEFAULT_SUITE, Evaluation, Kernel, Problem, Visibility
+from benchmark.models import (
+    CUSTOM_SUITE,
+    DEFAULT_CASE,
+    DEFAULT_SUITE,
+    Evaluation,
+    Kernel,
+    Problem,
+    Visibility,
+)
 from benchmark.provenance import generating_runs, hidden_run_ids
+from engine.platforms.nki.suites import available_suites
 
 
 def can_create_kernels(user: Any) -> bool:
@@ -35,9 +44,6 @@ def visible_problems(user: Any) -> QuerySet[Problem]:
 def builtin_suites() -> frozenset[str]:
     """Suites the site itself loads (load_suite) and the one users' private references live in: read-only
     to users, so an import or upload can never replace a problem everyone ranks against."""
-    from benchmark.services.kernels import CUSTOM_SUITE  # kernels imports this module
-    from engine.platforms.nki.suites import available_suites
-
     return frozenset({DEFAULT_SUITE, CUSTOM_SUITE, *available_suites()})
 
 

@@ -26,12 +26,12 @@ from typing import TYPE_CHECKING, Any
 
 from django.core.exceptions import ValidationError
 from django.db import close_old_connections, transaction
-from django.db.models import Q, QuerySet
+from django.db.models import Q
 from django.utils import timezone
 
-from accounts import quotas
 from benchmark import conf
 from benchmark.models import Evaluation, EvaluationStatus, Kernel, Problem
+from benchmark.services.queue import check_evaluation_quota
 from benchmark.services.solutions import solution_document
 from engine import evaluator as pipeline
 from engine.evaluator.executors import local_cuda_unavailable
@@ -238,22 +238,6 @@ def request_evaluation(
         return run_evaluation_now(evaluation)
     _submit(evaluation)
     return evaluation
-
-
-def queued_evaluations(user: Any) -> QuerySet[Evaluation]:
-    """The evaluations `user` asked for that are queued or running: what the evaluations quota counts."""
-    return Evaluation.objects.filter(requested_by=user, status__in=[EvaluationStatus.QUEUED, EvaluationStatus.RUNNING])
-
-
-def check_evaluation_quota(user: Any, adding: int = 1, *, exclude: int | None = None) -> None:
-    """QuotaExceeded (a ValidationError naming the limit) if queuing `adding` more evaluations would take
-    `user` past ACCELOPT_QUOTA_QUEUED_EVALUATIONS; nothing for commands and workers (no user)."""
-    if user is None or not user.is_authenticated or not adding:
-        return
-    pending = queued_evaluations(user)
-    if exclude is not None:
-        pending = pending.exclude(pk=exclude)
-    quotas.check(quotas.QUEUED_EVALUATIONS, pending.count(), adding)
 
 
 def _check_platform_and_backend(platform: str, backend: str | None) -> str:

@@ -26,8 +26,9 @@ from benchmark.services.access import (
     require_problem_editor,
     visible_evaluations,
 )
-from benchmark.services.evaluations import backend_unavailable, check_evaluation_quota, request_evaluation
+from benchmark.services.evaluations import backend_unavailable, request_evaluation
 from benchmark.services.kernels import create_kernel, kernel_source_limit
+from benchmark.services.queue import check_evaluation_quota
 from benchmark.services.solutions import solution_document
 from benchmark.sizes import human_bytes
 from engine.platforms.registry import TRITON, Backend, get_definition

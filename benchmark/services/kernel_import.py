@@ -19,8 +19,8 @@ from django.core.exceptions import ValidationError
 
 from benchmark.models import DEFAULT_CASE, DEFAULT_SUITE, Evaluation, Kernel, Problem
 from benchmark.services.access import visible_problems
-from benchmark.services.evaluations import check_evaluation_quota
 from benchmark.services.kernels import kernel_source_limit, upload_kernel
+from benchmark.services.queue import check_evaluation_quota
 from benchmark.sizes import human_bytes
 
 MAX_FILES = 200  # one request or command; more is a sign of the wrong folder

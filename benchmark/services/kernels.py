@@ -14,9 +14,18 @@ from django.db import transaction
 from django.utils.text import slugify
 
 from benchmark import conf
-from benchmark.models import DEFAULT_LANGUAGE, Evaluation, Kernel, KernelOrigin, Problem, Visibility
+from benchmark.models import (
+    CUSTOM_SUITE,
+    DEFAULT_LANGUAGE,
+    Evaluation,
+    Kernel,
+    KernelOrigin,
+    Problem,
+    Visibility,
+)
 from benchmark.services.access import can_create_kernels
-from benchmark.services.evaluations import check_evaluation_quota, check_platform_for, request_evaluation
+from benchmark.services.evaluations import check_platform_for, request_evaluation
+from benchmark.services.queue import check_evaluation_quota
 from benchmark.services.solutions import TRITON_ENTRY_POINT
 from benchmark.sizes import human_bytes
 from engine.evaluator.sandbox.process import Limits
@@ -24,9 +33,6 @@ from engine.evaluator.sizing import ReferenceCheck
 from engine.evaluator.sizing import check_reference as run_reference_check
 from engine.evaluator.static_check import MAX_SOURCE_BYTES
 from engine.platforms.registry import platforms_for
-
-# The suite of the problems users create from their own reference files (private to them).
-CUSTOM_SUITE = "custom"
 
 
 def kernel_source_limit() -> int:

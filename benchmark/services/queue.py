@@ -12,10 +12,11 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from django.db.models import F
+from django.db.models import F, QuerySet
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
+from accounts import quotas
 from benchmark.models import Evaluation, EvaluationStatus
 
 PENDING = (EvaluationStatus.QUEUED, EvaluationStatus.RUNNING)
@@ -82,3 +83,19 @@ def queue_places(evaluations: Iterable[Evaluation]) -> dict[int, QueuePlace]:
             places[evaluation.pk] = QueuePlace("queued", index.get(evaluation.pk, len(line)),
                                                (now - since).total_seconds())
     return places
+
+
+def queued_evaluations(user: Any) -> QuerySet[Evaluation]:
+    """The evaluations `user` asked for that are queued or running: what the evaluations quota counts."""
+    return Evaluation.objects.filter(requested_by=user, status__in=[EvaluationStatus.QUEUED, EvaluationStatus.RUNNING])
+
+
+def check_evaluation_quota(user: Any, adding: int = 1, *, exclude: int | None = None) -> None:
+    """QuotaExceeded (a ValidationError naming the limit) if queuing `adding` more evaluations would take
+    `user` past ACCELOPT_QUOTA_QUEUED_EVALUATIONS; nothing for commands and workers (no user)."""
+    if user is None or not user.is_authenticated or not adding:
+        return
+    pending = queued_evaluations(user)
+    if exclude is not None:
+        pending = pending.exclude(pk=exclude)
+    quotas.check(quotas.QUEUED_EVALUATIONS, pending.count(), adding)

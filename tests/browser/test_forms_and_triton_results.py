@@ -32,7 +32,7 @@ def test_the_run_form_offers_only_the_chosen_problems_kernels_and_platforms(page
 
     _choose_problem(page, "silu:mini")
     assert mine not in _visible_options(page, "start"), "another problem's kernel is offered"
-    assert _visible_options(page, "platform") == ["trn1", "trn2"]
+    assert _visible_options(page, "platform") == ["trn1", "trn2", "trn3"]
     assert "triton-interpreter" not in _visible_options(page, "backend")
 
     _choose_problem(page, "studio_axpy_h16")

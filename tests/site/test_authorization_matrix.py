@@ -169,6 +169,9 @@ CASES = [
     Case("memory edit", "PATCH", "/api/memory/{entry}", api_role(200, CURATOR), body={"title": "new"}),
     *[Case(f"memory {action}", "POST", f"/api/memory/{{entry}}/{action}", api_role(200, CURATOR), body={})
       for action in ("pin", "unpin", "prune", "restore", "transfers", "stays")],
+    # Accepting is for proposed lessons (an active entry stays as it is); only curators may.
+    Case("memory accept", "POST", "/api/memory/{entry}/accept", api_role(200, CURATOR), body={}),
+    Case("my MCP tool calls", "GET", "/api/mcp/calls", {**everyone(200), "anonymous": 401}),
     Case("memory bulk prune", "POST", "/api/memory/prune", api_role(200, CURATOR), body=lambda w: {"ids": [w["entry"]]}),
     Case("run from a private run's kernel", "POST", "/api/runs",
          {**private(201), "anonymous": 401, "viewer": 403}, body=_run_from_private_kernel),

@@ -33,8 +33,33 @@ FIXED_LABELS: dict[str, frozenset[str]] = {
     "where": frozenset({"where"}),
     "memset": frozenset({"memset"}),
     "scalar": frozenset({"memset"}),  # t[...] = scalar
-    "constant": frozenset({"iota"}),
+    "constant": frozenset({"iota", "rand"}),  # nl.rand's draws are a constant tile the program carries
     "convert": frozenset({"load", "copy", "tensor_copy", "loop_reduce"}),  # an accumulating one: loop_reduce only
+    # the NKI 0.6 instructions (isa_v06.py; their kinds in semantics_v06.py): each runs under its own name
+    "scalar_reduce": frozenset({"tensor_scalar_reduce"}),
+    "cumulative": frozenset({"tensor_scalar_cumulative"}),
+    "max8": frozenset({"max8"}),
+    "find_index8": frozenset({"nc_find_index8"}),
+    "match_replace8": frozenset({"nc_match_replace8"}),
+    "keep_where": frozenset({"dropout"}),
+    "bn_stats": frozenset({"bn_stats"}),
+    "bn_aggr": frozenset({"bn_aggr"}),
+    "predicated": frozenset({"tensor_copy_predicated"}),
+    "partition_reduce": frozenset({"tensor_partition_reduce"}),
+    "transpose_axes": frozenset({"dma_transpose", "load_transpose2d"}),
+    "exponential": frozenset({"exponential"}),
+    "affine_select": frozenset({"affine_select"}),
+    "select": frozenset({"select_reduce"}),
+    "range_select": frozenset({"range_select"}),
+    "composite": frozenset({"var", "softmax", "rms_norm"}),
+    "uniform": frozenset({"rand2", "rng"}),
+    "shuffle": frozenset({"nc_stream_shuffle"}),
+    "gather_free": frozenset({"gather_flattened", "nc_n_gather"}),
+    "sequence_bounds": frozenset({"sequence_bounds"}),
+    "local_gather": frozenset({"local_gather"}),
+    "activate2": frozenset({"activate2"}),
+    "nonzero": frozenset({"nonzero_with_count"}),
+    "register": frozenset({"register_load", "set_rng_seed"}),
 }
 
 

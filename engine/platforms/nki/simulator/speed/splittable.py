@@ -16,7 +16,7 @@ from typing import Any, NamedTuple
 
 # Names a loop body may call through: the NKI namespaces and numpy (pure functions).
 _MODULE_ROOTS = ("neuronxcc", "nki", "numpy", "math")
-_SIMULATOR_PACKAGE = __name__.rsplit(".", 1)[0]  # kernels in our tests import the simulator's modules directly
+_SIMULATOR_PACKAGE = __name__.rsplit(".", 2)[0]  # the simulator (this module is in its speed/): test kernels import its modules
 # Tensor methods that only read (`reshape` is not one: it makes a writable alias of HBM storage).
 _PURE_METHODS = frozenset(("broadcast_to",))
 # Builtins without side effects that kernels use inside loops.
