@@ -10,11 +10,14 @@ from __future__ import annotations
 
 import ast
 from collections import Counter
+from io import StringIO
 
 import pytest
 from asgiref.sync import async_to_sync
+from django.core.management import call_command
 
 import engine.evaluator as pipeline
+import optimizer.worker
 from benchmark.models import Evaluation, Kernel, KernelOrigin, Problem
 from benchmark.services import source_sha256
 from engine.agents.base import AgentResult, WriteRequest
@@ -189,3 +192,16 @@ def test_the_run_form_offers_the_mini_stage_on_by_default_and_records_it_off(ful
                                           "memory_size": 0, "seed": 0, "strategy": "beam"})
     assert response.status_code == 302, response.content.decode()[:2000]
     assert Run.objects.get().config["search"]["mini_first"] is False
+
+
+def test_manage_py_optimize_turns_the_mini_stage_off_and_prints_what_each_stage_saved(
+    shape_pipeline, full_problem, monkeypatch
+):
+    agents = PlanAgents(plans=PLANS)
+    monkeypatch.setattr(optimizer.worker, "default_agents", lambda run: agents)
+    out = StringIO()
+    call_command("optimize", "--problem", "tiles:full", "--iterations", "1", "--beam", "1", "--plans", "4",
+                 "--samples", "2", "--no-mini-first", stdout=out)
+    assert Run.objects.get().config["search"]["mini_first"] is False
+    assert ("evaluations: 6 at full size, 0 on the mini shapes; 3 answered from the cache (2 repeated in the run, "
+            "0 same source stored, 1 identical source stored); mini shapes first: off") in out.getvalue()
