@@ -33,6 +33,7 @@ from optimizer import services  # noqa: E402
 
 def run_row(run) -> dict:
     saved = services.evaluation_savings(run)
+    assert saved is not None, f"run {run.pk} has no counts (not started, or older than issue 38)"
     seconds = {case: (total or 0.0, count) for case, total, count in
                Evaluation.objects.filter(kernel__run_id=run.pk).values_list("kernel__problem__case")
                .annotate(total=Sum("wall_time_s"), count=Count("id")).values_list("kernel__problem__case", "total", "count")}

@@ -123,8 +123,11 @@ class EvaluationSavings:
         return self.mini_stopped + self.mini_passed
 
 
-def evaluation_savings(run: Run) -> EvaluationSavings:
+def evaluation_savings(run: Run) -> EvaluationSavings | None:
+    """None before the run's first step, and for a run whose checkpoint predates these counts (issue 38)."""
     totals = (run.checkpoint or {}).get("totals") or {}
+    if "repeated" not in totals:
+        return None
 
     def count(name: str) -> int:
         return int(totals.get(name) or 0)

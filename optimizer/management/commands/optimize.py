@@ -163,6 +163,8 @@ class Command(BaseCommand):
     def _savings(run: Run) -> str:
         """The run page's evaluation counts (engine.search.cascade), on one line."""
         saved = services.evaluation_savings(run)
+        if saved is None:
+            return "evaluations: no counts (the run ended before its first step)"
         mini = (f"mini shapes first: {saved.mini_stopped} stopped there, {saved.mini_passed} went on to full size"
                 if saved.mini_first else "mini shapes first: off")
         return (f"evaluations: {saved.full_size} at full size, {saved.mini} on the mini shapes; "
