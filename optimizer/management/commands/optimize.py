@@ -156,12 +156,11 @@ class Command(BaseCommand):
             self.stdout.write(f"\ninterrupted: run {run.pk} paused at its last checkpoint (resume it to continue)")
             return
         run.refresh_from_db()
-        self.stdout.write(self._savings(run))
         self._summary(run, status)
 
     @staticmethod
     def _savings(run: Run) -> str:
-        """The run page's evaluation counts (engine.search.cascade), on one line."""
+        """The run page's evaluation counts (engine.search.cascade), ending the summary line."""
         saved = services.evaluation_savings(run)
         if saved is None:
             return "evaluations: no counts (the run ended before its first step)"
@@ -209,7 +208,7 @@ class Command(BaseCommand):
         self.stdout.write(
             f"best speedup x{speedup:.3f} ({_ms(run.start_latency_ms)} -> {_ms(run.best_latency_ms)}), "
             f"peak fraction {_percent(run.best_peak_fraction)}; kernel {run.best_kernel_id}, "
-            f"{run.total_tokens} tokens, ${run.cost_usd:.4f}"
+            f"{run.total_tokens} tokens, ${run.cost_usd:.4f}; {self._savings(run)}"
             if speedup is not None
-            else f"run {run.pk} finished without a timed kernel"
+            else f"run {run.pk} finished without a timed kernel; {self._savings(run)}"
         )
