@@ -92,8 +92,8 @@ def shape_pipeline(monkeypatch, settings) -> ShapePipeline:
     return fake
 
 
-def make_problem(case: str, reference: str) -> Problem:
-    problem = Problem.objects.create(slug="tiles", case=case, family="elementwise", reference_source=reference)
+def make_problem(case: str, reference: str, slug: str = "tiles") -> Problem:
+    problem = Problem.objects.create(slug=slug, case=case, family="elementwise", reference_source=reference)
     source = "latency = 10.0\n"
     problem.baseline_kernel = Kernel.objects.create(problem=problem, source=source, sha256=source_sha256(source),
                                                     origin=KernelOrigin.BASELINE, name="baseline")
@@ -205,3 +205,14 @@ def test_manage_py_optimize_turns_the_mini_stage_off_and_prints_what_each_stage_
     assert Run.objects.get().config["search"]["mini_first"] is False
     assert ("evaluations: 6 at full size, 0 on the mini shapes; 3 answered from the cache (2 repeated in the run, "
             "0 same source stored, 1 identical source stored); mini shapes first: off") in out.getvalue()
+
+
+def test_a_campaigns_runs_check_on_the_mini_shapes_where_their_problem_has_them(full_problem, owner):
+    from campaigns.services import create_campaign
+
+    alone = make_problem("full", FULL_REFERENCE, slug="no-mini")
+    campaign = create_campaign(owner, problems=[full_problem, alone], case="full", search={"iterations": 1},
+                               max_concurrent_runs=2)
+    runs = {entry.problem.slug: entry.run for entry in campaign.entries.select_related("run", "problem")}
+    assert runs["tiles"].config["search"]["mini_first"] is True
+    assert runs["no-mini"].config["search"]["mini_first"] is False
