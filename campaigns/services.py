@@ -172,6 +172,8 @@ def search_parameters(search: dict[str, Any] | None, *, agent: str, memory: bool
         params.update(memory_size=0, rewrites_per_iteration=0)
     if agent == AgentKind.OFFLINE:
         params.setdefault("fix_attempts", 0)  # the offline agent repairs nothing (as optimizer.create_run)
+    # Asked of every run; each run's launch keeps it only where its problem has a mini case (create_run).
+    params.setdefault("mini_first", True)
     try:
         return SearchConfig.from_dict(params).to_dict()
     except (TypeError, ValueError) as error:

@@ -124,10 +124,15 @@ class RunForm(AgentModelsAndBudgets):
         help_text="Repeated sampling spends the same budget on independent samples from the start kernel: the "
         "AccelOpt paper's baseline for beam search.",
     )
+    mini_first = forms.BooleanField(
+        required=False, initial=True, label="Check candidates on the mini shapes first",
+        help_text="For a full-size problem with a mini case: a candidate that fails there is not evaluated at full "
+        "size (the full-size result is the one that counts). Turn it off for rewrites that fit only the full shapes.",
+    )
     is_public = forms.BooleanField(required=False, label="Public", help_text="Anyone may watch it, signed in or not.")
 
     SEARCH_FIELDS = ("iterations", "beam_width", "plans_per_candidate", "samples_per_plan", "memory_size", "seed",
-                     "strategy")
+                     "strategy", "mini_first")
     BUDGET_FIELDS = tuple(BUDGET_FIELDS)  # empty: no cap
     MODEL_FIELDS = tuple(f"{role}_model" for role in conf.ROLES)
 

@@ -147,6 +147,7 @@ def _state_context(request: HttpRequest, run: Run) -> dict[str, Any]:
         "iteration": iteration,
         "can_write": services.can_write_run(request.user, run),
         "budget_rows": budget_progress(run.budget, run.usage),
+        "savings": services.evaluation_savings(run),
         "continue_rows": _continue_rows(run) if run.status == "stopped" and not refusal else [],
         "continue_refusal": refusal if run.stopped_by_budget else None,
     }

@@ -6,12 +6,15 @@ below; each lives in the module of its concern, and the modules depend on each o
 
     access        who may see and change what: can_create_kernels, visible_problems/kernels,
                   get_problem/kernel/evaluation_for_user, parse_problem_address, get_problem_by_address,
-                  get_problem_by_reference (id or address), find_problems, other_cases, kernel_evaluations
+                  get_problem_by_reference (id or address), find_problems, other_cases, mini_sibling,
+                  kernel_evaluations
     queue         where pending evaluations stand: queue_places, queue_order, QueuePlace, elapsed_text
     evaluations   the evaluation lifecycle and its executor: request_evaluation, check_platform_for, run_evaluation_now,
                   get/set_executor, save_result, cancel_evaluations, cancel_pending_evaluations, wait_for_evaluations, evaluation_is_stale,
                   evaluate_source, backend_version, limits_for, reference_limits, reference_size,
-                  evaluation_request_for
+                  evaluation_request_for, finished_result
+    identical     the normalized-source cache: IdenticalSources (a twin's stored result), copy_evaluation
+                  (uses evaluations)
     kernels       storing kernels and users' problems: create_kernel, create_custom_problem, upload_kernel,
                   source_sha256, kernel_source_limit, CUSTOM_SUITE  (uses access, evaluations)
     ranking       what counts and what is best: best_evaluation, best_of, preferred_evaluation,
@@ -37,6 +40,7 @@ from benchmark.services.access import (
     get_problem_by_reference,
     get_problem_for_user,
     kernel_evaluations,
+    mini_sibling,
     other_cases,
     parse_problem_address,
     source_audience,
@@ -53,6 +57,7 @@ from benchmark.services.evaluations import (
     evaluate_source,
     evaluation_is_stale,
     evaluation_request_for,
+    finished_result,
     get_executor,
     limits_for,
     reference_limits,
@@ -74,6 +79,7 @@ from benchmark.services.flashinfer import (
 from benchmark.services.flashinfer import items_from_paths as flashinfer_items_from_paths
 from benchmark.services.flashinfer import items_from_payload as flashinfer_items_from_payload
 from benchmark.services.flashinfer import items_from_texts as flashinfer_items_from_texts
+from benchmark.services.identical import IdenticalSources, copy_evaluation
 from benchmark.services.kernels import (
     CUSTOM_SUITE,
     create_custom_problem,
@@ -97,7 +103,7 @@ from benchmark.services.ranking import (
 from benchmark.services.suites import IMPORTED_SUITE, ImportSummary, LoadSummary, import_nkibench, load_suite
 
 __all__ = [
-    "source_audience",
+    "source_audience", "mini_sibling", "finished_result", "IdenticalSources", "copy_evaluation",
     "FLASHINFER_SUITE", "FlashInferImportSummary", "FlashInferItems", "export_solution", "exportable_kernel",
     "flashinfer_items_from_paths", "flashinfer_items_from_payload", "flashinfer_items_from_texts", "import_flashinfer",
     "CUSTOM_SUITE", "IMPORTED_SUITE", "ImportSummary", "LoadSummary", "backend_version", "best_evaluation",

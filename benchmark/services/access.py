@@ -172,6 +172,15 @@ def other_cases(user: Any, problem: Problem) -> QuerySet[Problem]:
     return visible_problems(user).filter(suite=problem.suite, slug=problem.slug).exclude(pk=problem.pk)
 
 
+def mini_sibling(problem: Problem) -> Problem | None:
+    """The mini case of a full-size problem (same suite and slug), where a run checks candidates first
+    (engine.search.cascade); None for any other case or when the suite has no mini case of it."""
+    if problem.case != "full":
+        return None
+    return (Problem.objects.filter(suite=problem.suite, slug=problem.slug, case="mini", language=problem.language)
+            .exclude(pk=problem.pk).first())
+
+
 def kernel_evaluations(kernel: Kernel) -> list[Evaluation]:
     """A kernel's evaluations, newest first, with who requested and who reviewed each."""
     return list(kernel.evaluations.select_related("requested_by", "reviewed_by").order_by("-created", "-id"))

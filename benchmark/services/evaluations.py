@@ -334,6 +334,12 @@ def _needs_run(evaluation: Evaluation, abandoned_before: datetime | None = None)
     return timezone.now() - since > timedelta(seconds=conf.stale_after_seconds())
 
 
+def finished_result(evaluation: Evaluation) -> bool:
+    """A finished result that answers for its kernel now: not ours to retry (an infrastructure error), not
+    measured against another reference than the problem's current one."""
+    return evaluation.status == EvaluationStatus.DONE and not _needs_run(evaluation)
+
+
 def _reset(evaluation: Evaluation) -> None:
     evaluation.status = EvaluationStatus.QUEUED
     evaluation.started = None

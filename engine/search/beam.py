@@ -45,6 +45,7 @@ from engine.agents.base import (
 )
 from engine.memory.lessons import profile_bottleneck
 from engine.search.budget import Budget, Usage, budget_reached, remaining_evaluations
+from engine.search.cascade import STAGES
 from engine.search.config import REPEATED_SAMPLING, SearchConfig
 from engine.search.interfaces import Agents, CheckpointStore, Evaluator, EventSink, OptimizationMemory
 from engine.search.state import (
@@ -482,6 +483,9 @@ class BeamSearch:
                                                     "correct": False, "error_kind": ev.error_kind,
                                                     "error_message": ev.error_message, "retrying": True})
                 continue
+            stage = getattr(result, "cascade_stage", None)
+            if stage in STAGES:  # what the evaluator's cascade saved (or, passed at mini, spent) on it
+                setattr(st.totals, stage, getattr(st.totals, stage) + 1)
             held = self._held_for_review(ev, candidate_of.get(sha, []))
             if held:
                 ev = Evaluation(correct=ev.correct, latency_ms=ev.latency_ms, peak_fraction=ev.peak_fraction,
@@ -550,7 +554,10 @@ class BeamSearch:
 
     def _remember(self, source: str) -> str:
         sha = source_sha(source)
-        self.state.kernels.setdefault(sha, source)
+        st = self.state
+        if sha in st.evaluations or any(sha in c.attempts for c in st.candidates):
+            st.totals.repeated += 1  # one evaluation answers every candidate with this source
+        st.kernels.setdefault(sha, source)
         return sha
 
     def _event(self, kind: str, payload: dict[str, Any]) -> None:

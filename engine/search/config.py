@@ -44,6 +44,10 @@ class SearchConfig:
     # The backend measures no latency (the Triton interpreter): rank by correctness, keep kernels as "correct,
     # unmeasured", let a failing start be repaired, learn only from failed rewrites (engine.search.unmeasured).
     correctness_only: bool = False
+    # Evaluate each candidate on the problem's mini shapes first and only the correct ones at full size
+    # (engine.search.cascade). Off here: the launcher turns it on where the problem has mini shapes, and the
+    # run's config records the choice, so a resumed run does the same.
+    mini_first: bool = False
 
     def __post_init__(self) -> None:
         if self.memory_mode not in MEMORY_MODES:

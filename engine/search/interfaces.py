@@ -6,8 +6,10 @@ All methods are async, so a Django layer can wrap its ORM with `sync_to_async`:
 * `Evaluator.evaluate_many(sources) -> results` bound to the run's problem, platform and backend; each
   result has `correct`, `latency_ms`, `peak_fraction`, `error_kind`, `error_message`, `profile` (the shape
   of `engine.evaluator.EvaluationResult`); an `error_kind` of "suspicious" keeps a kernel out of the
-  beam and out of the optimization memory whatever its latency, and an optional `review_accepted` (a
-  curator accepted the result) exempts it from the `suspicious_speedup` bound,
+  beam and out of the optimization memory whatever its latency, an optional `review_accepted` (a
+  curator accepted the result) exempts it from the `suspicious_speedup` bound, and an optional
+  `cascade_stage` (`engine.search.cascade.STAGES`) says it was answered from the cache or by the mini stage,
+  which the search counts in its totals,
 * `OptimizationMemory.select(problem, k)` (the bounded Planner context, chosen by
   `engine.memory.selection.select_for_planner`) and `OptimizationMemory.add(item)`, which must be idempotent on
   `item.key` (a step interrupted after `add` is redone on resume),

@@ -117,6 +117,15 @@ class Totals:
     evaluations: int = 0
     unpriced_calls: int = 0  # calls whose cost is unknown: cost_usd is then a lower bound
     wall_time_s: float = 0.0  # time spent in steps (queued and paused time excluded): the wall-time budget
+    # Evaluations not spent (engine.search.cascade), for the run page. `repeated`: written sources this run
+    # had already evaluated or was evaluating; `cached`: answered by a stored result of the same source,
+    # `normalized`: of an identical one (comments and spacing aside); `mini_stopped`: failed on the mini
+    # shapes, no full-size evaluation; `mini_passed`: correct there, then evaluated at full size.
+    repeated: int = 0
+    cached: int = 0
+    normalized: int = 0
+    mini_stopped: int = 0
+    mini_passed: int = 0
 
 
 @dataclass

@@ -4,6 +4,13 @@ Kernels become `benchmark.Kernel` rows and are evaluated through `benchmark.serv
 whose cache (kernel, platform, backend, version) is why a resumed run never evaluates a kernel twice: an
 evaluation finished before a crash is simply found. A result held for review reaches the search as
 suspicious (`reviewed`).
+
+No evaluation is spent on a candidate that cannot win (engine.search.cascade): a kernel with a stored result,
+its own or an identical source's (`benchmark.services.IdenticalSources`), is answered from it; where the run's
+config says `mini_first`, the others are evaluated on the problem's mini case first (each a Kernel and an
+Evaluation of that problem, cached like any other), and only those correct there at full size. Each result
+says which stage answered it (`cascade_stage`); the search counts them. A step redone after a crash finds the
+evaluations it finished before the crash stored, and so counts them as answered from the cache.
 """
 
 from __future__ import annotations
@@ -19,8 +26,10 @@ from django.core.exceptions import ValidationError
 from django.db import close_old_connections
 
 from benchmark import services as benchmark_services
-from benchmark.models import Evaluation, EvaluationStatus, Kernel, KernelOrigin, Review
+from benchmark.models import Evaluation, EvaluationStatus, Kernel, KernelOrigin, Problem, Review
+from engine.evaluator.identity import normalized_source_key
 from engine.evaluator.result import ErrorKind
+from engine.search import cascade
 from optimizer.models import Run, RunEvent
 
 CANCEL_CHECK_S = 1.0  # how often a step waiting on evaluations looks for a cancel request
@@ -48,12 +57,15 @@ class _Result:
     profile: Any = None
     breakdown: Any = None  # the performance model's, kept so the Planner still sees where the time goes
     review_accepted: bool = False
+    cascade_stage: str | None = None  # which stage of engine.search.cascade answered it
 
 
-def reviewed(evaluation: Evaluation) -> Evaluation | _Result:
+def reviewed(evaluation: Evaluation, stage: str | None = None) -> Evaluation | _Result:
     """Held or rejected: suspicious, whatever the pipeline said (kept out of the beam). Accepted: a plain
-    correct result that the speedup-over-parent rule no longer holds (`review_accepted`)."""
+    correct result that the speedup-over-parent rule no longer holds (`review_accepted`). `stage`: which
+    stage of the cascade answered it (engine.search.cascade), for the search's counts."""
     if not evaluation.review:
+        evaluation.cascade_stage = stage
         return evaluation
     accepted = evaluation.review == Review.ACCEPTED
     return _Result(
@@ -65,6 +77,7 @@ def reviewed(evaluation: Evaluation) -> Evaluation | _Result:
         profile=evaluation.profile,
         breakdown=evaluation.breakdown,
         review_accepted=accepted,
+        cascade_stage=stage,
     )
 
 
@@ -92,6 +105,10 @@ class DjangoEvaluator:
         self.poll_interval_s = poll_interval_s
         self.timeout_s = timeout_s
         self._abandoned_before: datetime | None = None
+        # Check candidates on the mini shapes first: the run's recorded choice (create_run resolves it).
+        self.mini_first = bool((run.config or {}).get("search", {}).get("mini_first", False))
+        self._mini_problem: Problem | None = None
+        self._twins = benchmark_services.IdenticalSources(run.problem)
         self._takeover_known = False
 
     async def evaluate_many(self, sources: Sequence[str]) -> Sequence[Any]:
@@ -124,22 +141,86 @@ class DjangoEvaluator:
     def _evaluate_many(self, sources: list[str]) -> list[Any]:
         try:
             results: list[Any] = [None] * len(sources)
-            pending: dict[int, Evaluation] = {}
+            kernels: dict[int, Kernel] = {}
             for index, source in enumerate(sources):
                 try:
-                    kernel, _ = benchmark_services.create_kernel(
+                    kernels[index], _ = benchmark_services.create_kernel(
                         self.problem, source, origin=KernelOrigin.GENERATED, run_id=self.run_id,
                         rewrite_of=self.start_kernel(),
                     )
                 except ValidationError as error:
                     results[index] = _Result(" ".join(error.messages))
-                    continue
-                pending[index] = self.request(kernel)
-            for index, evaluation in self._wait(pending).items():
-                results[index] = reviewed(evaluation)
+            # A source identical to an earlier one of the batch waits for it: its result then answers it.
+            first: dict[int, Kernel] = {}
+            later: dict[int, Kernel] = {}
+            seen: set[str] = set()
+            for index, kernel in kernels.items():
+                key = normalized_source_key(kernel.source) or kernel.sha256
+                (later if key in seen else first)[index] = kernel
+                seen.add(key)
+            for group in (first, later):
+                results_of = self._evaluate_group(group)
+                for index, result in results_of.items():
+                    results[index] = result
             return results
         finally:
             close_old_connections()
+
+    def _evaluate_group(self, kernels: dict[int, Kernel]) -> dict[int, Any]:
+        """Each kernel's result: a stored one (its own, or an identical source's), else the mini stage where
+        the run has it, else (or then, for the correct ones) a full-size evaluation."""
+        results: dict[int, Any] = {}
+        todo: dict[int, Kernel] = {}
+        for index, kernel in kernels.items():
+            answer = self._stored_answer(kernel)
+            if answer is not None:
+                results[index] = answer
+            else:
+                todo[index] = kernel
+        passed: set[int] = set()
+        mini = self.mini_problem()
+        # The starting kernel is no candidate: it is what the run measures against, at full size.
+        candidates = {i: k for i, k in todo.items() if k.pk != self.start_kernel_id}
+        if mini is not None and candidates:
+            for index, evaluation in self._wait({i: self._request_mini(mini, k) for i, k in candidates.items()}).items():
+                if cascade.stops_at_mini(evaluation.correct, evaluation.error_kind):
+                    del todo[index]
+                    results[index] = _Result(
+                        cascade.stopped_at_mini_message(evaluation.error_kind, evaluation.error_message),
+                        error_kind=evaluation.error_kind or "incorrect", cascade_stage=cascade.MINI_STOPPED)
+                elif evaluation.correct:
+                    passed.add(index)
+        for index, evaluation in self._wait({i: self.request(k) for i, k in todo.items()}).items():
+            results[index] = reviewed(evaluation, cascade.MINI_PASSED if index in passed else None)
+        return results
+
+    def mini_problem(self) -> Problem | None:
+        """The problem's mini shapes when this run checks candidates there first (its config says so)."""
+        if not self.mini_first:
+            return None
+        if self._mini_problem is None:
+            self._mini_problem = benchmark_services.mini_sibling(self.problem)
+            if self._mini_problem is None:  # the mini case was removed since the run was launched
+                self.mini_first = False
+        return self._mini_problem
+
+    def _request_mini(self, mini: Problem, kernel: Kernel) -> Evaluation:
+        mini_kernel, _ = benchmark_services.create_kernel(
+            mini, kernel.source, origin=KernelOrigin.GENERATED, run_id=self.run_id)
+        return self.request(mini_kernel)
+
+    def _stored_answer(self, kernel: Kernel) -> Any:
+        """The kernel's finished full-size result if one is stored, or one copied from a kernel with an
+        identical source (`engine.search.cascade`); None when it must be evaluated."""
+        version = benchmark_services.backend_version(self.backend)
+        own = Evaluation.objects.filter(kernel=kernel, platform=self.platform, backend=self.backend,
+                                        backend_version=version, status=EvaluationStatus.DONE).first()
+        if own is not None and benchmark_services.finished_result(own):
+            return reviewed(own, cascade.CACHED)
+        twin = self._twins.answer_for(kernel, self.platform, self.backend, version)
+        if twin is None:
+            return None
+        return reviewed(benchmark_services.copy_evaluation(twin, kernel), cascade.NORMALIZED)
 
     def _wait(self, pending: dict[int, Evaluation]) -> dict[int, Evaluation]:
         """Wait until every evaluation is done. An infrastructure error is returned as it is: the search

@@ -5,7 +5,8 @@ callers write `from optimizer import services` and `services.create_run(...)`:
     defaults    RUN_SEARCH_DEFAULTS, the one set of search defaults
     launch      create_run (run form, POST /api/runs, `manage.py optimize`), budget checks, what the form offers
     lifecycle   cancel_run, pause_run, resume_run, continue_run and continue_refusal (a budget-stopped run)
-    reads       what the run pages read: events by page, lineage, beam, chart, memory, plans, kernels, versions
+    reads       what the run pages read: events by page, lineage, beam, chart, memory, plans, kernels, versions,
+                evaluations saved
     estimates   max_agent_calls, estimate_llm_cost (the run form's and a campaign's upper bounds)
 
 The web pages, the API and the management commands call these; the run worker (optimizer.worker) does the
@@ -38,9 +39,11 @@ from optimizer.services.launch import (
 )
 from optimizer.services.lifecycle import cancel_run, continue_refusal, continue_run, pause_run, resume_run
 from optimizer.services.reads import (
+    EvaluationSavings,
     RunLesson,
     chart_points,
     current_beam,
+    evaluation_savings,
     evaluation_versions,
     event_page,
     get_candidate,
@@ -58,7 +61,7 @@ __all__ = [
     "can_launch_runs", "can_write_run", "find_runs", "get_run_for_user", "run_scope", "visible_runs",
     "check_budget", "create_run", "launchable_problems", "llm_unavailable", "own_kernels", "parse_budget",
     "cancel_run", "continue_refusal", "continue_run", "pause_run", "resume_run",
-    "chart_points", "current_beam", "evaluation_versions", "event_page", "get_candidate", "get_run_kernel",
+    "EvaluationSavings", "evaluation_savings", "chart_points", "current_beam", "evaluation_versions", "event_page", "get_candidate", "get_run_kernel",
     "get_run_with_kernels", "iteration_plans", "lineage", "run_lineage", "run_memory", "RunLesson", "run_queue",
     "estimate_llm_cost", "max_agent_calls", "events_after",
 ]

@@ -61,6 +61,7 @@ def create_run(
     `start_name`), or else from the problem's baseline. `search` holds SearchConfig fields (unset ones take
     AccelOpt-like defaults), `models` a model name per role overriding the configured one (LLM agent only),
     `budget` caps by BUDGET_FIELDS name (checked against the estimate: the notes go into the run's config).
+    `search["mini_first"]` (default on) takes effect only where the problem has a mini case.
     `user` None is a management command: the run has no owner. `quota`: whether the owner's runs quota
     applies (a campaign's runs are bounded by its own max_concurrent_runs instead).
     """
@@ -104,6 +105,10 @@ def create_run(
     if backend == Backend.TRITON_INTERPRETER:
         # The interpreter measures no latency: the search ranks by correctness (engine.search.unmeasured).
         search.setdefault("correctness_only", True)
+    # Candidates are checked on the problem's mini shapes first where it has them (engine.search.cascade),
+    # unless the launcher turned it off; the config records what the run does, so a resumed run does the same.
+    search["mini_first"] = (bool(search.get("mini_first", True))
+                            and benchmark_services.mini_sibling(problem) is not None)
     config = search_config(search)
     caps = parse_budget(budget)
     role_models: dict[str, Any] = {}

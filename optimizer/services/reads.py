@@ -95,6 +95,51 @@ def chart_points(run: Run) -> list[dict[str, Any]]:
 
 
 @dataclass(frozen=True)
+class EvaluationSavings:
+    """What the run's evaluations cost and what the cascade saved (engine.search.cascade), from the totals of
+    its last checkpoint, so a restarted run shows the same counts."""
+
+    mini_first: bool  # the run checks candidates on the mini shapes first (its recorded config)
+    evaluations: int  # results the search received (the evaluations budget counts these)
+    repeated: int  # candidates repeating a source this run had already evaluated or was evaluating
+    cached: int  # answered by a stored result of the same source
+    normalized: int  # answered by a stored result of an identical source (comments and spacing aside)
+    mini_stopped: int  # failed on the mini shapes: no full-size evaluation
+    mini_passed: int  # correct on the mini shapes, then evaluated at full size
+
+    @property
+    def from_cache(self) -> int:
+        """Identical candidates that cost no evaluation."""
+        return self.repeated + self.cached + self.normalized
+
+    @property
+    def full_size(self) -> int:
+        """Full-size evaluations the run ran (or found running)."""
+        return max(0, self.evaluations - self.cached - self.normalized - self.mini_stopped)
+
+    @property
+    def mini(self) -> int:
+        """Evaluations on the mini shapes."""
+        return self.mini_stopped + self.mini_passed
+
+
+def evaluation_savings(run: Run) -> EvaluationSavings | None:
+    """None before the run's first step, and for a run whose checkpoint predates these counts (issue 38)."""
+    totals = (run.checkpoint or {}).get("totals") or {}
+    if "repeated" not in totals:
+        return None
+
+    def count(name: str) -> int:
+        return int(totals.get(name) or 0)
+
+    return EvaluationSavings(
+        mini_first=bool((run.config or {}).get("search", {}).get("mini_first", False)),
+        evaluations=count("evaluations"), repeated=count("repeated"), cached=count("cached"),
+        normalized=count("normalized"), mini_stopped=count("mini_stopped"), mini_passed=count("mini_passed"),
+    )
+
+
+@dataclass(frozen=True)
 class RunLesson:
     """A memory entry holding lessons a run learned, and how they got there: "new" (the run wrote the entry),
     "learned again" (an entry held before got the run's evidence) or "merged" (the run's entry was merged into

@@ -9,6 +9,7 @@ campaign report as JSON instead). Ctrl-C hands the runs it drives back to the qu
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import json
 from typing import Any
@@ -41,6 +42,7 @@ SEARCH_OPTIONS = {
     "memory_size": "memory_size",
     "fix_attempts": "fix_attempts",
     "seed": "seed",
+    "mini_first": "mini_first",
 }
 POLL_S = 0.5
 
@@ -81,6 +83,9 @@ class Command(BaseCommand):
         parser.add_argument("--no-memory", action="store_true", help="show and write no memory entries")
         parser.add_argument("--fix-attempts", type=int)
         parser.add_argument("--seed", type=int)
+        parser.add_argument("--mini-first", action=argparse.BooleanOptionalAction, default=None,
+                            help="check candidates on each problem's mini case before full size (default: on where a "
+                                 "full-size problem has a mini case)")
         parser.add_argument("--max-tokens", type=int)
         parser.add_argument("--max-dollars", "--max-cost-usd", type=float, dest="max_cost_usd")
         parser.add_argument("--max-wall-s", "--max-wall-time-s", type=float, dest="max_wall_time_s",

@@ -9,6 +9,7 @@ worker, and it continues from its last checkpoint. `--continue RUN` goes on with
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 from pathlib import Path
 from typing import Any
@@ -40,6 +41,7 @@ SEARCH_OPTIONS = {
     "memory_mode": "memory_mode",
     "executor_memory": "executor_memory",
     "strategy": "strategy",
+    "mini_first": "mini_first",
 }
 
 
@@ -86,6 +88,9 @@ class Command(BaseCommand):
         parser.add_argument("--backend", choices=Backend.values, help="default: the platform's own")
         parser.add_argument("--public", action="store_true", help="let anyone watch the run")
         parser.add_argument("--strategy", choices=list(STRATEGIES), help="beam (default) or repeated_sampling")
+        parser.add_argument("--mini-first", action=argparse.BooleanOptionalAction, default=None,
+                            help="check candidates on the problem's mini case before full size (default: on where "
+                                 "a full-size problem has a mini case)")
         for name, (label, unit) in BUDGET_FIELDS.items():
             parser.add_argument(f"--{name.replace('_', '-')}", dest=name, type=float,
                                 help=f"budget: stop cleanly once the run has spent this many {unit} ({label})")
@@ -153,6 +158,18 @@ class Command(BaseCommand):
         run.refresh_from_db()
         self._summary(run, status)
 
+    @staticmethod
+    def _savings(run: Run) -> str:
+        """The run page's evaluation counts (engine.search.cascade), ending the summary line."""
+        saved = services.evaluation_savings(run)
+        if saved is None:
+            return "evaluations: no counts (the run ended before its first step)"
+        mini = (f"mini shapes first: {saved.mini_stopped} stopped there, {saved.mini_passed} went on to full size"
+                if saved.mini_first else "mini shapes first: off")
+        return (f"evaluations: {saved.full_size} at full size, {saved.mini} on the mini shapes; "
+                f"{saved.from_cache} answered from the cache ({saved.repeated} repeated in the run, "
+                f"{saved.cached} same source stored, {saved.normalized} identical source stored); {mini}")
+
     def _progress(self, done: int = 0) -> Any:
         reported = {"iterations": done}
 
@@ -191,7 +208,7 @@ class Command(BaseCommand):
         self.stdout.write(
             f"best speedup x{speedup:.3f} ({_ms(run.start_latency_ms)} -> {_ms(run.best_latency_ms)}), "
             f"peak fraction {_percent(run.best_peak_fraction)}; kernel {run.best_kernel_id}, "
-            f"{run.total_tokens} tokens, ${run.cost_usd:.4f}"
+            f"{run.total_tokens} tokens, ${run.cost_usd:.4f}; {self._savings(run)}"
             if speedup is not None
-            else f"run {run.pk} finished without a timed kernel"
+            else f"run {run.pk} finished without a timed kernel; {self._savings(run)}"
         )
