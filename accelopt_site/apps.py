@@ -4,6 +4,8 @@ import numpy  # noqa: F401  (loaded here so that its OpenBLAS exists to be limit
 from django.apps import AppConfig
 from threadpoolctl import threadpool_limits
 
+from engine import ast_lock
+
 
 class AccelOptSiteConfig(AppConfig):
     """The project package is also an app so it can own site-wide commands (prepare) and checks."""
@@ -18,3 +20,5 @@ class AccelOptSiteConfig(AppConfig):
         # process while another thread runs BLAS (docs/architecture.md, "Starting children"). One thread:
         # no workers to join. Children set the same through their environment (sandbox._THREAD_VARS).
         threadpool_limits(limits=1, user_api="blas")
+        # Several threads parse kernels at once; CPython 3.11's AST converter cannot (engine/ast_lock.py).
+        ast_lock.install()
