@@ -33,6 +33,7 @@ from engine.agents.base import (
     SummaryRequest,
     WriteRequest,
 )
+from engine.platforms.nki.generations import CURRENT, LEGACY, kernel_generation
 from engine.platforms.nki.hardware import NeuronCoreSpec
 from engine.platforms.registry import NKI, get_definition
 from engine.platforms.triton import prompting as triton_prompts
@@ -262,10 +263,25 @@ def format_helper_files(problem: ProblemContext) -> str:
     return "\n\n".join(parts) + "\n"
 
 
+def generation_line(source: str, language: str) -> str:
+    """For an NKI kernel, which generation it is written in and that the reply keeps it (the agents must not
+    mix namespaces, and a legacy kernel's reader should know current SDKs refuse it); '' otherwise."""
+    if language != NKI:
+        return ""
+    generation = kernel_generation(source)
+    if generation == LEGACY:
+        return ("- The kernel imports the legacy neuronxcc.nki namespace (Neuron SDK 2.27 and earlier; later SDKs "
+                "refuse it, the simulator runs it): keep to that namespace.")
+    if generation == CURRENT:
+        return "- The kernel imports the nki package (NKI 0.6, Neuron SDK 2.32): keep to that package."
+    return ""
+
+
 def planner_messages(request: PlanRequest) -> list[dict[str, str]]:
     return render("planner", {
         **_problem_values(request.problem),
         "kernel": request.kernel.source.strip(),
+        "generation": generation_line(request.kernel.source, _language(request.problem)),
         "profile": format_profile(request.kernel, _language(request.problem)),
         "memory": format_memory(request.memory),
         "count": str(request.count),
@@ -291,6 +307,7 @@ def executor_messages(request: WriteRequest) -> list[dict[str, str]]:
     return render("executor", {
         **_problem_values(request.problem),
         "kernel": request.kernel.source.strip(),
+        "generation": generation_line(request.kernel.source, _language(request.problem)),
         "profile": format_profile(request.kernel, _language(request.problem)),
         "plan": request.plan.strip(),
         "memory": format_memory(request.memory),
@@ -304,6 +321,7 @@ def fixer_messages(request: FixRequest) -> list[dict[str, str]]:
     return render("fixer", {
         **_problem_values(request.problem),
         "kernel": request.kernel.source.strip(),
+        "generation": generation_line(request.kernel.source, _language(request.problem)),
         "plan": request.plan.strip(),
         "failing_kernel": request.failing_source.strip(),
         "attempt": str(request.attempt),

@@ -69,15 +69,15 @@ _TRITON_BACKENDS = (Backend.CUDA, Backend.TRITON_INTERPRETER)
 
 DEFINITIONS: dict[Platform, PlatformDefinition] = {
     Platform.TRN1: PlatformDefinition(
-        platform=Platform.TRN1, language=NKI, language_name="NKI", hardware_name="AWS Trainium (NeuronCore)",
+        platform=Platform.TRN1, language=NKI, language_name="NKI", hardware_name="AWS Trainium (NeuronCore-v2)",
         hardware=TRN1, backends=_NKI_BACKENDS, default_backend=Backend.SIMULATOR,
     ),
     Platform.TRN2: PlatformDefinition(
-        platform=Platform.TRN2, language=NKI, language_name="NKI", hardware_name="AWS Trainium2 (NeuronCore)",
+        platform=Platform.TRN2, language=NKI, language_name="NKI", hardware_name="AWS Trainium2 (NeuronCore-v3)",
         hardware=TRN2, backends=_NKI_BACKENDS, default_backend=Backend.SIMULATOR,
     ),
     Platform.TRN3: PlatformDefinition(
-        platform=Platform.TRN3, language=NKI, language_name="NKI", hardware_name="AWS Trainium3 (NeuronCore)",
+        platform=Platform.TRN3, language=NKI, language_name="NKI", hardware_name="AWS Trainium3 (NeuronCore-v4)",
         hardware=TRN3, backends=_NKI_BACKENDS, default_backend=Backend.SIMULATOR,
     ),
     Platform.H100: PlatformDefinition(
