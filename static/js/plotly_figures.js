@@ -14,7 +14,8 @@
   }
   document.addEventListener("DOMContentLoaded", function () { draw(document); });
   // afterSwap runs in the same task as the swap, so no one ever sees a swapped-in figure not yet drawn (the
-  // settle that htmx:load waits for left the chart empty for a moment after the rest had changed).
-  document.addEventListener("htmx:afterSwap", function (event) { draw(event.detail.target || document); });
+  // settle that htmx:load waits for left the chart empty for a moment after the rest had changed). The whole
+  // document: after an outerHTML swap the event's target is the element that was replaced.
+  document.addEventListener("htmx:afterSwap", function () { draw(document); });
   document.addEventListener("htmx:load", function (event) { draw(event.target.parentNode || document); });
 })();

@@ -64,6 +64,11 @@ def test_an_engineer_runs_two_campaigns_watches_one_live_and_compares_them(pages
         "() => document.querySelector('[data-testid=campaign-status]').textContent.trim() === 'Finished'",
         timeout=CAMPAIGN_TIMEOUT_MS)
     assert _states(page) == ["succeeded"] * 3
+    # The last swap's chart is drawn with it (plotly_figures.js on htmx:afterSwap); a moment of grace for the
+    # browser to run that handler after the text we waited for.
+    page.wait_for_function(
+        "() => { const p = document.querySelector('[data-testid=iteration-chart] .js-plotly-plot');"
+        " return p && p.data && p.data[0].x.length === 3; }", timeout=5000)
     assert _chart_points(page) == 3 >= points_mid_run  # iteration 0 (the baselines), 1 and 2
     assert re.match(r"\d+\.\d% → \d+\.\d%", page.locator("[data-testid=geomean]").inner_text())
     assert page.locator("a", has_text="CSV").count() == 1
