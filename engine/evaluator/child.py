@@ -42,6 +42,22 @@ def _apply_limits(limits: dict[str, int]) -> None:
     resource.setrlimit(resource.RLIMIT_NPROC, (limits["processes"], limits["processes"]))
 
 
+# Evaluation children yield the CPU to the server. On a 2-core host, children at the server's priority kept
+# /healthz and pages waiting for over a second (measurements/soak.py). bwrap's --new-session (or setsid under
+# the opt-out) puts the child in its own scheduler autogroup, and between autogroups the group's niceness, not
+# the process's, sets the share: both are raised, and neither can be lowered again without CAP_SYS_NICE.
+CHILD_NICENESS = 10
+
+
+def _yield_cpu_to_the_server() -> None:
+    os.nice(CHILD_NICENESS)
+    try:
+        with open("/proc/self/autogroup", "w") as autogroup:
+            autogroup.write(str(CHILD_NICENESS))
+    except OSError:
+        pass  # a kernel without autogroups (CONFIG_SCHED_AUTOGROUP off): the process's niceness is what counts
+
+
 def _take_protocol_streams() -> tuple[Any, Any]:
     proto_in = os.fdopen(os.dup(0), "rb", buffering=0)
     proto_out = os.fdopen(os.dup(1), "wb")
@@ -404,6 +420,7 @@ def main(argv: list[str]) -> int:
     # late: a role loads only its own modules, in its order around the guards
     from engine.evaluator.sandbox.user import lock_down_this_process
 
+    _yield_cpu_to_the_server()
     lock_down_this_process()
     role_name, config = argv[0], json.loads(argv[1])
     proto_in, proto_out = _take_protocol_streams()

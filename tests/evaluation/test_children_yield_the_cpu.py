@@ -1,0 +1,55 @@
+"""Evaluation children run below the server's priority, so on a small host a busy evaluation cannot keep
+/healthz and pages waiting (measurements/soak.py). Both the process's niceness and its scheduler autogroup's
+(bwrap gives the child a session, so an autogroup, of its own) are raised; the server's are untouched."""
+
+from __future__ import annotations
+
+import os
+import time
+
+import pytest
+
+from engine.evaluator.child import CHILD_NICENESS
+from engine.evaluator.sandbox.process import ChildProcess, Limits
+
+pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="children get uids of their own only under root")
+
+
+def _interpreter_of(uid: int) -> int | None:
+    """The pid of the Python interpreter running as `uid` (bwrap and its pid 1 run as it too)."""
+    for entry in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{entry}/status") as f:
+                fields = dict(line.split(":", 1) for line in f if ":" in line)
+        except OSError:
+            continue
+        if int(fields["Uid"].split()[0]) == uid and fields["Name"].strip().startswith("python"):
+            return int(entry)
+    return None
+
+
+def _niceness(pid: int) -> int:
+    with open(f"/proc/{pid}/stat") as f:
+        return int(f.read().rsplit(")", 1)[1].split()[16])  # field 19: nice
+
+
+def _autogroup(pid: int) -> str:
+    with open(f"/proc/{pid}/autogroup") as f:
+        return f.read().strip()
+
+
+def test_an_evaluation_child_runs_below_the_servers_priority() -> None:
+    child = ChildProcess("reference", {}, Limits(wall_seconds=30))
+    try:
+        deadline = time.monotonic() + 10
+        while (pid := _interpreter_of(child.lease.uid)) is None or _niceness(pid) == 0:
+            assert time.monotonic() < deadline, "the child never started, or never lowered its priority"
+            time.sleep(0.02)
+        assert _niceness(pid) == CHILD_NICENESS
+        if os.path.exists("/proc/self/autogroup"):
+            assert _autogroup(pid).endswith(f"nice {CHILD_NICENESS}")
+            assert _autogroup(pid).split()[0] != _autogroup(os.getpid()).split()[0]
+            assert _autogroup(os.getpid()).endswith("nice 0")
+        assert os.nice(0) == 0
+    finally:
+        child.close()
