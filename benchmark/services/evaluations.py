@@ -18,7 +18,7 @@ import logging
 import threading
 import time
 from collections.abc import Iterable, Sequence
-from concurrent.futures import Future
+from concurrent.futures import CancelledError, Future
 from concurrent.futures import wait as wait_futures
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -31,7 +31,7 @@ from django.utils import timezone
 
 from benchmark import conf
 from benchmark.models import Evaluation, EvaluationStatus, Kernel, Problem
-from benchmark.services.queue import check_evaluation_quota
+from benchmark.services.queue import PENDING, check_evaluation_quota
 from benchmark.services.solutions import solution_document
 from engine import evaluator as pipeline
 from engine.evaluator.executors import local_cuda_unavailable
@@ -427,6 +427,12 @@ def _save_future(evaluation_id: int, future: Future) -> None:
     try:
         try:
             result = future.result()
+        except CancelledError:
+            # Withdrawn: by cancel_pending_evaluations, which stores why itself (kept), or by the executor's
+            # shutdown as the server stops. A cancellation either way, run again by whoever asks next.
+            if not Evaluation.objects.filter(pk=evaluation_id, status__in=PENDING).exists():
+                return
+            result = _infrastructure_failure(CancelledError(), message=f"{CANCELLED_PREFIX}{SHUTDOWN_REASON}")
         except Exception as exc:  # the worker died or the executor broke: not the kernel's fault
             logger.warning("evaluation %s: executor failed: %s", evaluation_id, exc)
             result = _infrastructure_failure(exc)
@@ -439,14 +445,14 @@ def _save_future(evaluation_id: int, future: Future) -> None:
         close_old_connections()
 
 
-def _infrastructure_failure(exc: BaseException) -> dict[str, Any]:
+def _infrastructure_failure(exc: BaseException, message: str = "") -> dict[str, Any]:
     return {
         "status": "done",
         "compiled": None,
         "runnable": None,
         "correct": None,
         "error_kind": ErrorKind.INFRASTRUCTURE_ERROR.value,
-        "error_message": f"the evaluation service failed ({type(exc).__name__}: {exc}); "
+        "error_message": message or f"the evaluation service failed ({type(exc).__name__}: {exc}); "
         "this is not the kernel's fault and it will be retried",
     }
 
@@ -505,6 +511,8 @@ def cancel_evaluations(evaluations: Iterable[Evaluation]) -> int:
 # How an evaluation stopped for good by `cancel_pending_evaluations` reads: an infrastructure error (so a later
 # request runs it again) whose message starts so; the queue page lists the recent ones as cancelled.
 CANCELLED_PREFIX = "cancelled: "
+# The reason of an evaluation withdrawn by the executor itself: this process stopped while it was pending.
+SHUTDOWN_REASON = "the server stopped before it finished"
 
 
 def cancel_pending_evaluations(evaluations: Iterable[Evaluation], reason: str) -> list[int]:
@@ -513,7 +521,7 @@ def cancel_pending_evaluations(evaluations: Iterable[Evaluation], reason: str) -
     infrastructure error "cancelled: <reason>", so the queue page shows it cancelled instead of running until
     the stale rule (ACCELOPT_EVALUATION_STALE_AFTER_S). A result that still arrives (another process runs
     it, or it finished just then) replaces the cancellation. Returns the ids stored as cancelled."""
-    pending = [e for e in evaluations if e.status in (EvaluationStatus.QUEUED, EvaluationStatus.RUNNING)]
+    pending = [e for e in evaluations if e.status in PENDING]
     if not pending:
         return []
     cancel_evaluations(pending)  # a withdrawn future's callback saves an infrastructure error: ours replaces it

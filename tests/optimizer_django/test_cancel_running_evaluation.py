@@ -109,3 +109,19 @@ def test_a_run_cancelled_while_a_slow_kernel_evaluates_stops_it_and_records_it_c
     client.force_login(site_admin)
     page = client.get(reverse("evaluation_queue")).content.decode()
     assert f"run {run.pk} was cancelled" in page
+
+
+def test_an_evaluation_running_when_the_server_stops_reads_cancelled_not_failed(pool, site_admin, client) -> None:
+    benchmark_services.load_suite("nkibench", evaluate_cases=())
+    problem = Problem.objects.get(suite="nkibench", slug="silu", case="mini")
+    kernel, _ = benchmark_services.create_kernel(problem, slow_kernel(SLOW_REPEATS), name="slow silu")
+    evaluation = benchmark_services.request_evaluation(kernel)
+    wait_until(lambda: sandbox_children(), 60, "the slow kernel's sandbox to start")
+    pool.shutdown(wait=False)  # what the server does as it stops
+    wait_until(lambda: Evaluation.objects.get(pk=evaluation.pk).status == EvaluationStatus.DONE, 30,
+               "the withdrawn evaluation to be stored")
+    evaluation.refresh_from_db()
+    assert evaluation.error_kind == "infrastructure_error" and evaluation.correct is None  # run again next time
+    assert evaluation.error_message == f"{benchmark_services.CANCELLED_PREFIX}the server stopped before it finished"
+    client.force_login(site_admin)
+    assert "the server stopped before it finished" in client.get(reverse("evaluation_queue")).content.decode()
