@@ -12,6 +12,10 @@ VENV   ?= .venv
 HOST   ?= 127.0.0.1
 PORT   ?= 8000
 PYTEST_ARGS ?=
+# pytest-xdist workers for `make test` (`auto`: one per CPU core). The suite spends much of its time waiting on
+# evaluation children, servers and the browser, so two workers on two cores finish well before one; tests that
+# start heavy servers share a group and run one at a time (tests/conftest.py, XDIST_GROUPS). TEST_WORKERS=0: serial.
+TEST_WORKERS ?= auto
 # The browser tests need Debian's chromium: `make test` installs it when it can (as root, like .ci/run) and
 # otherwise stops saying how; NO_BROWSER=1 runs everything else (the browser tests are then ignored, not skipped).
 CHROMIUM ?= /usr/bin/chromium
@@ -34,7 +38,7 @@ PIP := $(PY) -m pip install --disable-pip-version-check --progress-bar off --qui
 run: sandbox prepare serve
 
 test: install-dev lint sandbox $(if $(NO_BROWSER),,chromium)
-	$(BIN)/pytest --durations=25 $(if $(NO_BROWSER),--ignore=tests/browser) $(PYTEST_ARGS)
+	$(BIN)/pytest -n $(TEST_WORKERS) --dist loadgroup --durations=25 $(if $(NO_BROWSER),--ignore=tests/browser) $(PYTEST_ARGS)
 
 install: $(RUNTIME_STAMP)
 install-dev: $(DEV_STAMP)

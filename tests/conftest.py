@@ -24,6 +24,19 @@ TEST_PASSWORD = "correct horse battery staple"
 # of running silently into CI's time limit.
 HUNG_TEST_SECONDS = 600
 
+# Under pytest-xdist (`make test` runs two workers), the tests of a group run on one worker, one at a time:
+# each starts servers heavy enough (Chromium and a daphne; PostgreSQL, Redis and a Ray cluster, which a worker
+# starts once per session; the soak's loaded server) that two at once on a 2-core machine would time each out.
+XDIST_GROUPS = {"tests/browser/": "browser", "tests/scale/": "servers", "tests/site/test_soak.py": "servers"}
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        path = item.nodeid.split("::", 1)[0]
+        for prefix, group in XDIST_GROUPS.items():
+            if path.startswith(prefix):
+                item.add_marker(pytest.mark.xdist_group(group))
+
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:

@@ -8,6 +8,8 @@ extra is missing (`.ci/run` installs them); select them with `pytest -m scale`.
 
 from __future__ import annotations
 
+import shutil
+import tempfile
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -72,11 +74,13 @@ def wait_for(condition: Any, timeout: float, what: str, interval: float = 0.1) -
 
 
 @pytest.fixture(scope="session")
-def ray_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RayCluster]:
+def ray_cluster() -> Iterator[RayCluster]:
     require_services()
     import ray
 
-    directory = tmp_path_factory.mktemp("ray")
+    # Short: Ray puts its sockets under the temp dir, and an AF_UNIX path may not exceed 107 bytes (pytest's
+    # own temp dirs, one more level deep under pytest-xdist, pass that).
+    directory = Path(tempfile.mkdtemp(prefix="ray-", dir="/tmp"))
     head, address = start_ray_head(directory)
     cluster = RayCluster(directory, address, head, worker=None)
     try:
@@ -92,3 +96,4 @@ def ray_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RayCluster
         for server in (cluster.worker, head):
             if server is not None:
                 server.stop(timeout=5)
+        shutil.rmtree(directory, ignore_errors=True)
