@@ -12,7 +12,7 @@ from benchmark.models import Platform, Problem
 from benchmark.services import kernel_source_limit
 from benchmark.services.flashinfer import MAX_FILE_BYTES as FLASHINFER_MAX_FILE_BYTES
 from benchmark.sizes import human_bytes
-from engine.platforms.registry import TRITON, platforms_for
+from engine.platforms.registry import TRITON, platform_choices, platforms_for
 
 
 def _read_text_upload(upload: UploadedFile, what: str) -> str:
@@ -45,7 +45,7 @@ class KernelUploadForm(forms.Form):
     vector_flops = forms.IntegerField(required=False, min_value=0, label="Vector FLOPs (own reference)")
     matmul_flops = forms.IntegerField(required=False, min_value=0, label="Matmul FLOPs (own reference)")
     hbm_bytes = forms.IntegerField(required=False, min_value=1, label="HBM bytes (own reference)")
-    platform = forms.ChoiceField(choices=Platform.choices, initial=Platform.TRN1)
+    platform = forms.ChoiceField(choices=platform_choices, initial=Platform.TRN1)
     kernel_file = forms.FileField(required=False, label="Kernel file (.py)")
     source = forms.CharField(
         required=False,

@@ -2,15 +2,15 @@
 built by one function, `build_board`, for every platform. The page (benchmark.leaderboard_views) calls it;
 nothing else builds a board.
 
-A board has one row per problem and, per row, one group of columns per source of numbers: simulated (the
-platform's simulator and performance model: NKI) and measured (hardware: Trainium's neuron backend, a GPU's
-cuda backend). Each source has its own best kernel, its own baseline under the same backend and version, and
+A board has one row per problem and, per row, one group of columns per source of numbers: simulated (a
+backend whose latency a model predicts: NKI's simulator) and measured (hardware: Trainium's neuron backend, a
+GPU's cuda backend); which backend is which is its registry definition's `latency`. Each source has its own best kernel, its own baseline under the same backend and version, and
 its own geomean: a simulated latency and a measured one are different quantities, and a speedup of one over
 the other would be no speedup at all. The simulated group counts only the current performance-model version
 (an older model's numbers are not comparable with today's).
 
-Which problems a board holds: a platform whose language has a suite of cases (NKI: NKIBench, mini and full)
-gets one board per case, because a mini case and a full case are different problems whose geomeans are
+Which problems a board holds (the platform definition's `suite` and `board_cases`): a platform with a suite
+split into cases (NKI: NKIBench, mini and full) gets one board per case, because a mini case and a full case are different problems whose geomeans are
 never taken together; a platform of another language (Triton) gets its language's public problems (the
 FlashInfer-Bench imports), all cases. A platform whose backends include a correctness-only one (the Triton
 interpreter, no latency) shows a kernel only that backend judged as "correctness only: no GPU", unranked.
@@ -35,8 +35,6 @@ from functools import lru_cache
 from typing import Any
 
 from benchmark.models import (
-    DEFAULT_SUITE,
-    Backend,
     Evaluation,
     EvaluationStatus,
     Platform,
@@ -47,14 +45,23 @@ from benchmark.provenance import generating_runs
 from benchmark.services.access import visible_evaluations
 from benchmark.services.evaluations import backend_version
 from engine.platforms.nki.suites.loader import SUITES_DIR
-from engine.platforms.registry import DEFAULT_PLATFORM, NKI, get_definition
+from engine.platforms.registry import (
+    BOARD_CASES,
+    CORRECTNESS_ONLY,
+    DEFAULT_PLATFORM,
+    MEASURED,
+    PREDICTED,
+    get_backend_definition,
+    get_definition,
+)
 
-CASES = ("full", "mini")  # an NKI board's cases, the full board first: the published shapes, AccelOpt's results
+CASES = BOARD_CASES  # NKIBench's boards, the full board first: the published shapes, AccelOpt's results
 REFERENCE_CSV = SUITES_DIR / "nkibench" / "accelopt_trn1_best.csv"
-# Backends whose latencies are measured on hardware: Trainium's and a GPU's.
-MEASURED_BACKENDS = (Backend.NEURON, Backend.CUDA)
-# A backend that judges correctness with no latency: a kernel only it judged shows as "correctness only".
-CORRECTNESS_ONLY_BACKEND = Backend.TRITON_INTERPRETER
+
+
+def backends_of(platform: str, latency: str) -> list[str]:
+    """The platform's backends whose latency is of this kind (registry: PREDICTED, MEASURED, CORRECTNESS_ONLY)."""
+    return [b for b in get_definition(platform).backends if get_backend_definition(b).latency == latency]
 
 
 @dataclass
@@ -113,8 +120,9 @@ class Board:
     case: str | None  # None: every case (a board of a language without a suite of cases)
     simulator_version: str  # the performance model the simulated group counts; "" without a simulator
     rows: list[BoardRow] = field(default_factory=list)
-    language: str = NKI
+    language: str = ""
     user: Any = None  # whose view: best_over_time ranks the same kernels the board does
+    simulator: str = ""  # the backend of the simulated group ("" without one)
 
     @property
     def simulated_geomean_speedup(self) -> float | None:
@@ -172,20 +180,21 @@ def reference_for(problem: Problem, platform: str) -> ReferenceResult | None:
 
 
 def board_case(platform: str, case: str | None) -> str | None:
-    """The case a board of this platform shows for a requested one: an NKI board one of CASES (full when the
-    request names none or another), a board of another language every case (None)."""
-    if get_definition(platform).language != NKI:
+    """The case a board of this platform shows for a requested one: one of its `board_cases` (the first when the
+    request names none or another), or every case (None) for a platform whose boards are not split by case."""
+    cases = get_definition(platform).board_cases
+    if not cases:
         return None
-    return case if case in CASES else CASES[0]
+    return case if case in cases else cases[0]
 
 
 def _board_problems(platform: str, case: str | None, suite: str | None) -> Any:
-    """An NKI board: the suite's problems of the case (NKIBench by default). A board of another language: the
-    public problems of that language (FlashInfer-Bench imports for Triton), of `suite` when given."""
-    language = get_definition(platform).language
-    if language == NKI:
-        return Problem.objects.filter(suite=suite or DEFAULT_SUITE, case=case)
-    problems = Problem.objects.filter(language=language, visibility=Visibility.PUBLIC)
+    """A platform with a suite (NKI: NKIBench): its problems of the case, or `suite`'s. Another: the public
+    problems of its language (FlashInfer-Bench imports for Triton), of `suite` when given."""
+    definition = get_definition(platform)
+    if definition.suite:
+        return Problem.objects.filter(suite=suite or definition.suite, case=case, language=definition.language)
+    problems = Problem.objects.filter(language=definition.language, visibility=Visibility.PUBLIC)
     return problems.filter(suite=suite) if suite else problems
 
 
@@ -200,7 +209,7 @@ def _correct_only(problems: list[Problem], platform: str, user: Any) -> dict[int
     """Per problem, its newest correct, clean correctness-only result: shown as correct with no latency."""
     newest: dict[int, Evaluation] = {}
     for evaluation in visible_evaluations(user).filter(
-        kernel__problem__in=problems, platform=platform, backend=CORRECTNESS_ONLY_BACKEND,
+        kernel__problem__in=problems, platform=platform, backend__in=backends_of(platform, CORRECTNESS_ONLY),
         status=EvaluationStatus.DONE, correct=True, error_kind="", review="",
     ).select_related("kernel", "kernel__author").order_by("-finished", "-id"):
         newest.setdefault(evaluation.kernel.problem_id, evaluation)
@@ -216,16 +225,17 @@ def build_board(
     definition = get_definition(platform)
     case = board_case(platform, case)
     problems = list(_board_problems(platform, case, suite).select_related("baseline_kernel").order_by("slug", "case"))
-    has_simulator = Backend.SIMULATOR in definition.backends
-    simulator_version = backend_version(Backend.SIMULATOR.value) if has_simulator else ""
-    measured_backends = [backend for backend in definition.backends if backend in MEASURED_BACKENDS]
+    predicted = backends_of(platform, PREDICTED)
+    simulator = predicted[0] if predicted else ""  # one model's numbers per group: the platform's first
+    simulator_version = backend_version(simulator) if simulator else ""
+    measured_backends = backends_of(platform, MEASURED)
     # A held result (suspicious, or too large a speedup over its parent in a run) keeps correct=True and its
     # latency for the curator, but is never ranked until a curator accepts it (benchmark.review).
     ranked = visible_evaluations(user, Evaluation.objects.rankable()).filter(
         kernel__problem__in=problems, platform=platform
     ).select_related("kernel", "kernel__author", "kernel__problem")
-    simulated = ranked.filter(backend=Backend.SIMULATOR, backend_version=simulator_version)
-    best_simulated = _best_by_problem(simulated) if has_simulator else {}
+    simulated = ranked.filter(backend=simulator, backend_version=simulator_version)
+    best_simulated = _best_by_problem(simulated) if simulator else {}
     best_measured = _best_by_problem(ranked.filter(backend__in=measured_backends))
     baseline_ids = [p.baseline_kernel_id for p in problems if p.baseline_kernel_id]
     baselines: dict[tuple[int, str, str], Evaluation] = {}
@@ -250,13 +260,13 @@ def build_board(
         )
         for problem in problems
     ]
-    if CORRECTNESS_ONLY_BACKEND in definition.backends:
+    if backends_of(platform, CORRECTNESS_ONLY):
         correct_only = _correct_only(problems, platform, user)
         for row in rows:
             if row.simulated.best is None and row.measured.best is None:
                 row.correct_only = correct_only.get(row.problem.pk)
     return Board(platform=platform, case=case, simulator_version=simulator_version, rows=rows,
-                 language=definition.language, user=user)
+                 language=definition.language, user=user, simulator=simulator)
 
 
 @dataclass
@@ -272,7 +282,7 @@ def best_over_time(board: Board) -> dict[str, list[Improvement]]:
     problems = {row.problem.pk: row for row in board.rows}
     evaluations = (
         visible_evaluations(board.user, Evaluation.objects.rankable())
-        .filter(kernel__problem_id__in=problems, platform=board.platform, backend=Backend.SIMULATOR,
+        .filter(kernel__problem_id__in=problems, platform=board.platform, backend=board.simulator,
                 backend_version=board.simulator_version)
         .select_related("kernel", "kernel__problem")
         .order_by("finished", "id")

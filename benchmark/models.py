@@ -29,6 +29,8 @@ from engine.platforms.registry import (
     TRITON,
     Backend,
     Platform,
+    backend_choices,
+    platform_choices,
     platforms_for,
 )
 
@@ -266,8 +268,9 @@ class Evaluation(models.Model):
     objects = EvaluationQuerySet.as_manager()
 
     kernel = models.ForeignKey(Kernel, on_delete=models.CASCADE, related_name="evaluations")
-    platform = models.CharField(max_length=16, choices=Platform.choices, default=DEFAULT_PLATFORM.value)
-    backend = models.CharField(max_length=32, choices=Backend.choices, default=DEFAULT_BACKEND.value)
+    # Callables: a platform or backend registered after import (engine.platforms.registry) is a valid choice too.
+    platform = models.CharField(max_length=16, choices=platform_choices, default=DEFAULT_PLATFORM.value)
+    backend = models.CharField(max_length=32, choices=backend_choices, default=DEFAULT_BACKEND.value)
     # For the simulator, the performance-model version: a new model means new numbers, a new cache entry.
     backend_version = models.CharField(max_length=64)
     status = models.CharField(max_length=16, choices=EvaluationStatus.choices, default=EvaluationStatus.QUEUED)

@@ -15,6 +15,7 @@ from benchmark.services.evaluations import backend_unavailable
 from campaigns.estimates import CampaignScale, campaign_scale
 from campaigns.models import BUDGET_FIELDS
 from campaigns.services import ACCELOPT_DEFAULTS
+from engine.platforms.registry import platform_choices
 from engine.search.config import BEAM, CURATED, MEMORY_MODES, STRATEGIES
 from optimizer import conf
 from optimizer.forms import (
@@ -35,7 +36,7 @@ class CampaignForm(AgentModelsAndBudgets):
     suite = forms.ChoiceField(required=False, help_text="Every problem of this suite; or choose problems below.")
     problems = forms.MultipleChoiceField(required=False, help_text="Problems to optimize (instead of a suite).")
     case = forms.ChoiceField(initial="mini", help_text="Shapes: mini evaluates in seconds.")
-    platform = forms.ChoiceField(choices=Platform.choices, initial=Platform.TRN1)
+    platform = forms.ChoiceField(choices=platform_choices, initial=Platform.TRN1)
     agent = forms.ChoiceField(choices=AgentKind.choices, initial=AgentKind.OFFLINE)
     iterations = forms.IntegerField(min_value=1, max_value=100, initial=ACCELOPT_DEFAULTS["iterations"])
     beam_width = forms.IntegerField(min_value=1, max_value=32, initial=ACCELOPT_DEFAULTS["beam_width"])

@@ -119,7 +119,7 @@ def evaluation_summary(evaluation: Evaluation) -> dict[str, Any]:
         "peak_fraction": evaluation.peak_fraction,
         "simulated": evaluation.is_simulated,
         "bound": (breakdown or {}).get("bound"),
-        "breakdown": format_breakdown(breakdown) if breakdown else "",
+        "breakdown": format_breakdown(breakdown, evaluation.kernel.problem.language) if breakdown else "",
         "ranked": evaluation.is_rankable,
     }
     if evaluation.error_kind:

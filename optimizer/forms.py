@@ -16,7 +16,7 @@ from django.utils.html import format_html
 from benchmark import services as benchmark_services
 from benchmark.models import Backend, Platform, Problem
 from benchmark.services.evaluations import backend_unavailable, platform_unavailable
-from engine.platforms.registry import DEFINITIONS, get_definition
+from engine.platforms.registry import DEFINITIONS, get_definition, platform_choices
 from engine.search import BUDGET_FIELDS
 from engine.search.config import BEAM, STRATEGIES
 from optimizer import conf, services
@@ -107,7 +107,7 @@ class RunForm(AgentModelsAndBudgets):
         label="New kernel source", required=False, widget=forms.Textarea(attrs={"rows": 8, "spellcheck": "false"}),
         help_text="Only used when the starting kernel is “upload new”.",
     )
-    platform = forms.ChoiceField(choices=Platform.choices, initial=Platform.TRN1)
+    platform = forms.ChoiceField(choices=platform_choices, initial=Platform.TRN1)
     agent = forms.ChoiceField(choices=AgentKind.choices, initial=AgentKind.OFFLINE)
     iterations = forms.IntegerField(min_value=1, max_value=100, initial=FORM_SEARCH_DEFAULTS["iterations"])
     beam_width = forms.IntegerField(min_value=1, max_value=32, initial=FORM_SEARCH_DEFAULTS["beam_width"])

@@ -18,7 +18,7 @@ ARROW = "──►"
 NODES = (
     "engine.platforms.nki.simulator", "engine.platforms.nki.perf", "engine.platforms.nki.neuron",
     "engine.platforms.nki.suites", "engine.platforms.nki.rewrites", "engine.platforms.nki",
-    "engine.platforms.triton.rewrites", "engine.platforms.triton", "engine.platforms.registry",
+    "engine.platforms.triton.rewrites", "engine.platforms.triton", "engine.platforms.toy", "engine.platforms.registry",
     "engine.choices", "engine.evaluator.sandbox", "engine.evaluator", "engine.search", "engine.agents",
     "engine.memory", "accelopt_site", "accounts", "benchmark", "campaigns", "mcp_server", "memory", "optimizer",
 )
@@ -79,3 +79,15 @@ def test_the_diagram_check_sees_a_new_arrow(monkeypatch):
     graph["engine.choices"] = graph["engine.choices"] | {"engine.search.beam"}
     monkeypatch.setattr("tests.test_architecture_doc.import_graph", lambda: graph)
     assert "engine.search" in package_graph()["engine.choices"]
+
+
+# The engine's shared packages: what they know of platforms, they learn from the registry.
+SHARED = ("engine.evaluator", "engine.evaluator.sandbox", "engine.search", "engine.agents", "engine.memory",
+          "engine.choices")
+
+
+def test_the_shared_engine_imports_no_platform_folder_only_the_registry():
+    edges = package_graph()
+    folders = {shared: sorted(t for t in edges[shared] if t.startswith("engine.platforms.")
+                              and t != "engine.platforms.registry") for shared in SHARED}
+    assert not any(folders.values()), f"shared engine packages import platform folders directly: {folders}"

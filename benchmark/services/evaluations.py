@@ -36,7 +36,7 @@ from benchmark.services.solutions import solution_document
 from engine import evaluator as pipeline
 from engine.evaluator.executors import local_cuda_unavailable
 from engine.evaluator.result import ErrorKind
-from engine.platforms.registry import DEFAULT_PLATFORM, Backend, Platform, get_definition
+from engine.platforms.registry import DEFAULT_PLATFORM, FLASHINFER_FORMAT, Backend, Platform, get_definition
 from engine.platforms.triton.request import TritonEvaluationRequest
 
 if TYPE_CHECKING:
@@ -91,6 +91,14 @@ def _is_large(io_bytes: int | None) -> bool:
 def _limits(large: bool) -> Limits:
     seconds = conf.timeout_seconds(large)
     return pipeline.Limits(wall_seconds=float(seconds), cpu_seconds=seconds, memory_bytes=conf.memory_bytes(large))
+
+
+def request_for(evaluation: Evaluation) -> Any:
+    """What the executor runs for this evaluation, by how its platform's problems are stored (the registry's
+    `problem_format`): a FlashInfer-Bench definition's request, or the reference pipeline's."""
+    if get_definition(evaluation.platform).problem_format == FLASHINFER_FORMAT:
+        return triton_request_for(evaluation)
+    return pipeline.EvaluationRequest(**evaluation_request_for(evaluation))
 
 
 def triton_request_for(evaluation: Evaluation) -> TritonEvaluationRequest:
@@ -246,11 +254,11 @@ def _check_platform_and_backend(platform: str, backend: str | None) -> str:
         raise ValidationError(f"unknown platform {platform!r}; expected one of {', '.join(Platform.values)}")
     definition = get_definition(platform)
     if backend is None:
-        backend = definition.default_backend.value
+        backend = definition.default_backend
     if backend not in Backend.values:
         raise ValidationError(f"unknown backend {backend!r}; expected one of {', '.join(Backend.values)}")
     if backend not in definition.backends:
-        supported = ", ".join(b.value for b in definition.backends)
+        supported = ", ".join(definition.backends)
         raise ValidationError(f"backend {backend!r} does not evaluate {platform} kernels; expected one of {supported}")
     return backend
 
@@ -314,7 +322,7 @@ def check_platform_for(problem: Problem, platform: str) -> None:
     except ValueError as error:
         raise ValidationError(str(error)) from None
     if language != problem.language:
-        fitting = ", ".join(p.value for p in problem.platforms) or "none"
+        fitting = ", ".join(problem.platforms) or "none"
         raise ValidationError(
             f"problem {problem.address} is a {problem.language} problem and {platform} runs {language} kernels; "
             f"choose one of its platforms: {fitting}"
@@ -351,9 +359,9 @@ def run_evaluation_now(evaluation: Evaluation) -> Evaluation:
     """Run one evaluation in the calling thread (the sandbox is still a child process) and save it."""
     _mark_running(evaluation)
     try:
-        if evaluation.kernel.problem.is_triton:
+        if get_definition(evaluation.platform).problem_format == FLASHINFER_FORMAT:
             result = triton_request_for(evaluation).run()
-        else:
+        else:  # through engine.evaluator.evaluate, which tests stand in for
             result = pipeline.evaluate(**evaluation_request_for(evaluation))
     except Exception as exc:  # our own pipeline failed: record it as ours, to be retried
         logger.exception("evaluation %s failed inside the pipeline", evaluation.pk)
@@ -399,10 +407,7 @@ def _started_in_worker(evaluation_id: int) -> None:
 
 def _submit(evaluation: Evaluation) -> None:
     executor = get_executor()
-    if evaluation.kernel.problem.is_triton:
-        request: Any = triton_request_for(evaluation)
-    else:
-        request = pipeline.EvaluationRequest(**evaluation_request_for(evaluation))
+    request = request_for(evaluation)
     _mark_queued(evaluation)
     evaluation_id = evaluation.pk
 
@@ -578,9 +583,9 @@ def evaluate_source(
     """
     if problem is None and reference_source is None:
         raise ValueError("evaluate_source needs a problem or a reference source")
-    if problem is not None and problem.is_triton:
+    if problem is not None and get_definition(platform).problem_format == FLASHINFER_FORMAT:
         kernel = Kernel(problem=problem, source=kernel_source, sha256="0" * 64, entry_point="")
-        backend = backend or get_definition(platform).default_backend.value
+        backend = backend or get_definition(platform).default_backend
         return TritonEvaluationRequest(
             solution=solution_document(kernel), definition=problem.definition, workloads=tuple(problem.workloads),
             platform=platform, backend=backend, seeds=list(seeds) if seeds is not None else None,
@@ -590,7 +595,7 @@ def evaluate_source(
         kernel_source,
         problem.reference_source if problem is not None else reference_source,
         platform=platform,
-        backend=backend if backend is not None else get_definition(platform).default_backend.value,
+        backend=backend if backend is not None else get_definition(platform).default_backend,
         peak_counts=problem.peak_counts if problem is not None else None,
         tolerance=problem.tolerance if problem is not None else None,
         limits=limits_for(problem) if problem is not None else reference_limits(reference_source),

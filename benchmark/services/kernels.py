@@ -32,7 +32,7 @@ from engine.evaluator.sandbox.process import Limits
 from engine.evaluator.sizing import ReferenceCheck
 from engine.evaluator.sizing import check_reference as run_reference_check
 from engine.evaluator.static_check import MAX_SOURCE_BYTES
-from engine.platforms.registry import platforms_for
+from engine.platforms.registry import FLASHINFER_FORMAT, get_definition, platforms_for
 
 
 def kernel_source_limit() -> int:
@@ -95,7 +95,7 @@ def create_kernel(
 
 def _rewritten_solution(problem: Problem, original: Kernel | None) -> tuple[str, dict[str, Any]]:
     """The entry point and the solution files beside the entry file that a rewrite of `original` keeps."""
-    if not problem.is_triton:
+    if get_definition(problem.default_platform).problem_format != FLASHINFER_FORMAT:  # one source file, no entry point
         return "", {}
     if original is None or not original.entry_point:  # none, or a bare Kernel(pk=...) with nothing loaded
         return TRITON_ENTRY_POINT, {}

@@ -5,8 +5,8 @@ of imports above the reply before running it. A reply like that is accepted here
 adds, from the platform language's standard imports, each one whose name the kernel uses and does not bind
 itself. A reply that has its imports is left as it is.
 
-Per-language hook: `STANDARD_IMPORTS_BY_LANGUAGE[language]` (a platform's `language`, engine.platforms.registry)
-lists (bound name, import line) pairs; another language adds its entry here.
+Per language: `standard_imports` of its prompts part (`engine.agents.prompting.LanguagePrompts`, in its
+platform folder) lists (bound name, import line) pairs.
 """
 
 from __future__ import annotations
@@ -14,28 +14,8 @@ from __future__ import annotations
 import ast
 import builtins
 
-from engine.platforms.registry import NKI, TRITON, get_definition
-
-# The header AccelOpt's harness puts above an NKI kernel, in its order (name the kernel uses -> import).
-NKI_IMPORTS: tuple[tuple[str, str], ...] = (
-    ("np", "import numpy as np"),
-    ("math", "import math"),
-    ("nki", "import neuronxcc.nki as nki"),
-    ("nl", "import neuronxcc.nki.language as nl"),
-    ("nisa", "import neuronxcc.nki.isa as nisa"),
-    ("nt", "import neuronxcc.nki.typing as nt"),
-    ("par_dim", "from neuronxcc.nki.language import par_dim"),
-)
-
-# A Triton solution's usual header (FlashInfer-Bench's main.py; prompts/triton/contract.md).
-TRITON_IMPORTS: tuple[tuple[str, str], ...] = (
-    ("math", "import math"),
-    ("torch", "import torch"),
-    ("triton", "import triton"),
-    ("tl", "import triton.language as tl"),
-)
-
-STANDARD_IMPORTS_BY_LANGUAGE: dict[str, tuple[tuple[str, str], ...]] = {NKI: NKI_IMPORTS, TRITON: TRITON_IMPORTS}
+from engine.agents.prompting import language_prompts
+from engine.platforms.registry import get_definition
 
 
 def _bound_and_used(tree: ast.Module) -> tuple[set[str], set[str]]:
@@ -64,7 +44,7 @@ def missing_imports(source: str, language: str) -> list[str]:
         return []
     bound, used = _bound_and_used(tree)
     free = used - bound - set(dir(builtins))
-    return [line for name, line in STANDARD_IMPORTS_BY_LANGUAGE.get(language, ()) if name in free]
+    return [line for name, line in language_prompts(language).standard_imports if name in free]
 
 
 def complete_imports(source: str, platform: str) -> str:

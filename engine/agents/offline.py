@@ -1,8 +1,8 @@
 """The offline agent: a deterministic search over known rewrites, used when no model endpoint is set.
 
 It is not a language model and does not pretend to be one (its label says so). It plays the roles with
-the catalog in `engine.platforms.nki.rewrites` of the problem's kernel language (NKI's, or Triton's for GPU
-platforms):
+the catalog of the problem's kernel language (the registry's "rewrites" part: NKI's, Triton's, any
+registered language's):
 
 * Planner: lists every (rewrite, site) that applies to the kernel, ordered by what the memory says
   (rewrites with positive entries first, rewrites with negative entries last, the catalog order in
@@ -38,7 +38,7 @@ from engine.agents.base import (
     WriteRequest,
 )
 from engine.agents.rewrites import Rewrite, RewriteError, catalog_for, rewrite_named
-from engine.platforms.registry import NKI, get_definition
+from engine.platforms.registry import PREDICTED, get_backend_definition, get_definition
 
 LABEL = "offline: search over known rewrites (no language model)"
 _PLAN_TAG = re.compile(r"\[rewrite (?P<name>\w+) #(?P<site>\d+)\]")
@@ -143,7 +143,9 @@ class OfflineAgents:
                                          lineterm="", n=1))
         snippet = "\n".join(diff[:DIFF_LINES]) + ("\n…" if len(diff) > DIFF_LINES else "")
         where = request.problem.slug
-        measured = "simulated" if get_definition(request.problem.platform).language == NKI else "measured"
+        # How the platform's own backend knows a speed: predicted by a model ("simulated") or timed.
+        default_backend = get_backend_definition(get_definition(request.problem.platform).default_backend)
+        measured = "simulated" if default_backend.latency == PREDICTED else "measured"
         if request.failure:
             title = f"{rewrite.title}: failed on {where}"
             verdict = (f"Applied to {where}, this rewrite produced a kernel that failed its check "

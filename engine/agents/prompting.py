@@ -1,10 +1,11 @@
 """Prompt templates (the `prompts/*.md` files) and what fills them: profile counters with their
 meanings, the platform's language, hardware and rules, and memory entries.
 
-What the prompts say about the platform comes from its definition (`engine.platforms.registry`): the language
-and hardware names, and the rules written for its kernel language (`RULES_BY_LANGUAGE`). A language may
-has its templates in its platform folder, `engine/platforms/<language>/prompts/` (Triton's has `contract.md`,
-its entry-point contract, as the `{{contract}}` value); a role a language lacks falls back to NKI's.
+What the prompts say about the platform comes from the registry (`engine.platforms.registry`): the language
+and hardware names from its definition, and its kernel language's rules, counter meanings and breakdown from the
+language's "prompts" part (`LanguagePrompts`, in its platform folder). A language has its templates in its
+platform folder, `engine/platforms/<language>/prompts/` (Triton's has `contract.md`, its entry-point contract,
+as the `{{contract}}` value); a role a language lacks falls back to DEFAULT_TEMPLATES' folder.
 
 A template is a system part and a user part separated by a line `<!-- user -->`; placeholders are
 `{{name}}` (double braces, so kernel code with `{}` needs no escaping). Rendering fails loudly on a
@@ -17,7 +18,7 @@ import random
 import re
 from collections.abc import Callable
 from contextvars import ContextVar
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -33,10 +34,7 @@ from engine.agents.base import (
     SummaryRequest,
     WriteRequest,
 )
-from engine.platforms.nki.generations import CURRENT, LEGACY, kernel_generation
-from engine.platforms.nki.hardware import NeuronCoreSpec
-from engine.platforms.registry import NKI, get_definition
-from engine.platforms.triton import prompting as triton_prompts
+from engine.platforms.registry import get_definition, load_part
 
 PLATFORMS_DIR = Path(__file__).resolve().parents[1] / "platforms"
 
@@ -44,40 +42,48 @@ PLATFORMS_DIR = Path(__file__).resolve().parents[1] / "platforms"
 def prompt_dir(language: str) -> Path:
     """Where a language's templates live: its platform folder's `prompts/`."""
     return PLATFORMS_DIR / language / "prompts"
+
+
+# The templates a language without its own for a role gets: NKI's name nothing of their language (every
+# platform-specific word is a placeholder filled from the definition and the prompts part), so they serve any.
+DEFAULT_TEMPLATES = prompt_dir("nki")
 _SEPARATOR = "<!-- user -->"
 _PLACEHOLDER = re.compile(r"\{\{(\w+)\}\}")
 
-# Profile counters (neuron-profile summary names, as our performance model reports them) and what each
-# tells the Planner. Counters not listed are shown without a meaning.
+# Profile counters every language shares and what each tells the Planner; a language adds its own counters'
+# meanings (`LanguagePrompts.profile_meanings`). Counters not listed are shown without a meaning.
 PROFILE_MEANINGS: dict[str, str] = {
     "latency_ms": "end-to-end kernel time; the number to lower",
-    "hbm_read_bytes": "bytes read from device memory (HBM); ideally each input once",
-    "hbm_write_bytes": "bytes written to HBM; ideally each output once",
-    "psum_read_bytes": "bytes read from the matmul accumulator (PSUM)",
-    "psum_write_bytes": "bytes written to PSUM by matmuls and copies",
-    "sbuf_read_bytes": "bytes read from on-chip SBUF by the engines",
-    "sbuf_write_bytes": "bytes written to SBUF (loads and engine outputs)",
-    "spill_reload_bytes": "bytes reloaded after SBUF ran out of space; nonzero means live data is too large",
-    "spill_save_bytes": "bytes saved to HBM because SBUF ran out of space",
-    "hardware_flops": "floating-point operations executed by the Tensor Engine",
-    "transpose_flops": "Tensor Engine work spent on transposes rather than useful matmuls",
-    "peak_flops_bandwidth_ratio": "peak FLOP rate over memory bandwidth of the hardware",
-    "mm_arithmetic_intensity": "matmul FLOPs per HBM byte; low means the kernel is memory-bound",
-    "hfu_estimated_percent": "fraction of the Tensor Engine's peak FLOP rate achieved",
-    "scalar_engine_active_time_percent": "share of the time the Scalar (activation) Engine is busy",
-    "vector_engine_active_time_percent": "share of the time the Vector Engine is busy",
-    "gpsimd_engine_active_time_percent": "share of the time the GpSimd Engine is busy",
-    "dma_active_time_percent": "share of the time the DMA queues move data",
     "peak_fraction": "theoretical-peak latency over this latency; 1.0 is the hardware limit",
 }
+NO_PROFILE = "(no profile: this kernel has not been profiled)"
+
+
+@dataclass(frozen=True)
+class LanguagePrompts:
+    """What the agents' prompts say about one kernel language: its registry part "prompts", kept in its platform
+    folder (`engine/platforms/<language>/prompting.py`), with its templates in `prompts/` beside it."""
+
+    rules: Callable[[Any], list[str]]  # the hardware rules, written from the platform's hardware spec
+    profile_meanings: dict[str, str] = field(default_factory=dict)  # its counters' meanings (over PROFILE_MEANINGS)
+    no_profile: str = NO_PROFILE  # what an empty profile means
+    explain: Callable[[dict[str, Any]], str] | None = None  # a performance model's breakdown, for the Planner
+    generation_line: Callable[[str], str] | None = None  # the kernel's dialect, which a reply must keep
+    # The header of imports an Executor reply may leave out (engine.agents.imports): (bound name, import line).
+    standard_imports: tuple[tuple[str, str], ...] = ()
+
+
+def language_prompts(language: str) -> LanguagePrompts:
+    """The prompts part the registry names for `language`; ValueError when it has none."""
+    return load_part(language, "prompts")
 
 
 def hardware_rules(platform: str, extra: str = "") -> str:
     """The rules every kernel must follow on `platform`, in the words the simulator's errors use."""
     definition = get_definition(platform)
     try:
-        write_rules = RULES_BY_LANGUAGE[definition.language]
-    except KeyError:
+        write_rules = language_prompts(definition.language).rules
+    except ValueError:
         raise ValueError(f"no prompt rules for {definition.language!r} kernels (platform {platform!r})") from None
     rules = write_rules(definition.hardware)
     if extra.strip():
@@ -85,40 +91,12 @@ def hardware_rules(platform: str, extra: str = "") -> str:
     return "\n".join(rules)
 
 
-def _nki_rules(p: NeuronCoreSpec) -> list[str]:
-    psum_fp32 = p.psum_bank_bytes_per_partition // 4
-    return [
-        f"# Hardware rules ({p.name}, {p.core})",
-        f"- On-chip tiles have a partition dimension (the first one) of at most {p.partitions}.",
-        f"- SBUF holds {p.sbuf_bytes_per_partition // 1024} KiB per partition; PSUM "
-        f"{p.psum_bytes_per_partition // 1024} KiB per partition, in tiles of at most "
-        f"{p.psum_bank_bytes_per_partition // 1024} KiB ({psum_fp32} float32) per partition.",
-        "- `nl.load` / `nl.store` (DMA) move data between HBM and SBUF; engines compute on SBUF and PSUM.",
-        f"- `nisa.nc_matmul(stationary, moving)` contracts over the partition dimension (at most {p.partitions}); "
-        f"it computes `stationary.T @ moving` with stationary [K, M<={p.partitions}] and moving [K, N<={psum_fp32}], "
-        "and the [M, N] result lands in PSUM (accumulate with `+=`, copy to SBUF before storing).",
-        "- `nl.affine_range` iterations must be independent (the hardware may overlap them); use "
-        "`nl.sequential_range` when an iteration depends on the previous one.",
-        "- Fewer, larger DMAs beat many small ones; every instruction has a fixed cost, so larger free sizes "
-        "amortize it; engines (Tensor, Vector, Scalar, GpSimd, DMA) run in parallel when data allows.",
-        "- `nisa.activation(op, data, bias, scale)` computes op(data * scale + bias) in one Scalar Engine pass.",
-    ]
-
-
-# The rules the prompts state, per kernel language (a platform's `language`).
-RULES_BY_LANGUAGE: dict[str, Callable[[Any], list[str]]] = {
-    NKI: _nki_rules, triton_prompts.LANGUAGE: triton_prompts.triton_rules,
-}
-# Profile meanings that differ from PROFILE_MEANINGS, per language; and what an empty profile means.
-MEANINGS_BY_LANGUAGE: dict[str, dict[str, str]] = {triton_prompts.LANGUAGE: triton_prompts.TRITON_PROFILE_MEANINGS}
-NO_PROFILE_BY_LANGUAGE: dict[str, str] = {triton_prompts.LANGUAGE: triton_prompts.NO_LATENCY}
-
-
-def format_profile(kernel: KernelView, language: str = NKI) -> str:
+def format_profile(kernel: KernelView, language: str) -> str:
     if kernel.failure:  # a failing start kernel of a correctness-only run: say so before anything else
         return (f"This kernel FAILS its correctness check ({kernel.failure}): a plan should make it correct first."
                 f"\n\n{format_profile(replace(kernel, failure=''), language)}")
-    meanings = {**PROFILE_MEANINGS, **MEANINGS_BY_LANGUAGE.get(language, {})}
+    prompts = language_prompts(language)
+    meanings = {**PROFILE_MEANINGS, **prompts.profile_meanings}
     rows = []
     if kernel.latency_ms is not None:
         rows.append(("latency_ms", kernel.latency_ms))
@@ -126,7 +104,7 @@ def format_profile(kernel: KernelView, language: str = NKI) -> str:
         rows.append(("peak_fraction", kernel.peak_fraction))
     rows.extend(sorted(kernel.profile.items()))
     if not rows:
-        return NO_PROFILE_BY_LANGUAGE.get(language, "(no profile: this kernel has not been profiled)")
+        return prompts.no_profile
     order_seed = _PROFILE_ORDER_SEED.get()
     if order_seed is not None:  # set by planner_messages_shuffled
         random.Random(order_seed).shuffle(rows)
@@ -134,46 +112,21 @@ def format_profile(kernel: KernelView, language: str = NKI) -> str:
     for name, value in rows:
         shown = f"{value:.6g}" if isinstance(value, float) else str(value)
         lines.append(f"| {name} | {shown} | {meanings.get(name, '')} |")
-    if language == NKI and kernel.breakdown:  # Triton kernels have no performance model to explain them
-        lines.extend(("", format_breakdown(kernel.breakdown)))
+    if kernel.breakdown and prompts.explain is not None:  # a language with a performance model that explains it
+        lines.extend(("", prompts.explain(kernel.breakdown)))
     return "\n".join(lines)
 
 
-def format_breakdown(breakdown: dict[str, Any]) -> str:
-    """Where the performance model's time goes (engine.platforms.nki.perf.explain), for the Planner: the verdict first,
-    then per engine its busy time, its idle time waiting on another engine and its critical-path share."""
-    # lazy: the NKI performance model (numpy), for an NKI breakdown only
-    from engine.platforms.nki.perf.explain import ENGINE_NAMES, LABELS, PATH_CATEGORIES
+def format_breakdown(breakdown: dict[str, Any], language: str) -> str:
+    """Where a performance model's time goes, in the words of its language's prompts ('' if it explains none)."""
+    explain = language_prompts(language).explain
+    return explain(breakdown) if explain is not None and breakdown else ""
 
-    share = breakdown.get("path_share") or {}
-    if not share:
-        return ""
-    busy, stall = breakdown.get("busy_s", {}), breakdown.get("stall_s", {})
-    latency = breakdown.get("latency_s") or 0.0
-    lines = [f"Where the time goes (critical path: the chain of instructions and waits that sets the latency; "
-             f"shorten its largest share first): {breakdown.get('verdict', '')}",
-             "| part | busy (us) | share of latency | idle waiting on another engine (us) | share of critical path |",
-             "| --- | --- | --- | --- | --- |"]
-    for name in PATH_CATEGORIES:
-        engine = name in ENGINE_NAMES
-        if not share.get(name) and not (engine and busy.get(name)):
-            continue
-        if engine:
-            lines.append(f"| {LABELS[name]} | {busy.get(name, 0.0) * 1e6:.4g} | "
-                         f"{busy.get(name, 0.0) / latency if latency else 0.0:.0%} | {stall.get(name, 0.0) * 1e6:.4g} | "
-                         f"{share.get(name, 0.0):.0%} |")
-        else:
-            lines.append(f"| {LABELS[name]} | - | - | - | {share.get(name, 0.0):.0%} |")
-    dma, queues = breakdown.get("dma_s", {}), [q for q in breakdown.get("dma_queue_s", []) if q > 0]
-    if queues:
-        lines.append(f"DMA: {len(queues)} queues used; loads {dma.get('load', 0.0) * 1e6:.4g} us, stores "
-                     f"{dma.get('store', 0.0) * 1e6:.4g} us (DMA-seconds, summed over concurrent transfers).")
-    spill = breakdown.get("spill", {})
-    if spill.get("save_bytes") or spill.get("reload_bytes") or spill.get("refetch_bytes"):
-        lines.append(f"SBUF overflow: {spill.get('save_bytes', 0.0):.4g} bytes spilled, {spill.get('reload_bytes', 0.0):.4g} "
-                     f"reloaded, {spill.get('refetch_bytes', 0.0):.4g} bytes of evicted inputs loaded again "
-                     f"({spill.get('seconds', 0.0) * 1e6:.4g} us at the HBM bandwidth).")
-    return "\n".join(lines)
+
+def generation_line(source: str, language: str) -> str:
+    """The line telling the agents which dialect of its language the kernel is written in ('' if none)."""
+    line = language_prompts(language).generation_line
+    return line(source) if line is not None else ""
 
 
 def format_memory(items: tuple[MemoryItem, ...] | list[MemoryItem]) -> str:
@@ -191,11 +144,11 @@ def format_memory(items: tuple[MemoryItem, ...] | list[MemoryItem]) -> str:
 
 
 @cache
-def load_template(role: str, language: str = NKI) -> tuple[str, str]:
+def load_template(role: str, language: str) -> tuple[str, str]:
     """The system and user parts of `role`'s template: the language's own if it has one, else the default."""
     path = prompt_dir(language) / f"{role}.md"
     if not path.exists():
-        path = prompt_dir(NKI) / f"{role}.md"
+        path = DEFAULT_TEMPLATES / f"{role}.md"
     text = path.read_text(encoding="utf-8")
     if _SEPARATOR not in text:
         raise ValueError(f"prompt template {path} has no '{_SEPARATOR}' line between system and user parts")
@@ -214,7 +167,7 @@ def fill(template: str, values: dict[str, str], name: str) -> str:
     return _PLACEHOLDER.sub(replace, template)
 
 
-def render(role: str, values: dict[str, str], language: str = NKI) -> list[dict[str, str]]:
+def render(role: str, values: dict[str, str], language: str) -> list[dict[str, str]]:
     system, user = load_template(role, language)
     return [{"role": "system", "content": fill(system, values, role)},
             {"role": "user", "content": fill(user, values, role)}]
@@ -261,20 +214,6 @@ def format_helper_files(problem: ProblemContext) -> str:
     for path, text in problem.helper_files:
         parts.append(f"## `{path}`\n```python\n{text.strip()}\n```")
     return "\n\n".join(parts) + "\n"
-
-
-def generation_line(source: str, language: str) -> str:
-    """For an NKI kernel, which generation it is written in and that the reply keeps it (the agents must not
-    mix namespaces, and a legacy kernel's reader should know current SDKs refuse it); '' otherwise."""
-    if language != NKI:
-        return ""
-    generation = kernel_generation(source)
-    if generation == LEGACY:
-        return ("- The kernel imports the legacy neuronxcc.nki namespace (Neuron SDK 2.27 and earlier; later SDKs "
-                "refuse it, the simulator runs it): keep to that namespace.")
-    if generation == CURRENT:
-        return "- The kernel imports the nki package (NKI 0.6, Neuron SDK 2.32): keep to that package."
-    return ""
 
 
 def planner_messages(request: PlanRequest) -> list[dict[str, str]]:

@@ -14,7 +14,7 @@ import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from engine.platforms.registry import LANGUAGES, load_part
+from engine.platforms.registry import languages, load_part
 
 
 class RewriteError(ValueError):
@@ -75,13 +75,14 @@ def catalog_for(language: str) -> tuple[Rewrite, ...]:
 
 def rewrite_named(name: str) -> Rewrite | None:
     """The rewrite called `name` in any language's catalog (names are unique across catalogs), or None."""
-    return _by_name().get(name)
+    return _by_name(languages()).get(name)
 
 
 @functools.cache
-def _by_name() -> dict[str, Rewrite]:
+def _by_name(known: tuple[str, ...]) -> dict[str, Rewrite]:
+    """Every catalog's rewrites by name, for the languages registered now (a language added later is a new key)."""
     found: dict[str, Rewrite] = {}
-    for language in LANGUAGES:
+    for language in known:
         for rewrite in catalog_for(language):
             assert rewrite.name not in found, f"the rewrite name {rewrite.name!r} is used by two catalogs"
             found[rewrite.name] = rewrite

@@ -2,8 +2,8 @@
 records (`BackendRun`, `ProfileReport`, `Placement`), its errors, and the timing rules of measured backends
 (`summarise_timings`; docs/evaluation.md, section 4).
 
-Its own module so that a backend in a package of its own (`engine.platforms.nki.neuron`) builds on it while
-`backends` (the registry, `get_backend`) imports that backend, without an import cycle. `backends`
+Its own module so that a backend in its platform's folder (`engine.platforms.nki.backend`, `...nki.neuron`) builds
+on it while `backends` (`get_backend`) imports that backend by its registered name, without an import cycle. `backends`
 re-exports every name here.
 """
 
@@ -96,6 +96,20 @@ class BackendImplementation:
 
     def run(self, kernel: Callable[..., Any], inputs: Sequence[np.ndarray], platform: str) -> BackendRun:
         raise NotImplementedError
+
+    def record(self, kernel: Callable[..., Any], inputs: Sequence[Any],
+               platform: str) -> tuple[BackendRun, dict[str, np.ndarray]]:
+        """Backends with a trace: run once recording the kernel's program, for the platform's verifier child
+        (the run, and the program as arrays)."""
+        raise NotImplementedError(f"backend {self.name!r} records no program")
+
+    def encode_trace(self, trace: Any) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+        """Backends with a trace: the trace as it crosses the pipes (a JSON-able header, arrays)."""
+        raise NotImplementedError(f"backend {self.name!r} has no trace")
+
+    def decode_trace(self, meta: dict[str, Any], arrays: dict[str, np.ndarray]) -> Any:
+        """Backends with a trace: the trace `encode_trace` sent, rebuilt in the profile child."""
+        raise NotImplementedError(f"backend {self.name!r} has no trace")
 
     def classify(self, exc: BaseException) -> ErrorKind | None:
         """Map a backend-specific exception to a failure kind (None: let the generic rules decide)."""

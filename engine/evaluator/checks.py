@@ -7,7 +7,6 @@ lower precision.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 import numpy as np
 
@@ -172,50 +171,3 @@ def non_finite_mismatch(output: np.ndarray, reference: np.ndarray) -> str | None
     return comparison.non_finite_problem()
 
 
-@dataclass(frozen=True)
-class TraceDtypes:
-    """The columns of a trace the precision check needs (sent by the kernel child as plain arrays)."""
-
-    engine: np.ndarray
-    dtype: np.ndarray
-    opcode: np.ndarray
-    line: np.ndarray
-    dtype_names: list[str]
-    op_names: list[str]
-
-
-def trace_dtypes(trace: dict) -> TraceDtypes:
-    """The precision check's columns of a trace as it crosses the pipes ({"meta": ..., "arrays": ...})."""
-    arrays, meta = trace["arrays"], trace["meta"]
-    return TraceDtypes(engine=arrays["trace.col.engine"], dtype=arrays["trace.col.dtype"],
-                       opcode=arrays["trace.col.opcode"], line=arrays["trace.col.line"],
-                       dtype_names=list(meta["dtype_names"]), op_names=list(meta["op_names"]))
-
-
-_ENGINE_NAMES = {"TENSOR": "Tensor", "VECTOR": "Vector", "SCALAR": "Scalar", "GPSIMD": "GpSimd", "DMA": "DMA"}
-
-
-def check_trace_precision(trace: TraceDtypes, floor: tuple[int, str] | None) -> None:
-    """No instruction may compute in a float type narrower than the reference's outputs."""
-    if floor is None or not len(trace.dtype):
-        return
-    floor_bits, floor_name = floor
-    narrow = [i for i, name in enumerate(trace.dtype_names)
-              if (bits := float_significand_bits(name)) is not None and bits < floor_bits]
-    if not narrow:
-        return
-    rows = np.flatnonzero(np.isin(trace.dtype, narrow))
-    if not len(rows):
-        return
-    row = int(rows[0])
-    op = trace.op_names[int(trace.opcode[row])] if int(trace.opcode[row]) < len(trace.op_names) else "?"
-    # lazy: the NKI simulator's package; a Triton evaluation never loads it
-    from engine.platforms.nki.simulator.trace import Engine
-
-    code = int(trace.engine[row])
-    engine = _ENGINE_NAMES[Engine(code).name] if code in Engine._value2member_map_ else str(code)
-    line = int(trace.line[row])
-    where = f" at line {line}" if line > 0 else ""
-    raise CheckFailed(f"{len(rows)} instruction(s) compute in lower precision than the reference ({floor_name}): "
-                      f"first {op} on the {engine} engine in {trace.dtype_names[int(trace.dtype[row])]}{where}",
-                      line=line if line > 0 else None)

@@ -5,9 +5,13 @@ Roles, each its own process (the parent never lets them talk to each other):
 * `reference` renders inputs for a seed and computes the expected outputs (it holds them; the kernel
   child never sees them), and applies the reference's `transform_nki_outputs`;
 * `kernel` loads the untrusted kernel and runs it on inputs the parent sends;
-* `verify` re-executes the program the kernel child recorded on its first seed, on every seed's inputs
-  (engine.platforms.nki.roles; only our code runs there: it never sees the kernel's source);
-* `profile` runs the performance model on a trace (only our code runs there).
+* `profile` runs the backend's performance model on a trace (only our code runs there);
+* a platform's own roles, named by where they live ("module:Class"), started by its pipeline: NKI's verifier
+  (`engine.platforms.nki.roles:VerifyRole`, which replays the program the kernel child recorded), Triton's
+  reference and kernel children (`engine.platforms.triton.roles`). This module imports no platform folder.
+
+A backend is loaded by the "module:Class" the parent sends (`implementation` in the config), so a child runs
+a backend the parent registered at run time without knowing the registry's state.
 
 The protocol travels over file descriptors duplicated from stdin/stdout at start-up; fd 0 is then
 /dev/null and fd 1 goes to stderr, so a kernel's `print` cannot corrupt a frame. Replies carry
@@ -104,12 +108,18 @@ def _failure(kind: str, exc: BaseException, filename: str, prefix: str = "") -> 
             "detail": _own_frames(exc, filename)}
 
 
+def _backend(config: dict[str, Any]) -> Any:
+    """The backend the parent named: its class by reference when sent, else by its registered name."""
+    # late: a role loads only its own modules, in its order around the guards
+    from engine.evaluator.backends import get_backend, load_backend
+
+    reference = config.get("implementation")
+    return load_backend(reference) if reference else get_backend(config["backend"])
+
+
 class KernelRole:
     def __init__(self, config: dict[str, Any]) -> None:
-        # late: a role loads only its own modules, in its order around the guards
-        from engine.evaluator.backends import get_backend
-
-        self.backend = get_backend(config["backend"])
+        self.backend = _backend(config)
         self.platform = config["platform"]
         self.guards = config.get("guards", {})
         self.kernel: Any = None
@@ -165,16 +175,13 @@ class KernelRole:
         import numpy as np
 
         from engine.evaluator.backends import BackendUnavailable
-        from engine.evaluator.protocol import encode_trace, join_inputs
+        from engine.evaluator.protocol import join_inputs
 
         inputs = join_inputs(header["input_count"], arrays, header.get("scalars", []))
         program: dict[str, Any] = {}
         try:
             if header.get("record"):  # the simulator, on the first seed: its program goes to the verifier
-                # late: a role loads only its own modules, in its order around the guards
-                from engine.platforms.nki.roles import record
-
-                run, program = record(self.kernel, inputs, self.platform)
+                run, program = self.backend.record(self.kernel, inputs, self.platform)
             else:
                 run = self.backend.run(self.kernel, inputs, self.platform)
             outputs = [np.asarray(o) for o in run.outputs]
@@ -194,7 +201,7 @@ class KernelRole:
             after = run.inputs_after if run.inputs_after is not None else inputs
             out_arrays.update({f"after{i}": np.asarray(a) for i, a in enumerate(after) if f"in{i}" in arrays})
         if run.trace is not None:
-            meta, trace_arrays = encode_trace(run.trace, "trace.")
+            meta, trace_arrays = self.backend.encode_trace(run.trace)
             reply["trace"] = meta
             out_arrays.update(trace_arrays)
         out_arrays.update(program)
@@ -321,16 +328,10 @@ class ReferenceRole:
 
 class ProfileRole:
     def __init__(self, config: dict[str, Any]) -> None:
-        # late: a role loads only its own modules, in its order around the guards
-        from engine.evaluator.backends import get_backend
-
-        self.backend = get_backend(config["backend"])
+        self.backend = _backend(config)
 
     def profile(self, header: dict[str, Any], arrays: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
-        # late: a role loads only its own modules, in its order around the guards
-        from engine.evaluator.protocol import decode_trace
-
-        trace = decode_trace(header["trace"], arrays, "trace.")
+        trace = self.backend.decode_trace(header["trace"], arrays)
         report = self.backend.profile(trace, header["platform"])
         return {"ok": True, "latency_ms": report.latency_ms, "profile": report.profile,
                 "timeline": report.timeline, "perf_model_version": report.perf_model_version,
@@ -347,40 +348,6 @@ class ProfileRole:
             return {"ok": False, "kind": "infrastructure_error", "retry": exc.retry, "message": str(exc)}, {}
         return {"ok": True, "latency_ms": report.latency_ms, "profile": report.profile,
                 "timeline": report.timeline, "perf_model_version": report.perf_model_version}, {}
-
-
-class VerifyRole:
-    """Replays the kernel's recorded program (engine.platforms.nki.roles); imports no kernel code."""
-
-    def __init__(self, config: dict[str, Any]) -> None:
-        # late: a role loads only its own modules, in its order around the guards
-        from engine.platforms.nki.roles import Verifier
-
-        self.verifier = Verifier()
-
-    def load(self, header: dict[str, Any], arrays: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
-        # late: a role loads only its own modules, in its order around the guards
-        from engine.platforms.nki.roles import VerificationFailed
-
-        try:
-            self.verifier.load(header["platform"], header["trace"], arrays)
-        except VerificationFailed as exc:
-            return {"ok": False, "kind": "incorrect", "message": str(exc), "line": exc.line}, {}
-        return {"ok": True, "instructions": len(self.verifier.program)}, {}
-
-    def replay(self, header: dict[str, Any], arrays: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
-        # late: a role loads only its own modules, in its order around the guards
-        from engine.evaluator.protocol import join_inputs
-        from engine.platforms.nki.roles import VerificationFailed
-
-        inputs = join_inputs(header["input_count"], arrays, header.get("scalars", []))
-        del arrays
-        try:
-            outputs, modified = self.verifier.replay(inputs, bool(header.get("check_rows")))
-        except VerificationFailed as exc:
-            return {"ok": False, "kind": "incorrect", "message": str(exc), "line": exc.line}, {}
-        return ({"ok": True, "output_count": len(outputs), "modified_input": modified},
-                {f"out{i}": o for i, o in enumerate(outputs)})
 
 
 def _all_finite(expected: Any) -> bool:
@@ -400,20 +367,20 @@ def _read_roots() -> list[str]:
     return [sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix, package]
 
 
-def _triton_role(name: str) -> Any:
-    """The Triton children (engine/platforms/triton/roles.py), imported only when one starts: NKI children never load torch."""
-
-    def make(config: dict[str, Any]) -> Any:
-        # late: a role loads only its own modules, in its order around the guards
-        from engine.platforms.triton.roles import ROLES as TRITON_ROLES
-
-        return TRITON_ROLES[name](config)
-
-    return make
+ROLES = {"kernel": KernelRole, "reference": ReferenceRole, "profile": ProfileRole}
 
 
-ROLES = {"kernel": KernelRole, "reference": ReferenceRole, "profile": ProfileRole, "verify": VerifyRole,
-         "triton_reference": _triton_role("triton_reference"), "triton_kernel": _triton_role("triton_kernel")}
+def role_class(name: str) -> Any:
+    """A generic role by name, or a platform's own by where it lives ("module:Class", imported only when its
+    child starts: NKI children never load torch)."""
+    if name in ROLES:
+        return ROLES[name]
+    if ":" not in name:
+        raise ValueError(f"unknown evaluation child role {name!r}; expected one of {sorted(ROLES)} or 'module:Class'")
+    # late: a role loads only its own modules, in its order around the guards
+    from engine.platforms.registry import load_reference
+
+    return load_reference(name)
 
 
 def main(argv: list[str]) -> int:
@@ -429,7 +396,7 @@ def main(argv: list[str]) -> int:
 
     from engine.evaluator.protocol import hello_frame, read_message, write_message
 
-    role = ROLES[role_name](config)
+    role = role_class(role_name)(config)
     # Before any request is read, so before any code but ours runs here: the parent's evidence that the
     # sandbox started (protocol.HELLO_HEADER).
     proto_out.write(hello_frame())

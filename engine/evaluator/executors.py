@@ -26,7 +26,7 @@ from typing import Any
 
 from engine.evaluator.result import EvaluationResult
 from engine.evaluator.sandbox.process import Cancellation, Limits
-from engine.platforms.nki.pipeline import evaluate
+from engine.platforms.registry import DEFAULT_BACKEND, DEFAULT_PLATFORM, get_definition, load_part
 
 BusyReporter = Callable[[str, float], contextlib.AbstractContextManager[None]]
 
@@ -57,14 +57,25 @@ def evaluation_key(kernel_sha256: str, reference_sha256: str, platform: str, bac
     return f"{kernel_sha256[:16]}:{reference_sha256[:8]}:{platform}:{backend}"
 
 
+def evaluate(kernel_source: str, reference_source: str, *, platform: str = DEFAULT_PLATFORM,
+             **options: Any) -> EvaluationResult:
+    """Evaluate a kernel source against a reference file on `platform`, by the `evaluate` part its kernel
+    language registers (NKI's: `engine.platforms.nki.pipeline.evaluate`, whose keyword options it takes:
+    backend, peak_counts, seeds, kernel_name, limits, tolerance, distributions). ValueError for an unknown
+    platform or a language whose problems are not reference files (Triton's: `TritonEvaluationRequest`)."""
+    language = get_definition(platform).language
+    return load_part(language, "evaluate")(kernel_source, reference_source, platform=platform, **options)
+
+
 @dataclass(frozen=True)
 class EvaluationRequest:
-    """Everything `evaluate()` takes, as one picklable value (Ray ships it to a worker as is)."""
+    """Everything `evaluate()` takes, as one picklable value (Ray ships it to a worker as is): a kernel of a
+    platform whose problems are reference files."""
 
     kernel_source: str
     reference_source: str
-    platform: str = "trn1"
-    backend: str = "simulator"
+    platform: str = DEFAULT_PLATFORM
+    backend: str = DEFAULT_BACKEND
     peak_counts: Mapping[str, float] | Sequence[float] | None = None
     seeds: Sequence[int] | None = None
     kernel_name: str | None = None

@@ -13,7 +13,7 @@ from accounts import quotas
 from benchmark import services as benchmark_services
 from benchmark.models import Backend, Kernel, Platform, Problem
 from benchmark.services.evaluations import backend_unavailable
-from engine.platforms.registry import get_definition
+from engine.platforms.registry import CORRECTNESS_ONLY, get_backend_definition, get_definition
 from engine.search.budget import Budget, launch_notes
 from optimizer import conf
 from optimizer.events import record_events
@@ -80,7 +80,7 @@ def create_run(
     if backend not in Backend.values:
         raise ValidationError(f"unknown backend {backend!r}; expected one of {', '.join(Backend.values)}")
     if backend not in get_definition(platform).backends:
-        supported = ", ".join(b.value for b in get_definition(platform).backends)
+        supported = ", ".join(get_definition(platform).backends)
         raise ValidationError(f"backend {backend!r} does not evaluate {platform} kernels; expected one of {supported}")
     unavailable = backend_unavailable(backend, platform)  # e.g. the neuron backend with no Neuron device here
     if unavailable:
@@ -102,8 +102,8 @@ def create_run(
     if agent == AgentKind.OFFLINE:
         # The offline agent repairs nothing; a Fixer round would only record "unusable" replies.
         search.setdefault("fix_attempts", 0)
-    if backend == Backend.TRITON_INTERPRETER:
-        # The interpreter measures no latency: the search ranks by correctness (engine.search.unmeasured).
+    if get_backend_definition(backend).latency == CORRECTNESS_ONLY:
+        # A backend with no latency (Triton's interpreter): the search ranks by correctness (engine.search.unmeasured).
         search.setdefault("correctness_only", True)
     # Candidates are checked on the problem's mini shapes first where it has them (engine.search.cascade),
     # unless the launcher turned it off; the config records what the run does, so a resumed run does the same.

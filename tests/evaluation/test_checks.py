@@ -8,12 +8,11 @@ import pytest
 from engine.evaluator import RELATIVE_L2_TOLERANCE
 from engine.evaluator.checks import (
     CheckFailed,
-    TraceDtypes,
-    check_trace_precision,
     non_finite_mismatch,
     reference_precision,
     relative_l2,
 )
+from engine.platforms.nki.frames import TraceDtypes, check_trace_precision
 
 
 def test_the_tolerance_is_nkibenchs_fp32_value() -> None:

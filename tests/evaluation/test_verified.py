@@ -48,11 +48,12 @@ import types
 
 import engine.evaluator.backends as backends
 import engine.evaluator.child as child
+import engine.platforms.nki.backend as simulator_backend
 import engine.platforms.nki.perf as perf
 
 fake = types.SimpleNamespace(latency_ms=1e-9, profile={}, timeline=None, version="x", to_dict=lambda: {})
 perf.estimate = lambda *a, **k: fake
-backends.SimulatorBackend.profile = lambda self, trace, platform: backends.ProfileReport(1e-9, {}, None, "x")
+simulator_backend.SimulatorBackend.profile = lambda self, trace, platform: backends.ProfileReport(1e-9, {}, None, "x")
 honest_run = child.KernelRole.run
 
 

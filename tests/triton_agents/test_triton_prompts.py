@@ -91,7 +91,7 @@ def test_nki_prompts_say_nothing_of_triton_or_gpus():
         whole = text(rendered)
         assert "NKI" in whole and "Trainium" in whole, role
         assert not GPU_WORDS.search(whole), (role, GPU_WORDS.search(whole))
-    assert "(no profile: this kernel has not been profiled)" in prompting.format_profile(KernelView("x"))
+    assert "(no profile: this kernel has not been profiled)" in prompting.format_profile(KernelView("x"), "nki")
 
 
 def test_the_failure_is_told_to_the_summarizer():

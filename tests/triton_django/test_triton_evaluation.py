@@ -14,14 +14,14 @@ from django.core.management import call_command
 from benchmark import services
 from benchmark.leaderboard import build_board
 from benchmark.models import Problem
-from engine.evaluator.backends import BACKENDS
+from engine.platforms.registry import BACKENDS
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 
 pytestmark = [
     pytest.mark.django_db,
     pytest.mark.skipif("triton-interpreter" not in BACKENDS,
-                       reason="the triton-interpreter backend is not registered in engine.evaluator yet"),
+                       reason="the triton-interpreter backend is not registered yet"),
 ]
 
 

@@ -237,9 +237,11 @@ class ChildProcess:
     """One sandboxed `engine.evaluator.child` process with a given role."""
 
     def __init__(self, role: str, config: dict[str, Any], limits: Limits,
-                 extras: isolation.SandboxExtras | None = None) -> None:
-        """`extras`: what the backend shares with this child beyond the sandbox (isolation.SandboxExtras)."""
-        self.role = role
+                 extras: isolation.SandboxExtras | None = None, name: str = "") -> None:
+        """`role`: a generic role ("kernel") or a platform's own ("module:Class", engine.evaluator.child);
+        `name`: how messages call the child (default: the role); `extras`: what the backend shares with this
+        child beyond the sandbox (isolation.SandboxExtras)."""
+        self.role = name or role
         self.limits = limits
         self.deadline = time.monotonic() + limits.wall_seconds
         self.isolated = isolation.isolation_required()
@@ -251,7 +253,7 @@ class ChildProcess:
         self._reap_lock = threading.Lock()  # interrupt() never signals a group whose leader was reaped
         self._cancellation: Cancellation | None = getattr(_current, "cancellation", None)
         if self._cancellation is not None and self._cancellation.cancelled:
-            raise EvaluationCancelled(role)
+            raise EvaluationCancelled(self.role)
         self._started = False  # the child's hello frame arrived (protocol.HELLO_HEADER)
         full_config = dict(config, limits=limits.child_config())
         # -s: no user site; -B: no .pyc writes; -P: the cwd is not on sys.path.
@@ -270,7 +272,7 @@ class ChildProcess:
                 argv = isolation.command(argv, limits.scratch_bytes, extras, filter_fd)
                 cwd, home = "/", isolation.SCRATCH
             else:
-                self.private_dir = tempfile.mkdtemp(prefix=f"accelopt-{role}-")
+                self.private_dir = tempfile.mkdtemp(prefix=f"accelopt-{self.role}-")
                 os.chmod(self.private_dir, 0o700)
                 cwd = home = self.private_dir
             self.cgroup = cgroups.ChildCgroup.create(limits.resident_limit(), self.lease.uid if self.lease else None,

@@ -21,7 +21,13 @@ from typing import Any
 import numpy as np
 
 from engine.evaluator import checks
-from engine.evaluator.backends import BackendImplementation, BackendUnavailable, Placement, get_backend
+from engine.evaluator.backends import (
+    BackendImplementation,
+    BackendUnavailable,
+    Placement,
+    backend_reference,
+    get_backend,
+)
 from engine.evaluator.inputs import DISTRIBUTIONS, MIN_SEEDS, draw_seeds, plan_distributions
 from engine.evaluator.result import STATUS_FAILED, STATUS_OK, ErrorKind, EvaluationResult, project_version
 from engine.evaluator.sandbox.process import ChildError, ChildProcess, Limits
@@ -32,6 +38,7 @@ from engine.evaluator.static_check import (
     check_reference_source,
     find_kernel_name,
 )
+from engine.platforms.nki.frames import check_trace_precision, trace_dtypes
 from engine.platforms.nki.roles import (
     first_difference,
     kernel_reply_budget,
@@ -40,6 +47,9 @@ from engine.platforms.nki.roles import (
     replay_reply_budget,
 )
 from engine.platforms.registry import get_definition
+
+# The verifier child's role, by where it lives (engine.evaluator.child loads a platform's roles by reference).
+VERIFY_ROLE = "engine.platforms.nki.roles:VerifyRole"
 
 
 class _Stop(Exception):
@@ -118,7 +128,8 @@ class _Attempt:
     # -- the steps ----------------------------------------------------------------------------------
 
     def run(self) -> EvaluationResult:
-        config = {"backend": self.backend.name, "platform": self.platform, "guards": self.guards}
+        config = {"backend": self.backend.name, "implementation": backend_reference(self.backend),
+                  "platform": self.platform, "guards": self.guards}
         # All children start together, so their interpreter start-ups overlap; the profile child (our code
         # only) waits for the trace while the kernel runs.
         with contextlib.ExitStack() as children:
@@ -128,12 +139,14 @@ class _Attempt:
             reference = children.enter_context(ChildProcess("reference", config, self.limits))
             kernel = children.enter_context(ChildProcess("kernel", config, placement.kernel_limits,
                                                          placement.kernel_extras))
-            profiler = (children.enter_context(ChildProcess("profile", {"backend": self.backend.name},
+            profiler = (children.enter_context(ChildProcess("profile", {"backend": self.backend.name,
+                                                                       "implementation": config["implementation"]},
                                                             placement.profile_limits, placement.profile_extras))
                         if self.backend.records_trace or self.backend.measures else None)
             # A backend with a trace (the simulator) records its program on the first seed; the verifier
             # replays it on every seed, and only its outputs are judged (engine/platforms/nki/roles.py).
-            verifier = (children.enter_context(ChildProcess("verify", {"platform": self.platform}, self.limits))
+            verifier = (children.enter_context(ChildProcess(VERIFY_ROLE, {"platform": self.platform}, self.limits,
+                                                           name="verify"))
                         if self.backend.records_trace else None)
             self.load_reference(reference)
             self.load_kernel(kernel)
@@ -283,7 +296,7 @@ class _Attempt:
                      "latency_ms": None}
             del arrays
             try:
-                checks.check_trace_precision(checks.trace_dtypes(trace), checks.reference_precision(expected))
+                check_trace_precision(trace_dtypes(trace), checks.reference_precision(expected))
             except checks.CheckFailed as exc:
                 raise self.fail(ErrorKind.INCORRECT, str(exc), line=exc.line, **flags) from None
         try:

@@ -1,8 +1,8 @@
 """Record, then verify: what the kernel child and the verifier child do with a kernel's program.
 
 The simulator backend's kernel child runs the kernel once, on the first seed, and records its executable
-program beside the cost trace (`record`; engine.platforms.nki.simulator.verification.program). The verifier child (the `verify` role of
-child.py: our code only; it never imports, parses or runs the kernel's code) receives that program and trace
+program beside the cost trace (`record`; engine.platforms.nki.simulator.verification.program). The verifier child (`VerifyRole` here, started as
+`engine.platforms.nki.roles:VerifyRole`: our code only; it never imports, parses or runs the kernel's code) receives that program and trace
 once (`Verifier.load`: structure, bounds, hardware rules, and the trace against the program,
 engine.platforms.nki.simulator.verification.replay.check_program), then every seed's inputs (`Verifier.replay`): it re-executes the program
 with numpy and returns the outputs, which are what the parent compares with the reference. The parent also
@@ -10,7 +10,7 @@ requires the kernel child's own outputs for the first seed to equal the replay's
 verified trace in the profile child. See docs/evaluation.md ("Record, then verify").
 
 A program crosses the pipes as arrays: its JSON (engine.platforms.nki.simulator.verification.program.wire) as bytes in `program.json`, its
-constants as `program.const<k>`; the trace as protocol.encode_trace does it.
+constants as `program.const<k>`; the trace as frames.encode_trace does it.
 """
 
 from __future__ import annotations
@@ -194,7 +194,8 @@ class Verifier:
 
     def load(self, platform: str, trace_meta: dict[str, Any], arrays: dict[str, np.ndarray]) -> None:
         # late: loaded in the child by the role that needs it, in its order around the guard
-        from engine.evaluator.protocol import ProtocolError, decode_trace
+        from engine.evaluator.protocol import ProtocolError
+        from engine.platforms.nki.frames import decode_trace
         from engine.platforms.nki.simulator.verification.program import RecordingError, ReplayError, from_wire
         from engine.platforms.nki.simulator.verification.replay import check_program, written_buffers
         from engine.platforms.nki.simulator.verification.trace_check import check_outputs
@@ -238,3 +239,31 @@ class Verifier:
             except CheckFailed as exc:
                 return list(result.outputs), str(exc).replace("its input 0", f"its input {k}", 1)
         return list(result.outputs), None
+
+
+class VerifyRole:
+    """The `verify` child (started by the pipeline as `engine.platforms.nki.roles:VerifyRole`): replays the
+    kernel's recorded program on every seed's inputs; only our code runs there, it never sees the kernel's source."""
+
+    def __init__(self, config: dict[str, Any]) -> None:
+        self.verifier = Verifier()
+
+    def load(self, header: dict[str, Any], arrays: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+        try:
+            self.verifier.load(header["platform"], header["trace"], arrays)
+        except VerificationFailed as exc:
+            return {"ok": False, "kind": "incorrect", "message": str(exc), "line": exc.line}, {}
+        return {"ok": True, "instructions": len(self.verifier.program)}, {}
+
+    def replay(self, header: dict[str, Any], arrays: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+        # late: a role loads only its own modules, in its order around the guards
+        from engine.evaluator.protocol import join_inputs
+
+        inputs = join_inputs(header["input_count"], arrays, header.get("scalars", []))
+        del arrays
+        try:
+            outputs, modified = self.verifier.replay(inputs, bool(header.get("check_rows")))
+        except VerificationFailed as exc:
+            return {"ok": False, "kind": "incorrect", "message": str(exc), "line": exc.line}, {}
+        return ({"ok": True, "output_count": len(outputs), "modified_input": modified},
+                {f"out{i}": o for i, o in enumerate(outputs)})

@@ -19,7 +19,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
-from engine.evaluator.backends import TRITON_BACKEND_VERSIONS
 from engine.evaluator.inputs import MIN_SEEDS, draw_seeds
 from engine.evaluator.requirements import (
     is_missing_package,
@@ -30,12 +29,16 @@ from engine.evaluator.result import STATUS_FAILED, STATUS_OK, ErrorKind, Evaluat
 from engine.evaluator.sandbox.isolation import SandboxExtras
 from engine.evaluator.sandbox.process import ChildError, ChildProcess, Limits
 from engine.platforms.registry import TRITON, Backend, get_definition
+from engine.platforms.triton.backends import TRITON_BACKEND_VERSIONS
 from engine.platforms.triton.flashinfer import parse_definition
 from engine.platforms.triton.hardware import get_gpu_spec
 from engine.platforms.triton.machine import ERROR_KINDS
 from engine.platforms.triton.timing import GpuTiming, implausible_events, nvidia_smi
 
 CORRECTNESS_ONLY = "correctness only: no GPU"
+# The two children's roles, by where they live (engine.evaluator.child loads a platform's roles by reference).
+REFERENCE_ROLE = "engine.platforms.triton.roles:TritonReferenceRole"
+KERNEL_ROLE = "engine.platforms.triton.roles:TritonKernelRole"
 _NO_REFERENCE = "def run(*args):\n    raise RuntimeError('the reference runs in another process')\n"
 
 
@@ -150,8 +153,9 @@ def _attempt(solution: Mapping[str, Any], header: dict[str, Any], config: dict[s
     counts: dict[str, float] = {}
     with contextlib.ExitStack() as stack:
         kernel_limits, extras = cuda_placement(limits) if backend == Backend.CUDA.value else (limits, None)
-        reference = stack.enter_context(ChildProcess("triton_reference", config, kernel_limits, extras))
-        kernel = stack.enter_context(ChildProcess("triton_kernel", config, kernel_limits, extras))
+        reference = stack.enter_context(ChildProcess(REFERENCE_ROLE, config, kernel_limits, extras,
+                                                     name="triton_reference"))
+        kernel = stack.enter_context(ChildProcess(KERNEL_ROLE, config, kernel_limits, extras, name="triton_kernel"))
         _ask(reference, {"op": "load", **header}, context, "reference")
         # The kernel's child gets the definition without its reference: it has nothing to call but its own code.
         blind = dict(header, definition=dict(header["definition"], reference=_NO_REFERENCE))
@@ -254,7 +258,7 @@ def compile_triton(
     blind = {"definition": dict(definition, reference=_NO_REFERENCE), "workload": dict(workload)}
     try:
         kernel_limits, extras = cuda_placement(limits, require_devices=False)
-        with ChildProcess("triton_kernel", config, kernel_limits, extras) as kernel:
+        with ChildProcess(KERNEL_ROLE, config, kernel_limits, extras, name="triton_kernel") as kernel:
             _ask(kernel, {"op": "load", "solution": dict(solution), **blind}, context, "kernel")
             reply, _ = _ask(kernel, {"op": "compile", "seed": int(seed)}, context, "kernel")
         profile = {"note": COMPILED_ONLY, **{k: reply.get(k) for k in ("target", "kernels", "launches", "launcher",

@@ -1,16 +1,14 @@
 """What the agents' prompts say for Triton kernels on NVIDIA GPUs: the GPU rules (from the platform's
 `GpuSpec`), the meaning of each profile field the Triton backends report, and what a profile without a
-latency means. The templates themselves are `prompts/triton/*.md` (with `contract.md`, the entry-point
-contract every Triton template includes); `prompting` picks them by the platform's language.
+latency means: the registry's "prompts" part for Triton (`PROMPTS`). The templates are `prompts/*.md` beside
+this file (with `contract.md`, the entry-point contract every Triton template includes).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from engine.platforms.registry import TRITON
-
-LANGUAGE = TRITON  # the platforms' kernel language these prompts are for
+from engine.agents.prompting import LanguagePrompts
 
 # Profile fields of the Triton backends and what each tells the Planner (the cuda backend measures; the
 # interpreter reports none of them). Fields not listed are shown without a meaning.
@@ -57,3 +55,16 @@ def triton_rules(spec: Any) -> list[str]:
         "the launch, and make the grid a function of them (`grid = lambda META: (triton.cdiv(n, "
         "META['BLOCK']),)`).",
     ]
+
+
+# A Triton solution's usual header (FlashInfer-Bench's main.py; prompts/triton/contract.md).
+TRITON_IMPORTS: tuple[tuple[str, str], ...] = (
+    ("math", "import math"),
+    ("torch", "import torch"),
+    ("triton", "import triton"),
+    ("tl", "import triton.language as tl"),
+)
+
+
+PROMPTS = LanguagePrompts(rules=triton_rules, profile_meanings=TRITON_PROFILE_MEANINGS, no_profile=NO_LATENCY,
+                          standard_imports=TRITON_IMPORTS)

@@ -431,5 +431,3 @@ class TritonKernelRole:
         return {"ok": True, "timing": timing.to_dict(), "samples_ms": timing.samples_ms,
                 "child_wall_s": time.perf_counter() - started, "environment": gpu_environment()}, {}
 
-
-ROLES = {"triton_reference": TritonReferenceRole, "triton_kernel": TritonKernelRole}

@@ -1,0 +1,111 @@
+"""A platform is a folder and one registration: the toy platform (engine/platforms/toy/: numpy kernels, a backend
+that predicts a microsecond per bytecode instruction, one offline rewrite) is registered here and nowhere else,
+and goes through an upload, a sandboxed evaluation, an offline run and the leaderboard as NKI's and Triton's
+platforms do. Any of those paths that picked NKI's or Triton's code itself (a request, a backend, a child role,
+prompt rules, a rewrite catalog, a board) would evaluate, rank or rewrite the toy kernels wrongly, or refuse them.
+"""
+
+from __future__ import annotations
+
+from io import StringIO
+
+import pytest
+from django.core.management import call_command
+from django.urls import reverse
+
+from benchmark.leaderboard import build_board
+from benchmark.models import Evaluation, Platform, Problem
+from benchmark.services import upload_kernel
+from engine.agents import prompting
+from engine.agents.base import KernelView, PlanRequest, ProblemContext
+from engine.platforms import toy
+from engine.platforms.registry import Backend, PlatformDefinition, register_platform, registered
+from optimizer.models import Run, RunStatus
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+REFERENCE = '''
+import numpy as np
+
+
+def get_inputs():
+    return [np.random.rand(8, 16).astype(np.float32)]
+
+
+def forward(x):
+    return x * 2.0
+'''
+
+# Correct, with one step that changes nothing: the toy catalog's rewrite drops it.
+BASELINE = '''
+import numpy as np
+
+
+def kernel(x):
+    y = x * 2.0
+    y = y * 1.0
+    return y
+'''
+
+
+@pytest.fixture
+def toy_platform():
+    with registered(toy.DEFINITIONS, toy.BACKENDS, toy.PARTS):
+        yield
+    assert toy.PLATFORM not in Platform and toy.BACKEND not in Backend  # forgotten after the test
+
+
+def test_a_registered_toy_platform_is_uploaded_evaluated_optimized_offline_and_ranked(toy_platform, engineer,
+                                                                                       settings, client):
+    settings.ACCELOPT_EVALUATION_INLINE = True
+    problem = Problem.objects.create(suite="toys", slug="double", case="full", language=toy.LANGUAGE,
+                                     title="Double a matrix", reference_source=REFERENCE)
+    assert problem.platforms == (toy.PLATFORM,) and problem.default_platform == toy.PLATFORM
+
+    # Upload: stored and evaluated on the toy platform's own backend, in the sandbox.
+    baseline, _, evaluation = upload_kernel(engineer, kernel_source=BASELINE, problem=problem, wait=True)
+    assert (evaluation.platform, evaluation.backend, evaluation.backend_version) == (toy.PLATFORM, toy.BACKEND,
+                                                                                     "toy-model-1")
+    assert evaluation.correct, evaluation.error_message
+    assert evaluation.latency_ms > 0 and evaluation.is_rankable
+    problem.baseline_kernel = baseline
+    problem.save()
+
+    # What the agents are told comes from the toy's prompts part.
+    messages = prompting.planner_messages(PlanRequest(
+        problem=ProblemContext(slug="double", reference_source=REFERENCE, platform=toy.PLATFORM),
+        kernel=KernelView(BASELINE, latency_ms=evaluation.latency_ms), memory=(), count=1, seed=0))
+    whole = "\n".join(m["content"] for m in messages)
+    assert "Toy rules (toy-cpu)" in whole and "toy numpy" in whole
+    assert "NKI" not in whole and "Trainium" not in whole and "GPU" not in whole
+
+    # An offline run: the toy catalog's rewrite, each candidate evaluated by the toy backend.
+    call_command("optimize", "--problem", "toys/double:full", "--iterations", "1", "--beam", "1", "--plans", "1",
+                 "--samples", "1", "--public", stdout=StringIO())
+    run = Run.objects.latest("pk")
+    assert run.status == RunStatus.SUCCEEDED, run.error_message
+    assert (run.platform, run.backend) == (toy.PLATFORM, toy.BACKEND)
+    faster = Evaluation.objects.filter(kernel__run_id=run.pk, correct=True).order_by("latency_ms").first()
+    assert faster is not None and "y * 1.0" not in faster.kernel.source
+    assert faster.latency_ms < evaluation.latency_ms
+
+    # The leaderboard: the toy's predicted latencies are its simulated group, the rewrite's kernel the best.
+    board = build_board(toy.PLATFORM)
+    assert board.case is None and board.simulator == toy.BACKEND
+    (row,) = board.rows
+    assert row.simulated.best.kernel_id == faster.kernel_id
+    assert row.simulated.speedup == pytest.approx(evaluation.latency_ms / faster.latency_ms)
+    page = client.get(reverse("benchmark:leaderboard"), {"platform": toy.PLATFORM})
+    assert page.status_code == 200
+    html = page.content.decode()
+    assert f'data-problem="{problem.address}"' in html and faster.kernel.display_name in html
+    assert "NKIBench" not in html
+
+
+def test_a_platform_naming_a_backend_nobody_registered_is_refused(toy_platform):
+    stray = PlatformDefinition(platform="stray", language=toy.LANGUAGE, language_name="toy numpy",
+                               hardware_name="nothing", hardware=toy.TOY_CPU, backends=("warp-drive",),
+                               default_backend="warp-drive")
+    with pytest.raises(ValueError, match="warp-drive"):
+        register_platform(stray)
+    assert "stray" not in Platform
