@@ -39,6 +39,7 @@ from memory.services import (
     content_sha256,
     learned_where_visible,
     same_audience_entries,
+    visible_entries,
 )
 
 # Entries a new lesson is compared with: what the Planner may be shown.
@@ -273,6 +274,14 @@ def reject_proposal(proposal: MergeProposal, user: Any = None) -> MergeProposal:
     proposal.status, proposal.decided_by, proposal.decided_at = ProposalStatus.REJECTED, _user(user), timezone.now()
     proposal.save(update_fields=["status", "decided_by", "decided_at"])
     return proposal
+
+
+def get_proposal_for_user(user: Any, pk: int) -> MergeProposal | None:
+    """The merge proposal if `user` may read both its entries (visible_entries), else None: a curator who may not
+    see a private run's lessons may not merge them either, not even by id."""
+    visible = visible_entries(user).values("pk")
+    return (MergeProposal.objects.select_related("entry", "duplicate")
+            .filter(pk=pk, entry__in=visible, duplicate__in=visible).first())
 
 
 def open_proposals() -> QuerySet[MergeProposal]:
