@@ -201,13 +201,17 @@ class Kernel(models.Model):
     # What a FlashInfer-Bench solution said that we do not model (its name, author, description, target
     # hardware, dependencies, source path), so an export gives it back.
     solution_meta = models.JSONField(default=dict, blank=True)
+    # Which copy of its source the row is: blank for the first. The same source for the same problem is one row,
+    # except where the row holding it is work the one storing it now may not show (another person's private
+    # run: benchmark.services.shareable_kernels): then a row of their own, "run:<id>" or "upload".
+    scope = models.CharField(max_length=40, blank=True, default="")
     created = models.DateTimeField(auto_now_add=True)
 
     class Meta:
         ordering = ["-created", "-id"]
         constraints = [
             # The same source for the same problem is the same kernel: uploads and generated rewrites dedupe.
-            models.UniqueConstraint(fields=["problem", "sha256"], name="benchmark_kernel_unique_source"),
+            models.UniqueConstraint(fields=["problem", "sha256", "scope"], name="benchmark_kernel_unique_source_scope"),
         ]
 
     def __str__(self) -> str:

@@ -36,6 +36,10 @@ class KernelGenerator(Protocol):
         them wrote is as private as that run."""
         ...
 
+    def private_runs(self) -> Any:
+        """The private runs, as a queryset with an `owner` field: callers narrow it by owner and take ids."""
+        ...
+
 
 _generator: KernelGenerator | None = None
 
@@ -71,6 +75,36 @@ def hidden_run_ids(user: Any) -> Any:
     if _generator is None:
         return []
     return _generator.hidden_run_ids(user)
+
+
+def hidden_from_audience(owner: Any = None) -> Any:
+    """The private runs of anyone but `owner` (a user or their id; every private run for None), as ids (a subquery), or [] without a
+    generating app: what may not reach whoever sees `owner`'s private work (or, for None, everyone's public work).
+
+    Unlike hidden_run_ids it gives admins no pass: a kernel or lesson stored for an admin's run is shown to whoever
+    sees that run, so it may not come from someone else's private run either."""
+    if _generator is None:
+        return []
+    runs = _generator.private_runs()
+    return (runs.exclude(owner=owner) if owner is not None else runs).values("pk")
+
+
+def private_runs_of(owner: Any) -> Any:
+    """`owner`'s private runs, as ids (a subquery), or [] without a generating app."""
+    if _generator is None or owner is None:
+        return []
+    return _generator.private_runs().filter(owner=owner).values("pk")
+
+
+def audience_owner(run_id: int | None) -> int | None:
+    """Whose private work a run is: its owner's id when the run is private (its kernels and lessons are seen by them
+    and admins), None when it is public, gone or no run at all (seen by everyone who sees its problem)."""
+    if not run_id or _generator is None:
+        return None
+    run = _generator.runs({run_id}).get(run_id)
+    if run is None or run.is_public:
+        return None
+    return run.owner_id
 
 
 def evaluation_provenance(evaluation: Evaluation, generated: dict[int, dict[str, Any]] | None = None) -> dict[str, Any]:

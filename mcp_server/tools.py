@@ -218,7 +218,7 @@ def search_memory(
         evaluation = benchmark.preferred_evaluation(benchmark.kernel_evaluations(kernel))
         bottleneck = profile_bottleneck(evaluation.profile if evaluation is not None else None)
     entries = memory.select_entries(problem=target, family=target.family, limit=limit, operations=operations,
-                                    bottleneck=bottleneck)
+                                    bottleneck=bottleneck, among=memory.visible_entries(user))
     return {"ranked_by": "planner", "problem": target.address,
             "lessons": [_lesson(e, with_kernels=True) for e in entries]}
 

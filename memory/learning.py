@@ -22,6 +22,7 @@ from django.db import IntegrityError, transaction
 from django.db.models import Count, Max, Min, QuerySet
 from django.utils import timezone
 
+from benchmark.provenance import audience_owner
 from engine.memory import lessons
 from memory.models import (
     ChangeKind,
@@ -32,7 +33,14 @@ from memory.models import (
     ProposalStatus,
     SourceKind,
 )
-from memory.services import _record_version, add_entry, content_sha256
+from memory.services import (
+    _record_version,
+    add_entry,
+    content_sha256,
+    learned_where_visible,
+    same_audience_entries,
+    visible_entries,
+)
 
 # Entries a new lesson is compared with: what the Planner may be shown.
 _COMPARABLE = (EntryStatus.ACTIVE, EntryStatus.PINNED)
@@ -146,7 +154,8 @@ def learn(
                 "candidate_key": candidate_key[:100], "iteration": iteration, "source_key": source_key[:200],
                 "content_sha256": _pair_sha(slow_kernel, fast_kernel)}
     with transaction.atomic():
-        same = MemoryEntry.objects.filter(lesson_digest=digest).order_by("id").first()
+        same = (same_audience_entries(audience_owner(source_run_id)).filter(lesson_digest=digest)
+                .order_by("id").first())
         if same is not None:
             holder = _holder(same)
             _own_evidence(holder)
@@ -177,8 +186,10 @@ def _pair_sha(slow_kernel: str, fast_kernel: str) -> str:
 
 
 def near_duplicates(entry: MemoryEntry) -> QuerySet[MemoryEntry]:
-    """Entries `entry` may duplicate: same polarity and language, shown to the Planner, not itself."""
-    others = MemoryEntry.objects.filter(polarity=entry.polarity, status__in=_COMPARABLE).exclude(pk=entry.pk)
+    """Entries `entry` may duplicate: same polarity and language, shown to the Planner, not itself, and seen by the
+    same people (same_audience_entries: a merge moves evidence and renames the kept entry)."""
+    others = (same_audience_entries(audience_owner(entry.source_run_id))
+              .filter(polarity=entry.polarity, status__in=_COMPARABLE).exclude(pk=entry.pk))
     if hasattr(MemoryEntry, "language"):
         others = others.filter(language=_language(entry))
     return others.select_related("problem")
@@ -265,6 +276,14 @@ def reject_proposal(proposal: MergeProposal, user: Any = None) -> MergeProposal:
     return proposal
 
 
+def get_proposal_for_user(user: Any, pk: int) -> MergeProposal | None:
+    """The merge proposal if `user` may read both its entries (visible_entries), else None: a curator who may not
+    see a private run's lessons may not merge them either, not even by id."""
+    visible = visible_entries(user).values("pk")
+    return (MergeProposal.objects.select_related("entry", "duplicate")
+            .filter(pk=pk, entry__in=visible, duplicate__in=visible).first())
+
+
 def open_proposals() -> QuerySet[MergeProposal]:
     """Proposed merges still waiting for a curator, both entries still shown to the Planner."""
     return (MergeProposal.objects.filter(status=ProposalStatus.OPEN, entry__status__in=_COMPARABLE,
@@ -281,10 +300,13 @@ class EvidenceSummary:
     pairs: list[MemoryEvidence]
 
 
-def evidence_summary(entry: MemoryEntry) -> EvidenceSummary:
+def evidence_summary(entry: MemoryEntry, user: Any = None) -> EvidenceSummary:
     """What an entry's page shows: how often the lesson was learned, its speedup range, the problems it
-    held on and every source pair."""
+    held on and every source pair; with `user`, only the pairs learned where they may look
+    (learned_where_visible: another person's private run adds nothing they can see)."""
     rows = entry.evidence.select_related("problem").order_by("created_at", "id")
+    if user is not None:
+        rows = learned_where_visible(rows, user)
     stats = rows.aggregate(n=Count("id"), low=Min("speedup"), high=Max("speedup"))
     problems = sorted({row.problem.slug for row in rows if row.problem_id and row.problem})
     if not stats["n"]:

@@ -11,7 +11,6 @@ from django.views.decorators.http import require_POST
 
 from accounts.roles import CURATOR, require_role
 from memory import learning, services
-from memory.models import MergeProposal
 
 
 @require_role(CURATOR)
@@ -30,7 +29,7 @@ def unmerge(request: HttpRequest, pk: int) -> HttpResponse:
 @require_role(CURATOR)
 @require_POST
 def decide_proposal(request: HttpRequest, pk: int, decision: str) -> HttpResponse:
-    proposal = MergeProposal.objects.select_related("entry", "duplicate").filter(pk=pk).first()
+    proposal = learning.get_proposal_for_user(request.user, pk)
     if proposal is None or decision not in ("accept", "reject"):
         raise Http404(f"no merge proposal {pk} to {decision}")
     try:

@@ -17,6 +17,9 @@ from django.db.models import Q, QuerySet
 from django.http import Http404
 
 from accounts.roles import is_curator, is_engineer
+from benchmark.models import Visibility
+from benchmark.provenance import hidden_from_audience, hidden_run_ids, private_runs_of
+from benchmark.services.access import visible_problems
 from engine.memory.lessons import FAMILY_SEPARATOR, split_families
 from engine.memory.selection import select_for_planner
 from engine.platforms.registry import NKI
@@ -34,6 +37,10 @@ class MemoryImportError(ValueError):
 # --- access -------------------------------------------------------------------------------------------
 #
 # Engineers read the memory their runs learn from; curators change it. Anonymous visitors see none of it.
+# A lesson is as private as where it was learned: one from a private run carries that run's kernels (their
+# source) and says what it found, so only whoever may see the run reads it (its owner and admins; curators
+# too see none of it: the review queue is the one place they see someone's private work). The same holds for
+# each piece of evidence, and for a lesson on a private problem. Every reader below goes through this.
 
 
 def can_read_memory(user: Any) -> bool:
@@ -44,10 +51,44 @@ def can_curate_memory(user: Any) -> bool:
     return is_curator(user)
 
 
+def learned_where_visible(rows: QuerySet[Any], user: Any) -> QuerySet[Any]:
+    """`rows` (entries or evidence: both have source_run_id and problem) narrowed to those learned where `user`
+    may look: from no run or a run they may see, on no problem or one they may see."""
+    return rows.exclude(source_run_id__in=hidden_run_ids(user)).filter(
+        Q(problem__isnull=True) | Q(problem__in=visible_problems(user)))
+
+
 def visible_entries(user: Any) -> QuerySet[MemoryEntry]:
     if not can_read_memory(user):
         return MemoryEntry.objects.none()
-    return MemoryEntry.objects.select_related("problem", "created_by")
+    return learned_where_visible(MemoryEntry.objects.select_related("problem", "created_by"), user)
+
+
+def _audience_problems(owner: Any) -> Q:
+    public = Q(problem__isnull=True) | Q(problem__visibility=Visibility.PUBLIC)
+    return public | Q(problem__owner=owner) if owner is not None else public
+
+
+def shared_entries(owner: Any = None, *, run_id: int | None = None) -> QuerySet[MemoryEntry]:
+    """The entries that may be shown where `owner`'s private work is seen (None: where everyone looks), such as
+    the Planner's prompt of run `run_id`, which its transcript shows to whoever may see that run: none learned from
+    someone else's private run or on someone else's private problem, but every one that run learned itself.
+    Admins get no pass here."""
+    hidden = Q(source_run_id__in=hidden_from_audience(owner))
+    problems = _audience_problems(owner)
+    if run_id is not None:
+        hidden &= ~Q(source_run_id=run_id)
+        problems |= Q(source_run_id=run_id)
+    return MemoryEntry.objects.exclude(hidden).filter(problems)
+
+
+def same_audience_entries(owner: Any = None) -> QuerySet[MemoryEntry]:
+    """The entries a lesson learned where `owner`'s private work is seen (None: in public) may strengthen or be
+    merged into: those with exactly that audience. A private lesson counted in a public entry would show in its
+    evidence count, speedups and title; a public one counted in a private entry would vanish from everyone else."""
+    if owner is None:
+        return shared_entries(None)
+    return MemoryEntry.objects.filter(source_run_id__in=private_runs_of(owner)).filter(_audience_problems(owner))
 
 
 def get_entry_for_user(user: Any, pk: int, *, write: bool = False) -> MemoryEntry:
@@ -228,7 +269,7 @@ class _Selectable:
 
 def select_entries(
     *, problem: Any = None, family: str = "", limit: int = 8, language: str = "",
-    operations: Iterable[str] = (), bottleneck: str = "",
+    operations: Iterable[str] = (), bottleneck: str = "", among: QuerySet[MemoryEntry] | None = None,
 ) -> list[MemoryEntry]:
     """The bounded memory given to the Planner, chosen by `engine.memory.selection.select_for_planner`: only entries
     of the Planner's kernel language (the problem's when not given) or marked as transferring; pinned
@@ -237,11 +278,14 @@ def select_entries(
     The free slots are ranked for the kernel at hand: the `operations` it calls and its profile's `bottleneck`
     (engine.memory.lessons), and by each entry's evidence (engine.memory.selection.score).
 
+    `among`: the entries it may choose from (all by default): shared_entries for a run's Planner, visible_entries
+    for a person.
+
     Only the columns the rule reads are loaded for every entry; the full rows only for the chosen ones.
     """
     language = language or getattr(problem, "language", "")
     rows = (
-        MemoryEntry.objects.filter(status__in=[EntryStatus.ACTIVE, EntryStatus.PINNED])
+        (MemoryEntry.objects.all() if among is None else among).filter(status__in=[EntryStatus.ACTIVE, EntryStatus.PINNED])
         .order_by("-created_at", "-id")
         .values_list("pk", "status", "problem_id", "family", "language", "transfers", "operations", "bottleneck",
                      "evidence_count")

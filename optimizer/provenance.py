@@ -55,3 +55,6 @@ class RunProvenance:
 
     def hidden_run_ids(self, user: Any) -> Any:
         return hidden_runs(user).values("pk")
+
+    def private_runs(self) -> Any:
+        return Run.objects.filter(is_public=False)

@@ -4,7 +4,7 @@ Views, the ninja API and the management commands all call these functions; none 
 itself. `from benchmark import services` and `from benchmark.services import X` reach every public name
 below; each lives in the module of its concern, and the modules depend on each other in this order only:
 
-    access        who may see and change what: can_create_kernels, visible_problems/kernels,
+    access        who may see and change what: can_create_kernels, visible_problems/kernels, shareable_kernels,
                   get_problem/kernel/evaluation_for_user, parse_problem_address, get_problem_by_address,
                   get_problem_by_reference (id or address), find_problems, other_cases, mini_sibling,
                   kernel_evaluations
@@ -43,6 +43,7 @@ from benchmark.services.access import (
     mini_sibling,
     other_cases,
     parse_problem_address,
+    shareable_kernels,
     source_audience,
     visible_evaluations,
     visible_kernels,
@@ -103,7 +104,7 @@ from benchmark.services.ranking import (
 from benchmark.services.suites import IMPORTED_SUITE, ImportSummary, LoadSummary, import_nkibench, load_suite
 
 __all__ = [
-    "source_audience", "mini_sibling", "finished_result", "IdenticalSources", "copy_evaluation",
+    "source_audience", "shareable_kernels", "mini_sibling", "finished_result", "IdenticalSources", "copy_evaluation",
     "FLASHINFER_SUITE", "FlashInferImportSummary", "FlashInferItems", "export_solution", "exportable_kernel",
     "flashinfer_items_from_paths", "flashinfer_items_from_payload", "flashinfer_items_from_texts", "import_flashinfer",
     "CUSTOM_SUITE", "IMPORTED_SUITE", "ImportSummary", "LoadSummary", "backend_version", "best_evaluation",

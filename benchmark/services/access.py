@@ -22,7 +22,7 @@ from benchmark.models import (
     Problem,
     Visibility,
 )
-from benchmark.provenance import generating_runs, hidden_run_ids
+from benchmark.provenance import audience_owner, generating_runs, hidden_from_audience, hidden_run_ids
 from engine.platforms.nki.suites import available_suites
 
 
@@ -82,6 +82,17 @@ def visible_kernels(user: Any) -> QuerySet[Kernel]:
     """Kernels of problems the user may see, less those a run they may not see wrote: a generated kernel is
     as private as its run (its source is the run's work), wherever it is listed, read, ranked or exported."""
     return Kernel.objects.filter(problem__in=visible_problems(user)).exclude(run_id__in=hidden_run_ids(user))
+
+
+def shareable_kernels(problem: Problem, run_id: int | None = None) -> QuerySet[Kernel]:
+    """The kernels of `problem` that a kernel stored now by run `run_id` (None: an upload, an import) may be, or take
+    a result from: those everyone who will see it may see. A run's kernels are seen by whoever sees the run (a
+    private one's by its owner and admins), an upload's by whoever sees its problem; so never another person's
+    private run's row, which would hand over its evaluations and provenance, or show that it exists."""
+    hidden = Q(run_id__in=hidden_from_audience(audience_owner(run_id)))
+    if run_id:
+        hidden &= ~Q(run_id=run_id)
+    return Kernel.objects.filter(problem=problem).exclude(hidden)
 
 
 def visible_evaluations(user: Any, evaluations: QuerySet[Evaluation] | None = None) -> QuerySet[Evaluation]:

@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from benchmark.models import Evaluation, EvaluationStatus, Kernel, Problem
+from benchmark.services.access import shareable_kernels
 from benchmark.services.evaluations import finished_result, save_result
 from engine.evaluator.identity import normalized_source_key, same_answer
 
@@ -39,7 +40,8 @@ class IdenticalSources:
 
     def answer_for(self, kernel: Kernel, platform: str, backend: str, version: str) -> Evaluation | None:
         """A finished result of another kernel of the problem, on this platform, backend and version, whose
-        source is identical to `kernel`'s and whose text would be the same; None if there is none."""
+        source is identical to `kernel`'s and whose text would be the same, among the kernels everyone who sees
+        `kernel` may see (shareable_kernels); None if there is none."""
         key = normalized_source_key(kernel.source)
         if key is None:
             return None
@@ -47,7 +49,11 @@ class IdenticalSources:
         twins = [pk for pk in self._kernels_by_key.get(key, []) if pk != kernel.pk]
         if not twins:
             return None
-        stored = (Evaluation.objects.filter(kernel_id__in=twins, platform=platform, backend=backend,
+        # Only a twin everyone who sees `kernel` may see: answered from another person's private run, it would
+        # name that run's evaluation (answered_from) and, by answering at once, say that the run wrote this source.
+        # The cost is one evaluation where private work meets someone else's identical source.
+        shareable = shareable_kernels(kernel.problem, kernel.run_id).filter(pk__in=twins)
+        stored = (Evaluation.objects.filter(kernel__in=shareable, platform=platform, backend=backend,
                                             backend_version=version, status=EvaluationStatus.DONE)
                   .select_related("kernel", "kernel__problem").order_by("pk"))
         for evaluation in stored:

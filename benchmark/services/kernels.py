@@ -23,7 +23,7 @@ from benchmark.models import (
     Problem,
     Visibility,
 )
-from benchmark.services.access import can_create_kernels
+from benchmark.services.access import can_create_kernels, shareable_kernels
 from benchmark.services.evaluations import check_platform_for, request_evaluation
 from benchmark.services.queue import check_evaluation_quota
 from benchmark.services.solutions import TRITON_ENTRY_POINT
@@ -57,6 +57,10 @@ def create_kernel(
 ) -> tuple[Kernel, bool]:
     """Store a kernel for a problem, or return the existing one with the same source (created=False).
 
+    Existing means one that everyone who will see this kernel may see (shareable_kernels): a source identical to
+    another person's private run's kernel gets a row of its own (its `scope`: "run:<id>" for a run, "upload"
+    otherwise), with none of that row's evaluations or provenance.
+
     The source is stored even if it does not parse: the evaluation is what tells the author what is wrong.
     `rewrite_of` (a Triton kernel whose entry file `source` rewrites; by default `parent`): the new kernel
     keeps its entry point and, for a multi-file solution, its other files, which a rewrite leaves unchanged.
@@ -75,21 +79,27 @@ def create_kernel(
         raise ValidationError("the kernel source is empty")
     sha = source_sha256(source)
     entry_point, solution_meta = _rewritten_solution(problem, rewrite_of or parent)
-    kernel, created = Kernel.objects.get_or_create(
-        problem=problem,
-        sha256=sha,
-        defaults={
-            "source": source,
-            "origin": origin,
-            "author": author if author is not None and author.is_authenticated else None,
-            "parent": parent,
-            "run_id": run_id,
-            "name": name[:200],
-            # A Triton kernel (an upload) is one file whose `run` is the entry point; a rewrite keeps its original's.
-            "entry_point": entry_point,
-            "solution_meta": solution_meta,
-        },
-    )
+    defaults = {
+        "source": source,
+        "origin": origin,
+        "author": author if author is not None and author.is_authenticated else None,
+        "parent": parent,
+        "run_id": run_id,
+        "name": name[:200],
+        # A Triton kernel (an upload) is one file whose `run` is the entry point; a rewrite keeps its original's.
+        "entry_point": entry_point,
+        "solution_meta": solution_meta,
+    }
+    shareable = shareable_kernels(problem, run_id)
+    existing = shareable.filter(sha256=sha).order_by("pk").first()
+    if existing is not None:
+        return existing, False
+    # The first row of the source, else (the first is someone's private work) one of our own, which is always
+    # shareable: an upload row has no run, a run's row is its own. get_or_create settles a race for either.
+    for scope in ("", f"run:{run_id}" if run_id else "upload"):
+        kernel, created = Kernel.objects.get_or_create(problem=problem, sha256=sha, scope=scope, defaults=defaults)
+        if created or shareable.filter(pk=kernel.pk).exists():
+            break
     return kernel, created
 
 

@@ -7,7 +7,7 @@ from typing import Any
 from django import template
 from django.utils.safestring import mark_safe
 
-from memory import learning
+from memory import learning, services
 from memory.markdown import render_markdown
 from memory.models import MemoryEntry
 
@@ -17,21 +17,36 @@ register = template.Library()
 @register.inclusion_tag("memory/partials/evidence.html", takes_context=True)
 def memory_evidence(context: dict[str, Any], entry: MemoryEntry, can_curate: bool = False) -> dict[str, Any]:
     """How often the lesson was learned, its speedup range, the problems it held on, every source pair, and
-    the entries merged into it (or the one it was merged into), with the curator's undo."""
+    the entries merged into it (or the one it was merged into), with the curator's undo: only what the reader
+    may see (memory.services.visible_entries)."""
+    user = _reader(context)
+    visible = services.visible_entries(user)
+    proposals = _visible_proposals(user)
     return {
         "entry": entry,
         "can_curate": can_curate,
-        "evidence": learning.evidence_summary(entry),
-        "merged_entries": list(entry.merged_entries.order_by("id")),
-        "proposals": list(learning.open_proposals().filter(entry=entry)) + list(
-            learning.open_proposals().filter(duplicate=entry)),
+        "evidence": learning.evidence_summary(entry, user),
+        "merged_entries": list(visible.filter(merged_into=entry).order_by("id")),
+        "merged_into_visible": visible.filter(pk=entry.merged_into_id).exists(),
+        "proposals": list(proposals.filter(entry=entry)) + list(proposals.filter(duplicate=entry)),
         "csrf_token": context.get("csrf_token"),
     }
 
 
+def _reader(context: dict[str, Any]) -> Any:
+    request = context.get("request")
+    return getattr(request, "user", None)
+
+
+def _visible_proposals(user: Any) -> Any:
+    """Open merge proposals whose two entries `user` may both read."""
+    visible = services.visible_entries(user).values("pk")
+    return learning.open_proposals().filter(entry__in=visible, duplicate__in=visible)
+
+
 @register.inclusion_tag("memory/partials/merge_proposals.html", takes_context=True)
 def memory_merge_proposals(context: dict[str, Any], can_curate: bool = False) -> dict[str, Any]:
-    return {"proposals": list(learning.open_proposals()[:50]), "can_curate": can_curate,
+    return {"proposals": list(_visible_proposals(_reader(context))[:50]), "can_curate": can_curate,
             "csrf_token": context.get("csrf_token"), "request": context.get("request")}
 
 

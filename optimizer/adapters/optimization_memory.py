@@ -30,6 +30,9 @@ class DjangoOptimizationMemory:
         search = (run.config or {}).get("search", {})
         self.mode = str(search.get("memory_mode") or CURATED)
         self.seed = int(search.get("seed") or 0)
+        # The Planner's prompt is in the run's transcript, seen by whoever sees the run: a private run's by its
+        # owner (and admins), a public one's by everyone. Its memory is what that audience may read.
+        self.audience = None if run.is_public else run.owner_id
 
     async def select(
         self, problem: ProblemContext, k: int, *, kernel: KernelView | None = None
@@ -43,6 +46,7 @@ class DjangoOptimizationMemory:
             problem=self.problem, family=self.problem.family, limit=k,
             operations=kernel_operations(kernel.source) if kernel else (),
             bottleneck=profile_bottleneck(kernel.profile) if kernel else "",
+            among=memory_services.shared_entries(self.audience, run_id=self.run_id),
         )
         return [_item(entry) for entry in entries]
 
@@ -53,7 +57,8 @@ class DjangoOptimizationMemory:
             "entry_id", "iteration"
         ):
             latest[entry_id] = max(latest.get(entry_id, 0), iteration or 0)
-        entries = MemoryEntry.objects.select_related("problem").exclude(status=EntryStatus.PRUNED).in_bulk(list(latest))
+        entries = (memory_services.shared_entries(self.audience, run_id=self.run_id).select_related("problem")
+                   .exclude(status=EntryStatus.PRUNED).in_bulk(list(latest)))
         learned = [(latest[pk], entries[pk]) for pk in sorted(latest) if pk in entries]
         return select_accelopt(learned, limit=k, seed=self.seed)
 

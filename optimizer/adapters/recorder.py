@@ -79,12 +79,9 @@ class RunRecorder:
         state = dict(checkpoint)
         shas = state.pop("kernel_shas", [])
         inline = state.pop("inline_kernels", {})
-        sources = dict(
-            Kernel.objects.filter(problem=self.problem, sha256__in=shas).values_list("sha256", "source")
-        )
-        self._kernel_ids = dict(
-            Kernel.objects.filter(problem=self.problem, sha256__in=shas).values_list("sha256", "pk")
-        )
+        rows = self._own_rows(shas)
+        sources = dict(rows.values_list("sha256", "source"))
+        self._kernel_ids = dict(rows.values_list("sha256", "pk"))
         missing = [sha for sha in shas if sha not in sources and sha not in inline]
         if missing:
             raise RuntimeError(f"run {self.run_id}: checkpoint names {len(missing)} kernels no longer stored")
@@ -121,14 +118,18 @@ class RunRecorder:
                 parents.setdefault(sha, candidate["parent_sha"])
         return parents
 
+    def _own_rows(self, shas: list[str]) -> Any:
+        """The rows this run's kernels with these shas are: the ones create_kernel gave it (the first shareable row
+        of each source; ordered so that the first wins in a dict), never another person's private run's copy."""
+        return (benchmark_services.shareable_kernels(self.problem, self.run_id)
+                .filter(sha256__in=shas).order_by("-pk"))
+
     def _store_kernels(self, state: dict[str, Any]) -> tuple[dict[str, Any], dict[str, str]]:
         """Every kernel of the state as a Kernel row; the checkpoint keeps their shas only."""
         kernels: dict[str, str] = state["kernels"]
         new = [sha for sha in kernels if sha not in self._kernel_ids]
         if new:
-            self._kernel_ids.update(
-                Kernel.objects.filter(problem=self.problem, sha256__in=new).values_list("sha256", "pk")
-            )
+            self._kernel_ids.update(self._own_rows(new).values_list("sha256", "pk"))
         parents = self._parents(state)
         inline: dict[str, str] = {}
         for sha in kernels:

@@ -11,7 +11,7 @@ from django.core.exceptions import ValidationError
 from django.http import Http404
 
 from benchmark.models import Evaluation, EvaluationStatus, Kernel
-from benchmark.services import QueuePlace, backend_version, queue_places
+from benchmark.services import QueuePlace, backend_version, queue_places, shareable_kernels
 from memory.models import MemoryEntry, MemoryEvidence
 from memory.services import visible_entries
 from optimizer.events import events_after
@@ -178,7 +178,8 @@ def run_queue(run: Run, shas: Sequence[str]) -> dict[str, QueuePlace]:
     """Where the run's kernels with these shas stand while their evaluation (on the run's platform and backend)
     is pending: by sha; kernels already evaluated are left out. At most MAX_QUEUE_SHAS are looked up."""
     pending = Evaluation.objects.filter(
-        kernel__problem_id=run.problem_id, kernel__sha256__in=list(shas)[:MAX_QUEUE_SHAS], platform=run.platform,
+        kernel__in=shareable_kernels(run.problem, run.pk), kernel__sha256__in=list(shas)[:MAX_QUEUE_SHAS],
+        platform=run.platform,
         backend=run.backend, backend_version=backend_version(run.backend),
         status__in=[EvaluationStatus.QUEUED, EvaluationStatus.RUNNING],
     ).select_related("kernel")

@@ -20,6 +20,7 @@ from django.contrib.auth.models import Group
 from django.db import transaction
 from django.test import Client
 from django.utils import timezone
+from django.utils.html import escape
 
 from accelopt_site.api import api
 from accounts.roles import ADMIN, CURATOR, ENGINEER, grant_role
@@ -28,14 +29,17 @@ from benchmark import services
 from benchmark.models import Evaluation, EvaluationStatus, Kernel, KernelOrigin, Review
 from benchmark.services.kernels import source_sha256
 from campaigns.models import Campaign
+from memory.learning import learn
+from memory.models import MemoryEvidence, MergeProposal
 from memory.services import add_entry
-from optimizer.models import Run
+from optimizer.models import Candidate, Iteration, Run
 
 pytestmark = pytest.mark.django_db
 
 FIXTURES = Path(__file__).resolve().parents[1] / "triton_django" / "fixtures"
 MARKER = "# erin's private run wrote this line"
 MARKER_HELD = "# erin's private run wrote this held line"
+LESSON = "erin's private run learned this"  # the title of the lesson it filed in the memory
 
 ROLES = ("anonymous", "viewer", "owner", "other", "curator", "admin", "superuser")
 SEES_PRIVATE_RUN = {"owner", "admin", "superuser"}  # the run's owner, and admins (visible_owned)
@@ -54,13 +58,23 @@ def private(status: int = 200) -> dict[str, int]:
 def api_role(status: int, role: str = ENGINEER) -> dict[str, int]:
     """An API route needing `role`: 401 without credentials, 403 without the role."""
     holders = {ENGINEER: {"owner", "other", "curator", "admin", "superuser"},
-               CURATOR: {"curator", "admin", "superuser"}}[role]
+               CURATOR: {"curator", "admin", "superuser"}, ADMIN: {"admin", "superuser"}}[role]
     return {r: 401 if r == "anonymous" else status if r in holders else 403 for r in ROLES}
 
 
 def page_role(status: int, role: str = ENGINEER) -> dict[str, int]:
     """A page needing `role`: anonymous visitors go to the login page (302), others without it get 403."""
     return {**api_role(status, role), "anonymous": 302}
+
+
+def private_lesson(status: int = 200, *, page: bool = False, curate: bool = False) -> dict[str, int]:
+    """The lesson erin's private run filed: read by engineers who may see the run, curated by curators who may;
+    a curator who may not see the run gets 404 like anyone else who may not."""
+    expected = private(status)
+    expected.update(anonymous=302 if page else 401, viewer=403)
+    if curate:
+        expected.update(owner=403)
+    return expected
 
 
 def own_write(status: int, *, page: bool = False) -> dict[str, int]:
@@ -171,6 +185,9 @@ CASES = [
       for action in ("pin", "unpin", "prune", "restore", "transfers", "stays")],
     # Accepting is for proposed lessons (an active entry stays as it is); only curators may.
     Case("memory accept", "POST", "/api/memory/{entry}/accept", api_role(200, CURATOR), body={}),
+    Case("private run's lesson", "GET", "/api/memory/{private_entry}", private_lesson()),
+    Case("pin a private run's lesson", "POST", "/api/memory/{private_entry}/pin",
+         {**private_lesson(curate=True), "other": 403}, body={}),
     Case("my MCP tool calls", "GET", "/api/mcp/calls", {**everyone(200), "anonymous": 401}),
     Case("memory bulk prune", "POST", "/api/memory/prune", api_role(200, CURATOR), body=lambda w: {"ids": [w["entry"]]}),
     Case("run from a private run's kernel", "POST", "/api/runs",
@@ -220,6 +237,13 @@ CASES = [
     Case("run form from a private run's kernel", "GET", "/runs/new/?problem={problem}&kernel={private_kernel}",
          page_role(200)),
     Case("private run page", "GET", "/runs/{run}/", private()),
+    Case("run form's estimate", "GET", "/runs/new/estimate/", page_role(200)),
+    Case("private run's iteration", "GET", "/runs/{run}/iterations/1/", private()),
+    Case("private run's tree node", "GET", "/runs/{run}/tree/c1/", private()),
+    Case("private run's candidate", "GET", "/runs/{run}/candidates/c1/", private()),
+    # Queued, it cannot be continued: its owner and admins are told so on its page.
+    Case("continue a private run on the page", "POST", "/runs/{run}/continue/",
+         {**own_write(302, page=True), "anonymous": 404, "viewer": 404}, body={}),
     *[Case(f"private run {part}", "GET", f"/runs/{{run}}/{part}/", private())
       for part in ("state", "chart", "badge", "tree", "memory", "queue")],
     Case("cancel a private run on the page", "POST", "/runs/{run}/cancel/",
@@ -229,12 +253,24 @@ CASES = [
     Case("memory page", "GET", "/memory/", page_role(200)),
     Case("memory entry page", "GET", "/memory/{entry}/", page_role(200)),
     Case("pin on the page", "POST", "/memory/{entry}/pin/", page_role(302, CURATOR), body={}),
+    Case("private run's lesson page", "GET", "/memory/{private_entry}/", private_lesson(page=True)),
+    Case("revert a private run's lesson", "POST", "/memory/{private_entry}/revert/1/",
+         {**private_lesson(302, page=True, curate=True), "other": 403}, body={}),
+    Case("undo a private run's lesson's merge", "POST", "/memory/merges/{private_entry}/undo/",
+         {**private_lesson(302, page=True, curate=True), "other": 403}, body={}),
+    Case("merge two of a private run's lessons", "POST", "/memory/proposals/{private_proposal}/accept/",
+         {**private_lesson(302, page=True, curate=True), "other": 403}, body={}),
+    Case("prune a private run's lesson on the page", "POST", "/memory/{private_entry}/prune/",
+         {**private_lesson(302, page=True, curate=True), "other": 403}, body={}),
     Case("memory edit page", "GET", "/memory/{entry}/edit/", page_role(200, CURATOR)),
     Case("memory import page", "GET", "/memory/import/", page_role(200, CURATOR)),
     Case("memory export download", "GET", "/memory/export/", page_role(200)),
     Case("memory bulk prune on the page", "POST", "/memory/prune/", page_role(302, CURATOR),
          body=lambda w: {"ids": [str(w["entry"])]}),
     Case("campaign form", "GET", "/campaigns/new/", page_role(200)),
+    Case("campaign form's estimate", "GET", "/campaigns/new/estimate/", page_role(200)),
+    Case("private campaign's progress", "GET", "/campaigns/{campaign}/progress/", private()),
+    Case("export an unfinished private campaign on the page", "GET", "/campaigns/{campaign}/export.json", private(409)),
     Case("campaign comparison", "GET", "/campaigns/compare/", everyone(200)),
     # Anyone signed in makes tokens of their own (the page shows the new one once).
     Case("new API token", "POST", "/accounts/tokens/", {**everyone(201), "anonymous": 302}, body={"name": "t"}),
@@ -244,6 +280,12 @@ CASES = [
     Case("cancel a private campaign on the page", "POST", "/campaigns/{campaign}/cancel/",
          {**own_write(302, page=True), "anonymous": 404, "viewer": 404}, body={}),
     Case("profile", "GET", "/accounts/me/", {**everyone(200), "anonymous": 302}),
+    Case("password form", "GET", "/accounts/password/", {**everyone(200), "anonymous": 302}),
+    # Only one's own tokens: anyone else's answers 404, admins' included (they revoke them in /admin/).
+    Case("revoke erin's API token", "POST", "/accounts/tokens/{token}/revoke/",
+         {**everyone(404), "anonymous": 302, "owner": 302}, body={}),
+    Case("evaluation queue", "GET", "/ops/evaluations/", everyone(200)),
+    Case("quotas page", "GET", "/ops/quotas/", page_role(200, ADMIN)),
     # --- Django admin: the admin role (staff) manages users, never superusers ---------------------------
     Case("admin site", "GET", "/admin/", {**everyone(302), "admin": 200, "superuser": 200}),
     Case("superuser's password form", "GET", "/admin/auth/user/{superuser}/password/",
@@ -300,11 +342,27 @@ def world(make_user: Callable[..., Any], monkeypatch: pytest.MonkeyPatch) -> dic
                               held_reason="test", held_at=timezone.now())
     campaign = Campaign.objects.create(name="erin's", owner=users["owner"], is_public=False)
     entry = add_entry(title="tile it", summary="s", slow_kernel="a = 1", fast_kernel="a = 2", speedup=2.0)
+    # What erin's private run learned: a lesson of its own, carrying its kernel's source, and a second time a
+    # lesson the public entry above already held (evidence there naming the run and its candidate).
+    private_entry = learn(title=LESSON, summary="unroll the loop", slow_kernel=baseline.source,
+                          fast_kernel=private_kernel.source, speedup=3.0, polarity="positive", problem=problem,
+                          source_run_id=run.pk, candidate_key="c1", source_key=f"run:{run.pk}:c1").entry
+    MemoryEvidence.objects.create(entry=entry, original_entry=entry, speedup=4.0, problem=problem,
+                                  source_run_id=run.pk, candidate_key="c2", source_key=f"run:{run.pk}:c2")
+    # Two of its lessons that read alike: a merge proposed for a curator who may see them.
+    twin_entry = add_entry(title=f"{LESSON}, again", summary="unroll it", slow_kernel=baseline.source,
+                           fast_kernel=private_held_kernel.source, speedup=2.5, problem=problem,
+                           source_kind="run", source_run_id=run.pk)
+    proposal = MergeProposal.objects.create(entry=private_entry, duplicate=twin_entry, similarity=0.8)
+    iteration = Iteration.objects.create(run=run, index=1)
+    Candidate.objects.create(iteration=iteration, key="c1", parent_kernel=baseline, kernel=private_kernel,
+                             evaluation=private_evaluation, plan="erin's plan")
     return {
         "users": users, "problem_row": problem, "problem": problem.pk, "address": problem.address,
         "kernel": baseline.pk, "private_kernel": private_kernel.pk, "private_held_kernel": private_held_kernel.pk,
         "private_evaluation": private_evaluation.pk, "held": held.pk, "private_held": private_held.pk,
-        "run": run.pk, "campaign": campaign.pk, "entry": entry.pk, "superuser": root.pk, "admin": users["admin"].pk,
+        "run": run.pk, "campaign": campaign.pk, "entry": entry.pk, "private_entry": private_entry.pk,
+        "private_proposal": proposal.pk, "token": create_token(users["owner"], "erin's").token.pk, "superuser": root.pk, "admin": users["admin"].pk,
     }
 
 
@@ -346,7 +404,8 @@ def _form(body: dict[str, Any] | None) -> str:
 
 def _leaks(world: dict[str, Any], content: bytes) -> list[str]:
     text = content.decode("utf-8", "replace")
-    found = [marker for marker in (MARKER, MARKER_HELD) if marker in text or json.dumps(marker)[1:-1] in text]
+    found = [marker for marker in (MARKER, MARKER_HELD, LESSON)
+             if marker in text or json.dumps(marker)[1:-1] in text or escape(marker) in text]
     run = world["run"]
     traces = [f"/kernels/{world['private_kernel']}/", f"/kernels/{world['private_held_kernel']}/",
               f'?run={run}"', f'data-run="{run}"', f"/runs/{run}/", "a private run"]
@@ -386,9 +445,115 @@ def test_the_matrix_covers_every_api_route() -> None:
         for name, param in (("{problem}", "{reference}"), ("{kernel}", "{kernel_id}"),
                             ("{private_kernel}", "{kernel_id}"), ("{private_evaluation}", "{evaluation_id}"),
                             ("{held}", "{evaluation_id}"), ("{private_held}", "{evaluation_id}"),
-                            ("{entry}", "{entry_id}"), ("{run}", "{run_id}"), ("{campaign}", "{campaign_id}")):
+                            ("{entry}", "{entry_id}"), ("{private_entry}", "{entry_id}"), ("{run}", "{run_id}"), ("{campaign}", "{campaign_id}")):
             template = template.replace(name, param)
         covered.add((case.method, template))
     solution_path = ("GET", "/api/flashinfer/solutions/{reference}")
     assert routes - covered == set(), f"routes missing from the matrix: {sorted(routes - covered)}"
     assert solution_path in covered
+
+
+# --- the same source as a private run's kernel ------------------------------------------------------------
+
+
+@pytest.mark.parametrize("role", ["owner", "other", "curator", "admin"])
+def test_uploading_a_private_runs_kernel_source_stores_a_row_of_ones_own(world: dict[str, Any], role: str) -> None:
+    """Whoever uploads the very source erin's private run wrote (its owner too: an upload is seen by everyone
+    who sees the problem) gets a new kernel, with none of that run's evaluations or provenance."""
+    private_kernel = Kernel.objects.get(pk=world["private_kernel"])
+    client = Client()
+    token = create_token(world["users"][role], "matrix").secret
+    body = {"problem": str(world["problem"]), "source": private_kernel.source, "evaluate": False}
+    response = client.post("/api/kernels", json.dumps(body), content_type="application/json",
+                           headers={"Authorization": f"Bearer {token}"})
+    assert response.status_code == 201, response.content
+    kernel = response.json()["kernel"]
+    assert response.json()["created"] is True
+    assert kernel["id"] != private_kernel.pk and kernel["run_id"] is None and kernel["evaluations"] == []
+    assert kernel["author"] == world["users"][role].username
+    # Their upload is theirs to read (the private run's row would answer 404 to most of them).
+    page = Client()
+    page.force_login(world["users"][role])
+    assert page.get(f"/kernels/{kernel['id']}/").status_code == 200
+    assert f"/runs/{world['run']}/" not in page.get(f"/kernels/{kernel['id']}/").content.decode()
+    # A second upload of it is that same row again, not a third one.
+    again = client.post("/api/kernels", json.dumps(body), content_type="application/json",
+                        headers={"Authorization": f"Bearer {token}"})
+    assert again.json()["kernel"]["id"] == kernel["id"] and again.json()["created"] is False
+
+
+def test_another_run_writing_a_private_runs_source_is_answered_by_nothing_of_it(
+        world: dict[str, Any], make_user: Callable[..., Any]) -> None:
+    """The identical-candidate cache answers a candidate from a twin's stored result only where everyone who
+    sees the candidate may see the twin: tom's run evaluates erin's private source again; erin's next private run
+    is answered from her own."""
+    private_kernel = Kernel.objects.get(pk=world["private_kernel"])
+    problem = world["problem_row"]
+    # As a run's rewrite stores it: the solution files it keeps, not the whole solution's description.
+    private_kernel.solution_meta = {key: value for key, value in problem.baseline_kernel.solution_meta.items()
+                                    if key in ("path", "sources", "order")}
+    private_kernel.save(update_fields=["solution_meta"])
+
+    def run_of(owner: Any, *, public: bool) -> Run:
+        return Run.objects.create(problem=problem, start_kernel=problem.baseline_kernel, owner=owner,
+                                  is_public=public, platform="h100", backend="cuda")
+
+    def answer(run: Run) -> tuple[Kernel, Evaluation | None]:
+        # A comment line of its own: another source, the same kernel to the cache.
+        rewrite = f"{private_kernel.source}# written by run {run.pk}\n"
+        kernel, _ = services.create_kernel(problem, rewrite, origin=KernelOrigin.GENERATED, run_id=run.pk,
+                                           rewrite_of=problem.baseline_kernel)
+        return kernel, services.IdenticalSources(problem).answer_for(kernel, "h100", "cuda", "test")
+
+    toms_kernel, toms_answer = answer(run_of(world["users"]["other"], public=False))
+    assert toms_answer is None
+    # Word for word erin's source: tom's run gets a row of its own, not hers with its evaluation.
+    same, _ = services.create_kernel(problem, private_kernel.source, origin=KernelOrigin.GENERATED,
+                                     run_id=toms_kernel.run_id, rewrite_of=problem.baseline_kernel)
+    assert same.pk != private_kernel.pk and not same.evaluations.exists()
+    public_kernel, public_answer = answer(run_of(world["users"]["owner"], public=True))
+    assert public_answer is None  # her own public run: everyone reads what answers it
+    erins_kernel, erins_answer = answer(run_of(world["users"]["owner"], public=False))
+    assert erins_answer is not None and erins_answer.pk == world["private_evaluation"]
+
+
+# Page routes the matrix leaves out, each with why: none changes anything or shows anyone's work.
+PAGES_NOT_IN_MATRIX = {
+    "healthz": "the server's health, the same answer for everyone (tests/site/test_healthz.py)",
+    "docs/<str:name>/": "the site's own documentation, the same for everyone",
+    "accounts/login/": "the sign-in form (throttling: tests/site/test_login_throttle.py)",
+    "accounts/logout/": "ends one's own session",
+    "accounts/password/done/": "says one's password was changed",
+}
+# Whole trees another test owns: the API (test_the_matrix_covers_every_api_route) and Django's admin, whose own
+# permission checks rule it (the admin cases above try what the admin role must not reach).
+PREFIXES_NOT_IN_MATRIX = ("api/", "^api/", "admin/")
+
+
+def _page_routes() -> set[str]:
+    from django.urls import URLResolver, get_resolver
+
+    def walk(patterns: list[Any], prefix: str) -> Any:
+        for pattern in patterns:
+            route = prefix + str(pattern.pattern)
+            if isinstance(pattern, URLResolver):
+                yield from walk(pattern.url_patterns, route)
+            else:
+                yield route
+
+    return {route for route in walk(get_resolver().url_patterns, "") if not route.startswith(PREFIXES_NOT_IN_MATRIX)}
+
+
+def test_the_matrix_covers_every_page_route() -> None:
+    """A new page must join the matrix (or PAGES_NOT_IN_MATRIX, saying why it shows and changes nothing): each
+    route a page case reaches, by Django's own URL resolution."""
+    from collections import defaultdict
+    from urllib.parse import urlsplit
+
+    from django.urls import resolve
+
+    ids: defaultdict[str, int] = defaultdict(lambda: 1)
+    covered = {resolve(urlsplit(case.path.format_map(ids)).path).route for case in CASES if not case.api}
+    missing = _page_routes() - covered - set(PAGES_NOT_IN_MATRIX)
+    assert missing == set(), f"page routes missing from the matrix: {sorted(missing)}"
+    assert not set(PAGES_NOT_IN_MATRIX) & covered, "a route both in the matrix and excused from it"
