@@ -229,6 +229,77 @@ def test_3_an_accumulating_loop_reduce_relabelled_as_a_copy_is_refused_by_the_ve
         replay(simulation.program, [x], trace=trace)
 
 
+def _relabelled_price(kernel, inputs: list, row_kind: str, label: str) -> tuple[float, float]:
+    """The model's latency of `kernel`'s honest trace and of the same trace with every row of `row_kind` relabelled
+    `label`, after the verifier has replayed the forged one (it must pass: the label names what runs)."""
+    from engine.platforms.nki.perf import estimate
+    from engine.platforms.nki.simulator import install, simulate
+    from engine.platforms.nki.simulator.verification.replay import replay
+
+    install()
+    honest = simulate(kernel, inputs, record_trace=True, record_program=True)
+    forged = simulate(kernel, inputs, record_trace=True, record_program=True)
+    trace = forged.trace
+    trace.freeze()
+    rows = [ins[4] for ins in forged.program.instructions if ins[0] == row_kind and ins[4] >= 0]
+    assert rows
+    trace.op_names.append(label)
+    trace.columns["opcode"][rows] = len(trace.op_names) - 1
+    replay(forged.program, inputs, trace=trace)
+    return estimate(honest.trace).latency_ms, estimate(trace).latency_ms
+
+
+def test_3_a_language_reduction_relabelled_tensor_reduce_costs_what_it_cost() -> None:
+    """nl.sum is nisa.tensor_reduce on the device: one `reduce` in the replay, so one price (the model floored
+    only the nl.sum label at the minimum instruction time; on a 32-element free axis the relabel was cheaper)."""
+    import neuronxcc.nki.language as nl
+    import numpy as np
+
+    def kernel(a):
+        out = nl.ndarray((128, 16), dtype=a.dtype, buffer=nl.shared_hbm)
+        tile = nl.load(a)
+        for j in nl.static_range(16):
+            nl.store(out[:, j:j + 1], value=nl.sum(tile[:, j * 32:(j + 1) * 32], axis=1, keepdims=True))
+        return out
+
+    a = np.random.default_rng(0).normal(size=(128, 512)).astype(np.float32)
+    honest, forged = _relabelled_price(kernel, [a], "reduce", "tensor_reduce")
+    assert forged == honest
+
+
+def test_3_a_loop_reduce_into_a_fresh_tile_is_a_copy_and_costs_one() -> None:
+    """A loop_reduce whose result is not assigned into an accumulator accumulates nothing: the simulator labels it
+    `copy`, and the verifier refuses the `loop_reduce` label on it (the model priced the two apart: a copy may move
+    to the Scalar Engine and be elided as a repeat)."""
+    from engine.platforms.nki.simulator import install, simulate
+    from engine.platforms.nki.simulator.verification.program import ReplayError
+    from engine.platforms.nki.simulator.verification.replay import replay
+
+    install()
+    import neuronxcc.nki.language as nl
+    import numpy as np
+
+    def kernel(x):
+        out = nl.ndarray((4, 128, 64), dtype=nl.float32, buffer=nl.shared_hbm)
+        for j in nl.affine_range(4):
+            fresh = nl.loop_reduce(nl.load(x[j]), op=np.add, loop_indices=[j])
+            nl.store(out[j], value=fresh)
+        return out
+
+    x = np.random.default_rng(0).normal(size=(4, 128, 64)).astype(np.float32)
+    simulation = simulate(kernel, [x], record_trace=True, record_program=True)
+    trace = simulation.trace
+    trace.freeze()
+    rows = [ins[4] for ins in simulation.program.instructions if ins[0] == "convert" and ins[4] >= 0
+            and trace.op_names[int(trace.columns["opcode"][ins[4]])] != "load"]
+    assert [trace.op_names[int(trace.columns["opcode"][row])] for row in rows] == ["copy"] * 4
+    replay(simulation.program, [x], trace=trace)  # honest: verifies
+    trace.op_names.append("loop_reduce")
+    trace.columns["opcode"][rows] = len(trace.op_names) - 1
+    with pytest.raises(ReplayError, match="'loop_reduce'"):
+        replay(simulation.program, [x], trace=trace)
+
+
 # -- 4. outputs are HBM tensors the program allocated and wrote ----------------------------------------------
 
 RETURNS_ITS_SBUF_TILE = IMPORTS + '''
