@@ -300,6 +300,44 @@ def test_3_a_loop_reduce_into_a_fresh_tile_is_a_copy_and_costs_one() -> None:
         replay(simulation.program, [x], trace=trace)
 
 
+def _tensor_tensor_chain(nisa, nl, engine):
+    def kernel(a, b):
+        out = nl.ndarray((128, 512), dtype=a.dtype, buffer=nl.shared_hbm)
+        x, y = nl.load(a), nl.load(b)
+        for _ in nl.static_range(8):
+            x = nisa.tensor_tensor(x, y, op=nl.add, engine=engine)
+        nl.store(out, value=x)
+        return out
+    return kernel
+
+
+def test_3_an_engine_the_instructions_page_does_not_name_is_refused_in_the_trace_and_the_source() -> None:
+    """tensor_tensor runs on the Vector or GpSimd Engine; on the Scalar Engine the model skipped the two-operand
+    Vector rate (1.7x cheaper). A row claiming it fails verification, and a kernel asking for it does not compile."""
+    from engine.platforms.nki.simulator import NKICompileError, install, simulate
+    from engine.platforms.nki.simulator.trace import Engine
+    from engine.platforms.nki.simulator.verification.program import ReplayError
+    from engine.platforms.nki.simulator.verification.replay import replay
+
+    install()
+    import neuronxcc.nki.isa as nisa
+    import neuronxcc.nki.language as nl
+    import numpy as np
+
+    a, b = (np.random.default_rng(k).normal(size=(128, 512)).astype(np.float32) for k in (0, 1))
+    simulation = simulate(_tensor_tensor_chain(nisa, nl, nisa.vector_engine), [a, b], record_trace=True,
+                          record_program=True)
+    trace = simulation.trace
+    trace.freeze()
+    rows = [ins[4] for ins in simulation.program.instructions if ins[0] == "binary"]
+    replay(simulation.program, [a, b], trace=trace)  # honest: verifies
+    trace.columns["engine"][rows] = int(Engine.SCALAR)
+    with pytest.raises(ReplayError, match="says engine"):
+        replay(simulation.program, [a, b], trace=trace)
+    with pytest.raises(NKICompileError, match="tensor_tensor runs on the vector or gpsimd engine, not the scalar"):
+        simulate(_tensor_tensor_chain(nisa, nl, nisa.scalar_engine), [a, b])
+
+
 # -- 4. outputs are HBM tensors the program allocated and wrote ----------------------------------------------
 
 RETURNS_ITS_SBUF_TILE = IMPORTS + '''

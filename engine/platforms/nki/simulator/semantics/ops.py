@@ -16,6 +16,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from engine.platforms.nki.simulator.trace import Engine
+
 # nl.sum and friends: their ALU combine operator (semantics.py's reduce runs `combine`); mean divides by a count.
 LANGUAGE_REDUCES = {"sum": "add", "prod": "multiply", "max": "maximum", "min": "minimum", "mean": "add",
                     "all": "logical_and", "any": "logical_or"}
@@ -85,6 +87,19 @@ COST_CLASSES: dict[str, frozenset[str]] = {
     "onezero": frozenset({"broadcast_matmul"}),
     # a row says everything that determines the result, so equal rows are equal values (valnum.py)
     "parameterless": frozenset({"copy", "tensor_copy"}),
+}
+
+
+# The engines an instruction's `engine=` may pick, as its nki.isa page names them (the others run where their page
+# says): the simulator refuses any other (isa.engine_of) and the verifier holds every row to them (trace_check), so
+# an engine a kernel claims is one an honest kernel may ask for. `tensor_tensor` on the Scalar Engine skipped the
+# Vector Engine's two-operand rate (1.7x cheaper), and no page allows it.
+ENGINE_CHOICES: dict[str, frozenset[Engine]] = {
+    "tensor_tensor": frozenset({Engine.VECTOR, Engine.GPSIMD}),  # "using Vector Engine or GpSimd Engine"
+    "tensor_scalar": frozenset({Engine.VECTOR, Engine.SCALAR, Engine.GPSIMD}),
+    "tensor_copy": frozenset({Engine.VECTOR, Engine.SCALAR, Engine.GPSIMD}),
+    "memset": frozenset({Engine.VECTOR, Engine.GPSIMD}),
+    "nc_transpose": frozenset({Engine.TENSOR, Engine.VECTOR}),
 }
 
 

@@ -12,7 +12,7 @@ program, and nothing cheaper:
   table's shapes, dtypes and sizes fit the buffers they describe, and their layout is one-to-one (so boxes
   that do not overlap are memory that does not overlap); loop contexts name loops and iterations that exist.
 * `RowCheck` (during the first replay, which knows every value's shape): each row's engine is one the
-  instruction may run on, its dtype the one it computes in, and its partitions, free elements, FLOPs and
+  instruction's page lets it run on (ops.ENGINE_CHOICES, which the simulator enforces too), its dtype the one it computes in, and its partitions, free elements, FLOPs and
   transpose flag are what the simulator charges for that instruction on those shapes.
 
 * `check_covered`: the regions each instruction reads and writes are among its row's accesses.
@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 
 from engine.platforms.nki.simulator.semantics.dtypes import as_dtype
-from engine.platforms.nki.simulator.semantics.ops import label_allowed
+from engine.platforms.nki.simulator.semantics.ops import ENGINE_CHOICES, label_allowed
 from engine.platforms.nki.simulator.semantics.semantics_v06 import expected_row
 from engine.platforms.nki.simulator.semantics.tensors import _partition_strides
 from engine.platforms.nki.simulator.trace import ACCESS_COLUMNS, INSTRUCTION_COLUMNS, Engine, Trace
@@ -360,10 +360,11 @@ class RowCheck:
         d = params[0] if kind in ("convert", "reciprocal", "where", "constant") else params[-1]
         if kind == "convert" and op == "load":
             return frozenset((int(Engine.DMA),)), d, parts, default[1], 0, 0
-        engines = {"binary": vector | _COMPUTE_ENGINES if op == "tensor_tensor" else vector,
+        choices = {name: frozenset(int(e) for e in engines) for name, engines in ENGINE_CHOICES.items()}
+        engines = {"binary": choices["tensor_tensor"] if op == "tensor_tensor" else vector,
                    "unary": vector if params[0] in _VECTOR_UNARY else frozenset((int(Engine.SCALAR),)),
-                   "convert": _COMPUTE_ENGINES if op == "tensor_copy" else vector,
-                   "memset": _COMPUTE_ENGINES, "tensor_scalar": _COMPUTE_ENGINES, "constant": frozenset(
+                   "convert": choices["tensor_copy"] if op == "tensor_copy" else vector,
+                   "memset": choices["memset"], "tensor_scalar": choices["tensor_scalar"], "constant": frozenset(
                        (int(Engine.GPSIMD),))}.get(kind, vector)
         if kind == "tensor_scalar":
             n_ops = sum(1 for p in params[:2] if p is not None)
