@@ -15,7 +15,6 @@ from engine.platforms.nki.simulator.errors import NKICompileError, unsupported
 from engine.platforms.nki.simulator.semantics import alu
 from engine.platforms.nki.simulator.semantics import dtypes as dt
 from engine.platforms.nki.simulator.semantics.indexing import ArrayIndex, IndexExpr
-from engine.platforms.nki.simulator.semantics.ops import ENGINE_CHOICES
 from engine.platforms.nki.simulator.semantics.indirect import has_tile_index, skip_out_of_bounds, tile_indices
 from engine.platforms.nki.simulator.semantics.operands import (
     broadcast_full_shape,
@@ -23,6 +22,7 @@ from engine.platforms.nki.simulator.semantics.operands import (
     mask_window,
     result_dtype,
 )
+from engine.platforms.nki.simulator.semantics.ops import ENGINE_CHOICES
 from engine.platforms.nki.simulator.semantics.runtime import active, instruction
 from engine.platforms.nki.simulator.semantics.tensors import PSUM, SBUF, Access, Tensor, View
 from engine.platforms.nki.simulator.trace import Engine, MemorySpace
