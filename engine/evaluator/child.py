@@ -347,7 +347,11 @@ class VerifyRole:
         from engine.platforms.nki.roles import VerificationFailed
 
         try:
-            self.verifier.load(header["platform"], header["trace"], arrays)
+            stated = header.get("stated_loops") or []
+            if not (isinstance(stated, list) and all(isinstance(pair, list) and len(pair) == 2
+                                                     and all(type(v) is int for v in pair) for pair in stated)):
+                raise ValueError("stated_loops must be [line, kind] pairs of integers")
+            self.verifier.load(header["platform"], header["trace"], arrays, {line: kind for line, kind in stated})
         except VerificationFailed as exc:
             return {"ok": False, "kind": "incorrect", "message": str(exc), "line": exc.line}, {}
         return {"ok": True, "instructions": len(self.verifier.program)}, {}

@@ -338,6 +338,75 @@ def test_3_an_engine_the_instructions_page_does_not_name_is_refused_in_the_trace
         simulate(_tensor_tensor_chain(nisa, nl, nisa.scalar_engine), [a, b])
 
 
+# -- 3b. loop kinds are the source's -------------------------------------------------------------------------
+
+# Every iteration rewrites all of acc: the race rule refuses an affine label, a static one it does not bind (and it
+# lets the model overlap the iterations' exponentials with the additions: 0.0081 ms against 0.0093 ms).
+SEQUENTIAL_ADD = '''
+@nki.jit
+def kernel(a, b):
+    out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
+    acc = nl.ndarray((128, 512), dtype=a.dtype, buffer=nl.sbuf)
+    acc[...] = nl.load(a)
+    for i in nl.sequential_range(4):
+        acc[...] = nl.add(acc, nl.exp(nl.load(b)))
+    nl.store(out, value=acc)
+    return out
+'''
+EXP_REFERENCE = ADD_REFERENCE.replace("return a + b", "return a + 4 * np.exp(b)")
+
+LABELS_ITS_SEQUENTIAL_LOOP_STATIC = IMPORTS + '''
+import engine.platforms.nki.simulator.trace as trace_module
+
+honest_add_loop = trace_module.Trace.add_loop
+
+
+def static_add_loop(self, info):
+    return honest_add_loop(self, trace_module.LoopInfo(kind=trace_module.LoopKind.STATIC,
+                                                       trip_count=info.trip_count, line=info.line))
+
+
+trace_module.Trace.add_loop = static_add_loop
+''' + SEQUENTIAL_ADD
+
+
+def test_3b_a_sequential_loop_labelled_static_in_the_trace_is_incorrect_naming_the_sources_kind() -> None:
+    """No barrier between the iterations of a static loop: the label was priced lower and no replay rule binds it;
+    the kernel's source, which the parent has, says sequential_range."""
+    honest = run(IMPORTS + SEQUENTIAL_ADD, EXP_REFERENCE)
+    forged = run(LABELS_ITS_SEQUENTIAL_LOOP_STATIC, EXP_REFERENCE, guards=NO_GUARDS)
+    assert_not_cheaper(forged, honest)
+    assert forged.error_kind is ErrorKind.INCORRECT and "failed verification" in forged.error_message
+    assert "loop at line 24 is a static_range loop; the kernel's source makes it a sequential_range loop" \
+        in forged.error_message, forged.error_message
+
+
+def test_3b_loop_kinds_are_read_from_the_sources_own_imports_only() -> None:
+    from engine.platforms.nki.simulator.trace import LoopKind
+    from engine.platforms.nki.simulator.verification.source_loops import stated_loop_kinds
+
+    stated = stated_loop_kinds(textwrap.dedent('''
+        import neuronxcc.nki as nki
+        import neuronxcc.nki.language as nl
+        import nki.language as nl6
+        from neuronxcc.nki.language import sequential_range as seq
+
+        def kernel(a, rng):
+            for i in nl.affine_range(4):
+                pass
+            for j in nki.language.sequential_range(
+                    4):
+                pass
+            for k in seq(2): pass
+            for m in nl6.affine_range(2): pass
+            for n in rng.affine_range(2): pass
+            for p in range(3): pass
+        '''))
+    assert stated == {8: LoopKind.AFFINE, 10: LoopKind.SEQUENTIAL, 11: LoopKind.SEQUENTIAL, 13: LoopKind.SEQUENTIAL,
+                      14: LoopKind.STATIC}  # NKI 0.6's iterators are unrolled; a parameter's range is not stated
+    assert stated_loop_kinds("nl = None\nimport neuronxcc.nki.language as nl\nfor i in nl.affine_range(2): pass") == {}
+
+
 # -- 4. outputs are HBM tensors the program allocated and wrote ----------------------------------------------
 
 RETURNS_ITS_SBUF_TILE = IMPORTS + '''
