@@ -67,6 +67,7 @@ def check_structure(program: Program, trace: Trace) -> None:
         if n and (column.min() < 0 or column.max() >= len(names)):
             raise ReplayError(f"the cost trace's {name} column names entries that do not exist")
     _check_loops(trace)
+    _check_nests(program, trace)
     layouts = [_tensor_layout(program, trace, tid) for tid in range(len(trace.tensors))]
     tensor = np.asarray(acc["tensor"], dtype=np.int64)
     if len(tensor) and (tensor.min() < 0 or tensor.max() >= len(trace.tensors)):
@@ -119,6 +120,31 @@ def _check_loops(trace: Trace) -> None:
         for loop, iteration in nest:
             if not (0 <= loop < len(trace.loops)) or not (0 <= iteration < trace.loops[loop].trip_count):
                 raise ReplayError("the cost trace's loop contexts name loops or iterations that do not exist")
+
+
+def _check_nests(program: Program, trace: Trace) -> None:
+    """The rows' source lines and loop nests describe one run of the program, as the simulator records it: each
+    row's line is its instruction's; each loop (one run of a `for` statement) holds one contiguous run of rows,
+    all inside the same iterations of its enclosing loops, its own iterations in order. The model reads lines (a
+    load run again from one line is a repeat it may hoist) and nests (which iterations it may overlap), so rows
+    regrouped into loops that never ran, or loads moved to one line, would be priced as a program that is not this
+    one."""
+    lines = np.asarray(trace.columns["line"], dtype=np.int64)
+    ctx = np.asarray(trace.columns["loop_ctx"], dtype=np.int64)
+    rows = [(ins[4], ins[5]) for ins in program.instructions if ins[4] != -1]
+    for row, line in rows:
+        if int(lines[row]) != line:
+            raise ReplayError(f"trace row {row} says line {int(lines[row])}; its instruction is at line {line}", line)
+    seen: dict[int, tuple] = {}  # loop -> (enclosing nest, last iteration, last row)
+    for row in range(len(ctx)):
+        nest = trace.loop_contexts[int(ctx[row])]
+        for depth, (loop, iteration) in enumerate(nest):
+            outer = tuple(nest[:depth])
+            state = seen.get(loop)
+            if state is not None and (state[0] != outer or iteration < state[1] or state[2] != row - 1):
+                raise ReplayError(f"trace row {row}: loop {loop} (line {trace.loops[loop].line}) is not one run of "
+                                  "its statement in program order", int(lines[row]))
+            seen[loop] = (outer, iteration, row)
 
 
 def _tensor_layout(program: Program, trace: Trace, tid: int) -> tuple:
