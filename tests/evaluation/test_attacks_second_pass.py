@@ -229,6 +229,241 @@ def test_3_an_accumulating_loop_reduce_relabelled_as_a_copy_is_refused_by_the_ve
         replay(simulation.program, [x], trace=trace)
 
 
+def _relabelled_price(kernel, inputs: list, row_kind: str, label: str) -> tuple[float, float]:
+    """The model's latency of `kernel`'s honest trace and of the same trace with every row of `row_kind` relabelled
+    `label`, after the verifier has replayed the forged one (it must pass: the label names what runs)."""
+    from engine.platforms.nki.perf import estimate
+    from engine.platforms.nki.simulator import install, simulate
+    from engine.platforms.nki.simulator.verification.replay import replay
+
+    install()
+    honest = simulate(kernel, inputs, record_trace=True, record_program=True)
+    forged = simulate(kernel, inputs, record_trace=True, record_program=True)
+    trace = forged.trace
+    trace.freeze()
+    rows = [ins[4] for ins in forged.program.instructions if ins[0] == row_kind and ins[4] >= 0]
+    assert rows
+    trace.op_names.append(label)
+    trace.columns["opcode"][rows] = len(trace.op_names) - 1
+    replay(forged.program, inputs, trace=trace)
+    return estimate(honest.trace).latency_ms, estimate(trace).latency_ms
+
+
+def test_3_a_language_reduction_relabelled_tensor_reduce_costs_what_it_cost() -> None:
+    """nl.sum is nisa.tensor_reduce on the device: one `reduce` in the replay, so one price (the model floored
+    only the nl.sum label at the minimum instruction time; on a 32-element free axis the relabel was cheaper)."""
+    import neuronxcc.nki.language as nl
+    import numpy as np
+
+    def kernel(a):
+        out = nl.ndarray((128, 16), dtype=a.dtype, buffer=nl.shared_hbm)
+        tile = nl.load(a)
+        for j in nl.static_range(16):
+            nl.store(out[:, j:j + 1], value=nl.sum(tile[:, j * 32:(j + 1) * 32], axis=1, keepdims=True))
+        return out
+
+    a = np.random.default_rng(0).normal(size=(128, 512)).astype(np.float32)
+    honest, forged = _relabelled_price(kernel, [a], "reduce", "tensor_reduce")
+    assert forged == honest
+
+
+def test_3_a_loop_reduce_into_a_fresh_tile_is_a_copy_and_costs_one() -> None:
+    """A loop_reduce whose result is not assigned into an accumulator accumulates nothing: the simulator labels it
+    `copy`, and the verifier refuses the `loop_reduce` label on it (the model priced the two apart: a copy may move
+    to the Scalar Engine and be elided as a repeat)."""
+    from engine.platforms.nki.simulator import install, simulate
+    from engine.platforms.nki.simulator.verification.program import ReplayError
+    from engine.platforms.nki.simulator.verification.replay import replay
+
+    install()
+    import neuronxcc.nki.language as nl
+    import numpy as np
+
+    def kernel(x):
+        out = nl.ndarray((4, 128, 64), dtype=nl.float32, buffer=nl.shared_hbm)
+        for j in nl.affine_range(4):
+            fresh = nl.loop_reduce(nl.load(x[j]), op=np.add, loop_indices=[j])
+            nl.store(out[j], value=fresh)
+        return out
+
+    x = np.random.default_rng(0).normal(size=(4, 128, 64)).astype(np.float32)
+    simulation = simulate(kernel, [x], record_trace=True, record_program=True)
+    trace = simulation.trace
+    trace.freeze()
+    rows = [ins[4] for ins in simulation.program.instructions if ins[0] == "convert" and ins[4] >= 0
+            and trace.op_names[int(trace.columns["opcode"][ins[4]])] != "load"]
+    assert [trace.op_names[int(trace.columns["opcode"][row])] for row in rows] == ["copy"] * 4
+    replay(simulation.program, [x], trace=trace)  # honest: verifies
+    trace.op_names.append("loop_reduce")
+    trace.columns["opcode"][rows] = len(trace.op_names) - 1
+    with pytest.raises(ReplayError, match="'loop_reduce'"):
+        replay(simulation.program, [x], trace=trace)
+
+
+def _tensor_tensor_chain(nisa, nl, engine):
+    def kernel(a, b):
+        out = nl.ndarray((128, 512), dtype=a.dtype, buffer=nl.shared_hbm)
+        x, y = nl.load(a), nl.load(b)
+        for _ in nl.static_range(8):
+            x = nisa.tensor_tensor(x, y, op=nl.add, engine=engine)
+        nl.store(out, value=x)
+        return out
+    return kernel
+
+
+def test_3_an_engine_the_instructions_page_does_not_name_is_refused_in_the_trace_and_the_source() -> None:
+    """tensor_tensor runs on the Vector or GpSimd Engine; on the Scalar Engine the model skipped the two-operand
+    Vector rate (1.7x cheaper). A row claiming it fails verification, and a kernel asking for it does not compile."""
+    from engine.platforms.nki.simulator import NKICompileError, install, simulate
+    from engine.platforms.nki.simulator.trace import Engine
+    from engine.platforms.nki.simulator.verification.program import ReplayError
+    from engine.platforms.nki.simulator.verification.replay import replay
+
+    install()
+    import neuronxcc.nki.isa as nisa
+    import neuronxcc.nki.language as nl
+    import numpy as np
+
+    a, b = (np.random.default_rng(k).normal(size=(128, 512)).astype(np.float32) for k in (0, 1))
+    simulation = simulate(_tensor_tensor_chain(nisa, nl, nisa.vector_engine), [a, b], record_trace=True,
+                          record_program=True)
+    trace = simulation.trace
+    trace.freeze()
+    rows = [ins[4] for ins in simulation.program.instructions if ins[0] == "binary"]
+    replay(simulation.program, [a, b], trace=trace)  # honest: verifies
+    trace.columns["engine"][rows] = int(Engine.SCALAR)
+    with pytest.raises(ReplayError, match="says engine"):
+        replay(simulation.program, [a, b], trace=trace)
+    with pytest.raises(NKICompileError, match="tensor_tensor runs on the vector or gpsimd engine, not the scalar"):
+        simulate(_tensor_tensor_chain(nisa, nl, nisa.scalar_engine), [a, b])
+
+
+# -- 3b. loop kinds are the source's -------------------------------------------------------------------------
+
+# Every iteration rewrites all of acc: the race rule refuses an affine label, a static one it does not bind (and it
+# lets the model overlap the iterations' exponentials with the additions: 0.0081 ms against 0.0093 ms).
+SEQUENTIAL_ADD = '''
+@nki.jit
+def kernel(a, b):
+    out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
+    acc = nl.ndarray((128, 512), dtype=a.dtype, buffer=nl.sbuf)
+    acc[...] = nl.load(a)
+    for i in nl.sequential_range(4):
+        acc[...] = nl.add(acc, nl.exp(nl.load(b)))
+    nl.store(out, value=acc)
+    return out
+'''
+EXP_REFERENCE = ADD_REFERENCE.replace("return a + b", "return a + 4 * np.exp(b)")
+
+LABELS_ITS_SEQUENTIAL_LOOP_STATIC = IMPORTS + '''
+import engine.platforms.nki.simulator.trace as trace_module
+
+honest_add_loop = trace_module.Trace.add_loop
+
+
+def static_add_loop(self, info):
+    return honest_add_loop(self, trace_module.LoopInfo(kind=trace_module.LoopKind.STATIC,
+                                                       trip_count=info.trip_count, line=info.line))
+
+
+trace_module.Trace.add_loop = static_add_loop
+''' + SEQUENTIAL_ADD
+
+
+def test_3b_a_sequential_loop_labelled_static_in_the_trace_is_incorrect_naming_the_sources_kind() -> None:
+    """No barrier between the iterations of a static loop: the label was priced lower and no replay rule binds it;
+    the kernel's source, which the parent has, says sequential_range."""
+    honest = run(IMPORTS + SEQUENTIAL_ADD, EXP_REFERENCE)
+    forged = run(LABELS_ITS_SEQUENTIAL_LOOP_STATIC, EXP_REFERENCE, guards=NO_GUARDS)
+    assert_not_cheaper(forged, honest)
+    assert forged.error_kind is ErrorKind.INCORRECT and "failed verification" in forged.error_message
+    assert "loop at line 24 is a static_range loop; the kernel's source makes it a sequential_range loop" \
+        in forged.error_message, forged.error_message
+
+
+def test_3b_loop_kinds_are_read_from_the_sources_own_imports_only() -> None:
+    from engine.platforms.nki.simulator.trace import LoopKind
+    from engine.platforms.nki.simulator.verification.source_loops import stated_loop_kinds
+
+    stated = stated_loop_kinds(textwrap.dedent('''
+        import neuronxcc.nki as nki
+        import neuronxcc.nki.language as nl
+        import nki.language as nl6
+        from neuronxcc.nki.language import sequential_range as seq
+
+        def kernel(a, rng):
+            for i in nl.affine_range(4):
+                pass
+            for j in nki.language.sequential_range(
+                    4):
+                pass
+            for k in seq(2): pass
+            for m in nl6.affine_range(2): pass
+            for n in rng.affine_range(2): pass
+            for p in range(3): pass
+        '''))
+    assert stated == {8: LoopKind.AFFINE, 10: LoopKind.SEQUENTIAL, 11: LoopKind.SEQUENTIAL, 13: LoopKind.SEQUENTIAL,
+                      14: LoopKind.STATIC}  # NKI 0.6's iterators are unrolled; a parameter's range is not stated
+    assert stated_loop_kinds("nl = None\nimport neuronxcc.nki.language as nl\nfor i in nl.affine_range(2): pass") == {}
+
+
+def _two_loads_of_one_region():
+    import neuronxcc.nki.language as nl
+    import numpy as np
+
+    def kernel(a, b):
+        out = nl.ndarray((4, 128, 512), dtype=a.dtype, buffer=nl.shared_hbm)
+        for i in nl.affine_range(4):
+            x = nl.load(a)
+            y = nl.load(a)  # another statement: another DMA, though it loads the same region
+            nl.store(out[i], value=nl.add(nl.add(x, y), nl.load(b[i])))
+        return out
+
+    rng = np.random.default_rng(0)
+    return kernel, [rng.standard_normal((128, 512), dtype=np.float32),
+                    rng.standard_normal((4, 128, 512), dtype=np.float32)]
+
+
+def test_3b_a_row_moved_to_another_line_is_refused() -> None:
+    """The model takes a load run again from one line for a repeat it may hoist: the second statement's loads
+    moved to the first's line were priced 9% lower (0.0099 ms against 0.0108). A row's line is its instruction's."""
+    from engine.platforms.nki.perf import estimate
+    from engine.platforms.nki.simulator import install, simulate
+    from engine.platforms.nki.simulator.verification.program import ReplayError
+    from engine.platforms.nki.simulator.verification.replay import replay
+
+    install()
+    kernel, inputs = _two_loads_of_one_region()
+    simulation = simulate(kernel, inputs, record_trace=True, record_program=True)
+    trace = simulation.trace
+    trace.freeze()
+    honest = estimate(trace).latency_ms
+    lines = trace.columns["line"]
+    first = int(min(lines))
+    lines[lines == first + 1] = first
+    assert estimate(trace).latency_ms < honest  # the motive
+    with pytest.raises(ReplayError, match=rf"says line {first}; its instruction is at line {first + 1}"):
+        replay(simulation.program, inputs, trace=trace)
+
+
+def test_3b_rows_regrouped_into_iterations_that_did_not_run_so_are_refused() -> None:
+    from engine.platforms.nki.simulator import install, simulate
+    from engine.platforms.nki.simulator.verification.program import ReplayError
+    from engine.platforms.nki.simulator.verification.replay import replay
+
+    install()
+    kernel, inputs = _two_loads_of_one_region()
+    simulation = simulate(kernel, inputs, record_trace=True, record_program=True)
+    trace = simulation.trace
+    trace.freeze()
+    ctx = trace.columns["loop_ctx"]
+    last = int(ctx[-1])  # a row of the last iteration claims to be in the first
+    ctx[-1] = next(c for c, nest in enumerate(trace.loop_contexts) if nest and nest[-1][1] == 0)
+    assert int(ctx[-1]) != last
+    with pytest.raises(ReplayError, match="is not one run of its statement in program order"):
+        replay(simulation.program, inputs, trace=trace)
+
+
 # -- 4. outputs are HBM tensors the program allocated and wrote ----------------------------------------------
 
 RETURNS_ITS_SBUF_TILE = IMPORTS + '''

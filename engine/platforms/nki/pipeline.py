@@ -286,7 +286,12 @@ class _Attempt:
             del produced
             verifier.restart_clock()  # it waited for the recording
             try:
-                loaded, _ = verifier.request({"op": "load", "platform": self.platform, "trace": ran["trace"]}, arrays)
+                # lazy: the parent loads the simulator's package only to check a recording
+                from engine.platforms.nki.simulator.verification.source_loops import stated_loop_kinds
+
+                stated = sorted(stated_loop_kinds(self.kernel_source).items())  # the source's, not the kernel's
+                loaded, _ = verifier.request({"op": "load", "platform": self.platform, "trace": ran["trace"],
+                                              "stated_loops": [list(pair) for pair in stated]}, arrays)
             except ChildError as exc:
                 raise self.child_failed(exc, "verify", **flags) from None
             if not loaded["ok"]:

@@ -191,8 +191,13 @@ class Verifier:
         self.trace: Any = None
         self.platform = "trn1"
         self.written_inputs: set[int] = set()
+        self.stated_loops: dict[int, int] = {}
 
-    def load(self, platform: str, trace_meta: dict[str, Any], arrays: dict[str, np.ndarray]) -> None:
+    def load(self, platform: str, trace_meta: dict[str, Any], arrays: dict[str, np.ndarray],
+             stated_loops: dict[int, int] | None = None) -> None:
+        """Read and check the program and its trace. `stated_loops`: {line: LoopKind} the kernel's source states
+        (source_loops.stated_loop_kinds, computed by the parent, which has the source); the first replay holds the
+        trace's loops to them."""
         # late: loaded in the child by the role that needs it, in its order around the guard
         from engine.evaluator.protocol import ProtocolError
         from engine.platforms.nki.frames import decode_trace
@@ -216,6 +221,7 @@ class Verifier:
         except ReplayError as exc:
             raise VerificationFailed(str(exc), exc.line or None) from None
         self.program, self.trace, self.platform = program, trace, platform
+        self.stated_loops = dict(stated_loops or {})
         written = written_buffers(program)
         self.written_inputs = {b[6][1] for bid, b in enumerate(program.buffers) if bid in written and b[6][0] == "input"}
 
@@ -226,11 +232,14 @@ class Verifier:
         from engine.evaluator.checks import CheckFailed, check_inputs_unchanged
         from engine.platforms.nki.simulator.verification.program import ReplayError
         from engine.platforms.nki.simulator.verification.replay import replay
+        from engine.platforms.nki.simulator.verification.source_loops import check_loop_kinds
 
         sent = {k: x.copy() for k, x in enumerate(inputs) if k in self.written_inputs}
         try:
             result = replay(self.program, inputs, self.platform, trace=self.trace if check_rows else None,
                             checked=True)
+            if check_rows:  # after the replay's race rule, whose message says more about an affine label
+                check_loop_kinds(self.trace, self.stated_loops)
         except ReplayError as exc:
             raise VerificationFailed(str(exc), exc.line or None) from None
         for k in sorted(sent):  # only inputs the program stores into can change
@@ -250,7 +259,11 @@ class VerifyRole:
 
     def load(self, header: dict[str, Any], arrays: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
         try:
-            self.verifier.load(header["platform"], header["trace"], arrays)
+            stated = header.get("stated_loops") or []
+            if not (isinstance(stated, list) and all(isinstance(pair, list) and len(pair) == 2
+                                                     and all(type(v) is int for v in pair) for pair in stated)):
+                raise ValueError("stated_loops must be [line, kind] pairs of integers")
+            self.verifier.load(header["platform"], header["trace"], arrays, {line: kind for line, kind in stated})
         except VerificationFailed as exc:
             return {"ok": False, "kind": "incorrect", "message": str(exc), "line": exc.line}, {}
         return {"ok": True, "instructions": len(self.verifier.program)}, {}

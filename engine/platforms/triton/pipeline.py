@@ -33,6 +33,14 @@ from engine.platforms.triton.backends import TRITON_BACKEND_VERSIONS
 from engine.platforms.triton.flashinfer import parse_definition
 from engine.platforms.triton.hardware import get_gpu_spec
 from engine.platforms.triton.machine import ERROR_KINDS
+from engine.platforms.triton.replies import (
+    ReplyCheck,
+    compile_check,
+    load_check,
+    measure_check,
+    run_check,
+    within_parent_clock,
+)
 from engine.platforms.triton.timing import GpuTiming, implausible_events, nvidia_smi
 
 CORRECTNESS_ONLY = "correctness only: no GPU"
@@ -115,20 +123,23 @@ KERNEL_REPLY_BYTES = 64 * 1024**2
 
 
 def _ask(child: ChildProcess, request: dict[str, Any], context: dict[str, Any], who: str,
-         arrays: dict[str, Any] | None = None, max_reply_bytes: int | None = None,
-         **flags: Any) -> tuple[dict[str, Any], dict[str, Any]]:
+         arrays: dict[str, Any] | None = None, max_reply_bytes: int | None = None, check: ReplyCheck | None = None,
+         on_gpu: bool | None = None, **flags: Any) -> tuple[dict[str, Any], dict[str, Any]]:
+    """One request; `check` (replies.py) refuses a kernel child's reply that is not the answer to it, before its
+    arrays are read. `on_gpu`: the kernel's process runs on a GPU (default: the cuda backend), where a failed
+    child may be the device's doing; elsewhere only the kernel's code and the interpreter run there."""
+    on_gpu = context["backend"] == Backend.CUDA.value if on_gpu is None else on_gpu
     if who == "kernel" and max_reply_bytes is None:
         max_reply_bytes = KERNEL_REPLY_BYTES
     try:
-        reply, data = child.request(request, arrays, max_reply_bytes=max_reply_bytes)
+        reply, data = child.request(request, arrays, max_reply_bytes=max_reply_bytes, check=check)
     except ChildError as exc:
-        if who == "kernel" and exc.exit_status is not None and context["backend"] != Backend.CUDA.value:
+        if who == "kernel" and exc.exit_status is not None and not on_gpu:
             # Only the kernel's code and the interpreter run there: the kernel ended its own process.
             raise _fail(ErrorKind.RUNTIME_ERROR, f"the kernel ended its evaluation process (exit status "
                         f"{exc.exit_status}) instead of returning its outputs", context,
                         error_detail=exc.diagnostics[-4000:], **flags) from None
-        if who == "kernel" and exc.kind == "infrastructure_error" and exc.started and not exc.ours \
-                and context["backend"] != Backend.CUDA.value:
+        if who == "kernel" and exc.kind == "infrastructure_error" and exc.started and not exc.ours and not on_gpu:
             # The child said hello (the sandbox started) and we did not kill it: a malformed frame or a death by
             # signal is the kernel's doing (issue 35), as on the NKI pipeline's backends that do not measure.
             raise _fail(ErrorKind.RUNTIME_ERROR, f"{who}: {exc.message}", context,
@@ -159,7 +170,9 @@ def _attempt(solution: Mapping[str, Any], header: dict[str, Any], config: dict[s
         _ask(reference, {"op": "load", **header}, context, "reference")
         # The kernel's child gets the definition without its reference: it has nothing to call but its own code.
         blind = dict(header, definition=dict(header["definition"], reference=_NO_REFERENCE))
-        _ask(kernel, {"op": "load", "solution": dict(solution), **blind}, context, "kernel")
+        measured = backend == Backend.CUDA.value
+        _ask(kernel, {"op": "load", "solution": dict(solution), **blind}, context, "kernel",
+             check=load_check(measured))
         ran = {"compiled": True}
         for seed in seeds:
             expected, _ = _ask(reference, {"op": "expect", "seed": seed}, context, "reference", **ran)
@@ -168,7 +181,7 @@ def _attempt(solution: Mapping[str, Any], header: dict[str, Any], config: dict[s
             # not refused): never the 2 GiB a kernel's process could otherwise make the parent read.
             budget = 8 * int(expected["output_bytes"]) + 1024**2
             produced, arrays = _ask(kernel, {"op": "run", "seed": seed}, context, "kernel",
-                                    max_reply_bytes=budget, **ran)
+                                    max_reply_bytes=budget, check=run_check(measured), **ran)
             ran = {"compiled": True, "runnable": True}
             compared, _ = _ask(reference, {"op": "compare", "dtypes": produced["dtypes"]}, context, "reference",
                                arrays, **ran)
@@ -259,8 +272,15 @@ def compile_triton(
     try:
         kernel_limits, extras = cuda_placement(limits, require_devices=False)
         with ChildProcess(KERNEL_ROLE, config, kernel_limits, extras, name="triton_kernel") as kernel:
-            _ask(kernel, {"op": "load", "solution": dict(solution), **blind}, context, "kernel")
-            reply, _ = _ask(kernel, {"op": "compile", "seed": int(seed)}, context, "kernel")
+            # Compiling only (no device): whatever the kernel's process does wrong is the kernel's.
+            _ask(kernel, {"op": "load", "solution": dict(solution), **blind}, context, "kernel",
+                 check=load_check(measured=True), on_gpu=False)
+            asked = time.monotonic()
+            reply, _ = _ask(kernel, {"op": "compile", "seed": int(seed)}, context, "kernel",
+                            check=compile_check(int(arch)), on_gpu=False)
+            if reply["compile_s"] + reply["launcher_s"] > time.monotonic() - asked:
+                raise _fail(ErrorKind.RUNTIME_ERROR, "the kernel's process says its compile took longer than the "
+                            "request did", context, compiled=True)
         profile = {"note": COMPILED_ONLY, **{k: reply.get(k) for k in ("target", "kernels", "launches", "launcher",
                                                                      "compile_s", "launcher_s")}}
         result = EvaluationResult(status=STATUS_OK, compiled=True, profile=profile, **context)
@@ -278,9 +298,13 @@ def _measure(kernel: ChildProcess, context: dict[str, Any], correct: dict[str, A
     spec = get_gpu_spec(context["platform"])
     kernel.restart_clock()
     outside = time.monotonic()
-    reply, _ = _ask(kernel, {"op": "measure", "l2_bytes": spec.l2_bytes}, context, "kernel", **correct)
+    reply, _ = _ask(kernel, {"op": "measure", "l2_bytes": spec.l2_bytes}, context, "kernel",
+                    check=measure_check(), **correct)
     outside_s = time.monotonic() - outside
-    t = reply["timing"]
+    overlong = within_parent_clock(reply, outside_s)
+    if overlong:  # a host time no process could have measured: its events are not believed either
+        raise _fail(ErrorKind.SUSPICIOUS, f"{overlong}; held for review", context, **correct)
+    t = reply["timing"]  # every number of it follows from the samples (replies.timing_problem)
     timing = GpuTiming(median_ms=t["median_ms"], spread=t["spread"], samples_ms=list(reply["samples_ms"]),
                        wall_s=t["wall_s"], flush_ms=t["flush_ms"], reps=t["reps"], stable=t["stable"])
     latency = timing.median_ms

@@ -23,7 +23,12 @@ from __future__ import annotations
 # loads and stores read NaN and memsets into them were lost; float -> int casts now round half to even and
 # saturate (they truncated and wrapped); nl.abs_max keeps the sign; `+=` of a matmul into a never-written PSUM
 # tile starts at zero (it was an error). The 14 NKIBench kernels' traces and outputs did not move.
-SIMULATOR_VERSION = "1.3"
+# 1.4 (issue 35): an nl.loop_reduce whose result lands in a fresh tile of its own (nothing accumulates) is labelled
+# `copy` in the trace, which is what it runs (it was `loop_reduce`, which the model priced apart from a copy); an
+# `engine=` its nki.isa page does not name is a compile error (tensor_tensor on the Scalar or Tensor Engine ran, and
+# was priced 1.7x cheaper on the Scalar Engine; semantics/ops.py ENGINE_CHOICES). The 14 NKIBench kernels' traces and
+# outputs did not move.
+SIMULATOR_VERSION = "1.4"
 
 from engine.platforms.nki.simulator import errors  # noqa: E402
 from engine.platforms.nki.simulator.errors import NKICompileError, NKIError, NKIRuntimeError  # noqa: E402

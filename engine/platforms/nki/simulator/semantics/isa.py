@@ -22,6 +22,7 @@ from engine.platforms.nki.simulator.semantics.operands import (
     mask_window,
     result_dtype,
 )
+from engine.platforms.nki.simulator.semantics.ops import ENGINE_CHOICES
 from engine.platforms.nki.simulator.semantics.runtime import active, instruction
 from engine.platforms.nki.simulator.semantics.tensors import PSUM, SBUF, Access, Tensor, View
 from engine.platforms.nki.simulator.trace import Engine, MemorySpace
@@ -79,13 +80,21 @@ _ENGINES = {engine.tensor: Engine.TENSOR, engine.vector: Engine.VECTOR, engine.s
             engine.gpsimd: Engine.GPSIMD}
 
 
-def engine_of(value: Any, default: Engine) -> Engine:
+def engine_of(value: Any, default: Engine, op: str | None = None) -> Engine:
+    """The engine `engine=value` picks (`default` for none or unknown); one the page of `op` does not name is a
+    compile error (ops.ENGINE_CHOICES)."""
     if value is None:
         return default
     try:
-        return _ENGINES.get(engine(int(value)), default)
+        chosen = _ENGINES.get(engine(int(value)), default)
     except (ValueError, TypeError):
         return default
+    allowed = ENGINE_CHOICES.get(op) if op is not None else None
+    if allowed is not None and chosen not in allowed:
+        names = [e.name.lower() for e in sorted(allowed)]
+        names = ", ".join(names[:-1]) + " or " + names[-1]
+        raise NKICompileError(op, f"{op} runs on the {names} engine, not the {chosen.name.lower()} engine")
+    return chosen
 
 
 def _ensure_on_chip(acc: Any, op: str, what: str, spaces: frozenset = frozenset((MemorySpace.SBUF,))) -> None:
@@ -138,7 +147,7 @@ def nc_transpose(data: Any, *, mask: Any = None, dtype: Any = None, engine: Any 
     sim = active("nc_transpose").begin("nc_transpose")
     win = mask_window(mask)
     acc = sim.operand(data, win)
-    eng = engine_of(engine, Engine.TENSOR)
+    eng = engine_of(engine, Engine.TENSOR, "nc_transpose")
     shape = (acc.partitions, acc.free) if len(acc.shape) != 2 else acc.shape
     if eng == Engine.TENSOR:
         _ensure_on_chip(acc, "nc_transpose", "data")
@@ -238,7 +247,7 @@ def tensor_tensor(data1: Any, data2: Any, op: Any, *, dtype: Any = None, mask: A
     alu.binary(fn, "tensor_tensor")
     d = result_dtype(dtype, a, b)
     values = sim.compute("binary", (fn, d.name), [a, b])
-    return sim.result(values, d, engine=engine_of(engine, Engine.VECTOR), reads=[a, b], window=win,
+    return sim.result(values, d, engine=engine_of(engine, Engine.VECTOR, "tensor_tensor"), reads=[a, b], window=win,
                       full_shape=broadcast_full_shape(a, b))
 
 
@@ -264,7 +273,7 @@ def tensor_scalar(data: Any, op0: Any, operand0: Any, reverse0: bool = False, op
     d = result_dtype(dtype, acc)
     values = sim.compute("tensor_scalar", (specs[0], specs[1], d.name), operands)
     n_ops = sum(1 for spec in specs if spec is not None)
-    return sim.result(values, d, engine=engine_of(engine, Engine.VECTOR),
+    return sim.result(values, d, engine=engine_of(engine, Engine.VECTOR, "tensor_scalar"),
                       reads=[r for r in operands if isinstance(r, Access)], window=win,
                       full_shape=acc.full_shape, flops=acc.size * max(1, n_ops))
 
@@ -347,7 +356,7 @@ def tensor_copy(src: Any, *, mask: Any = None, dtype: Any = None, engine: Any = 
     acc = sim.operand(src, win)
     d = result_dtype(dtype, acc)
     values = sim.compute("convert", (d.name,), [acc])
-    return sim.result(values, d, engine=engine_of(engine, Engine.VECTOR), reads=[acc], window=win,
+    return sim.result(values, d, engine=engine_of(engine, Engine.VECTOR, "tensor_copy"), reads=[acc], window=win,
                       full_shape=acc.full_shape)
 
 
@@ -358,7 +367,8 @@ def memset(shape: Any, value: Any, dtype: Any, *, mask: Any = None, engine: Any 
     d = dt.as_dtype(dtype)
     shape = tuple(int(s) for s in shape)
     values = sim.compute("memset", (_windowed(shape, win), value, d.name), [])
-    return sim.result(values, d, engine=engine_of(engine, Engine.VECTOR), reads=[], window=win, full_shape=shape)
+    return sim.result(values, d, engine=engine_of(engine, Engine.VECTOR, "memset"), reads=[], window=win,
+                      full_shape=shape)
 
 
 def _windowed(shape: tuple[int, ...], win: dict | None) -> tuple[int, ...]:

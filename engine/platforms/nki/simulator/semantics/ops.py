@@ -8,15 +8,15 @@ copy was elided, a matmul relabelled `broadcast_matmul` had its passes halved). 
 every row during the first replay (trace_check.RowCheck).
 
 What each op costs is in the same module (`COST_CLASSES`, read by engine/platforms/nki/perf/costs.py and valnum.py), so
-a label's semantics and its price sit side by side. Labels that execute the same semantics and stay apart in
-the model are listed in docs/evaluation.md ("Its limits"): `sum` and friends against `tensor_reduce` (the
-model floors only the former at the minimum instruction time), and a `loop_reduce` whose result lands in a
-fresh tile of its own (nothing accumulates) against `copy`/`tensor_copy`.
+a label's semantics and its price sit side by side, and labels that may stand for one instruction cost the same
+(`interchangeable_labels`; tests/nki/test_op_labels.py walks them): a kernel gains nothing by choosing one.
 """
 
 from __future__ import annotations
 
 from typing import Any
+
+from engine.platforms.nki.simulator.trace import Engine
 
 # nl.sum and friends: their ALU combine operator (semantics.py's reduce runs `combine`); mean divides by a count.
 LANGUAGE_REDUCES = {"sum": "add", "prod": "multiply", "max": "maximum", "min": "minimum", "mean": "add",
@@ -34,7 +34,9 @@ FIXED_LABELS: dict[str, frozenset[str]] = {
     "memset": frozenset({"memset"}),
     "scalar": frozenset({"memset"}),  # t[...] = scalar
     "constant": frozenset({"iota", "rand"}),  # nl.rand's draws are a constant tile the program carries
-    "convert": frozenset({"load", "copy", "tensor_copy", "loop_reduce"}),  # an accumulating one: loop_reduce only
+    # an accumulating one is a loop_reduce, and only that; a loop_reduce whose result lands in a fresh tile of its
+    # own accumulates nothing, and the simulator labels it `copy` (runtime.flush)
+    "convert": frozenset({"load", "copy", "tensor_copy"}),
     # the NKI 0.6 instructions (isa_v06.py; their kinds in semantics_v06.py): each runs under its own name
     "scalar_reduce": frozenset({"tensor_scalar_reduce"}),
     "cumulative": frozenset({"tensor_scalar_cumulative"}),
@@ -74,8 +76,10 @@ COST_CLASSES: dict[str, frozenset[str]] = {
         "not_equal", "greater", "greater_equal", "less", "less_equal", "logical_and", "logical_or",
         "bitwise_and", "bitwise_or", "bitwise_xor", "mod", "fmod",
     }),
-    "gpsimd_start": frozenset({"iota", "affine_select", "local_gather"}),
-    "no_min_ii": frozenset({"tensor_reduce", "max8", "nc_find_index8"}),
+    # (nl.rand's constant tile is a GpSimd instruction like iota's; the engine gives it the start already)
+    "gpsimd_start": frozenset({"iota", "rand", "affine_select", "local_gather"}),
+    # nl.sum & co. are tensor_reduce on the device (one `reduce` kind in the replay), so they cost the same
+    "no_min_ii": frozenset({"tensor_reduce", "sum", "prod", "max", "min", "all", "any", "max8", "nc_find_index8"}),
     # the compiler places these on Vector or Scalar Engine as load allows
     "flexible": frozenset({"tensor_scalar", "tensor_copy", "copy", "memset"}),
     # Tensor Engine matmuls whose stationary operand is ones and zeros: made by the model's own lowering of
@@ -83,6 +87,19 @@ COST_CLASSES: dict[str, frozenset[str]] = {
     "onezero": frozenset({"broadcast_matmul"}),
     # a row says everything that determines the result, so equal rows are equal values (valnum.py)
     "parameterless": frozenset({"copy", "tensor_copy"}),
+}
+
+
+# The engines an instruction's `engine=` may pick, as its nki.isa page names them (the others run where their page
+# says): the simulator refuses any other (isa.engine_of) and the verifier holds every row to them (trace_check), so
+# an engine a kernel claims is one an honest kernel may ask for. `tensor_tensor` on the Scalar Engine skipped the
+# Vector Engine's two-operand rate (1.7x cheaper), and no page allows it.
+ENGINE_CHOICES: dict[str, frozenset[Engine]] = {
+    "tensor_tensor": frozenset({Engine.VECTOR, Engine.GPSIMD}),  # "using Vector Engine or GpSimd Engine"
+    "tensor_scalar": frozenset({Engine.VECTOR, Engine.SCALAR, Engine.GPSIMD}),
+    "tensor_copy": frozenset({Engine.VECTOR, Engine.SCALAR, Engine.GPSIMD}),
+    "memset": frozenset({Engine.VECTOR, Engine.GPSIMD}),
+    "nc_transpose": frozenset({Engine.TENSOR, Engine.VECTOR}),
 }
 
 
@@ -109,6 +126,26 @@ def label_allowed(op: str, kind: str, params: tuple, stores: tuple) -> bool:
             return True
         return op == ("tensor_tensor" if stores and _accumulates(stores[0]) else "tensor_copy")
     return False
+
+
+# Labels the performance model puts on engines of their own, whatever their kind: a DMA's price is its bytes.
+DMA_LABELS = frozenset({"load", "store", "dma_copy", "dma_transpose", "load_transpose2d"})
+
+
+def cost_classes(op: str) -> frozenset[str]:
+    """The `COST_CLASSES` an op name is in: with its engine and its row's numbers, all the model prices it by."""
+    return frozenset(name for name, ops in COST_CLASSES.items() if op in ops)
+
+
+def interchangeable_labels(kind: str) -> list[frozenset[str]]:
+    """The groups of labels that `label_allowed` accepts for one instruction of `kind` with the same parameters
+    and stores, and that run on compute engines: each group must be priced alike (one cost-class set).
+    Not yet alike (docs/evaluation.md, "Its limits"): a `binary` labelled `tensor_tensor` against its ALU op's
+    name (`add`), which costs.py prices at the ISA's rate and at the rate fitted to nl ops respectively."""
+    if kind == "reduce":
+        return [frozenset({"tensor_reduce"} | {op for op in LANGUAGE_REDUCES if op != "mean"})]
+    fixed = FIXED_LABELS.get(kind, frozenset())
+    return [frozenset(fixed - DMA_LABELS)] if len(fixed - DMA_LABELS) > 1 else []
 
 
 def _accumulates(store: Any) -> bool:

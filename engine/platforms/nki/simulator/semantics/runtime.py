@@ -493,6 +493,8 @@ class Simulator:
                 acc = tile.whole(None, p.op)
         if self.recorder is not None:
             self.recorder.store("flush", value, acc, windowed)
+        if p.reduce is not None:  # a loop_reduce into a fresh tile of its own accumulates nothing: it is a copy
+            p.op = "copy"
         self.emit_pending(p, acc, accumulate=False)
 
     def commit(self, p: Pending, dst: Access, accumulate: str | None, race_accumulate: bool = False,

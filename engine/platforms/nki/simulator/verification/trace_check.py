@@ -12,7 +12,7 @@ program, and nothing cheaper:
   table's shapes, dtypes and sizes fit the buffers they describe, and their layout is one-to-one (so boxes
   that do not overlap are memory that does not overlap); loop contexts name loops and iterations that exist.
 * `RowCheck` (during the first replay, which knows every value's shape): each row's engine is one the
-  instruction may run on, its dtype the one it computes in, and its partitions, free elements, FLOPs and
+  instruction's page lets it run on (ops.ENGINE_CHOICES, which the simulator enforces too), its dtype the one it computes in, and its partitions, free elements, FLOPs and
   transpose flag are what the simulator charges for that instruction on those shapes.
 
 * `check_covered`: the regions each instruction reads and writes are among its row's accesses.
@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 
 from engine.platforms.nki.simulator.semantics.dtypes import as_dtype
-from engine.platforms.nki.simulator.semantics.ops import label_allowed
+from engine.platforms.nki.simulator.semantics.ops import ENGINE_CHOICES, label_allowed
 from engine.platforms.nki.simulator.semantics.semantics_v06 import expected_row
 from engine.platforms.nki.simulator.semantics.tensors import _partition_strides
 from engine.platforms.nki.simulator.trace import ACCESS_COLUMNS, INSTRUCTION_COLUMNS, Engine, Trace
@@ -67,6 +67,7 @@ def check_structure(program: Program, trace: Trace) -> None:
         if n and (column.min() < 0 or column.max() >= len(names)):
             raise ReplayError(f"the cost trace's {name} column names entries that do not exist")
     _check_loops(trace)
+    _check_nests(program, trace)
     layouts = [_tensor_layout(program, trace, tid) for tid in range(len(trace.tensors))]
     tensor = np.asarray(acc["tensor"], dtype=np.int64)
     if len(tensor) and (tensor.min() < 0 or tensor.max() >= len(trace.tensors)):
@@ -119,6 +120,31 @@ def _check_loops(trace: Trace) -> None:
         for loop, iteration in nest:
             if not (0 <= loop < len(trace.loops)) or not (0 <= iteration < trace.loops[loop].trip_count):
                 raise ReplayError("the cost trace's loop contexts name loops or iterations that do not exist")
+
+
+def _check_nests(program: Program, trace: Trace) -> None:
+    """The rows' source lines and loop nests describe one run of the program, as the simulator records it: each
+    row's line is its instruction's; each loop (one run of a `for` statement) holds one contiguous run of rows,
+    all inside the same iterations of its enclosing loops, its own iterations in order. The model reads lines (a
+    load run again from one line is a repeat it may hoist) and nests (which iterations it may overlap), so rows
+    regrouped into loops that never ran, or loads moved to one line, would be priced as a program that is not this
+    one."""
+    lines = np.asarray(trace.columns["line"], dtype=np.int64)
+    ctx = np.asarray(trace.columns["loop_ctx"], dtype=np.int64)
+    rows = [(ins[4], ins[5]) for ins in program.instructions if ins[4] != -1]
+    for row, line in rows:
+        if int(lines[row]) != line:
+            raise ReplayError(f"trace row {row} says line {int(lines[row])}; its instruction is at line {line}", line)
+    seen: dict[int, tuple] = {}  # loop -> (enclosing nest, last iteration, last row)
+    for row in range(len(ctx)):
+        nest = trace.loop_contexts[int(ctx[row])]
+        for depth, (loop, iteration) in enumerate(nest):
+            outer = tuple(nest[:depth])
+            state = seen.get(loop)
+            if state is not None and (state[0] != outer or iteration < state[1] or state[2] != row - 1):
+                raise ReplayError(f"trace row {row}: loop {loop} (line {trace.loops[loop].line}) is not one run of "
+                                  "its statement in program order", int(lines[row]))
+            seen[loop] = (outer, iteration, row)
 
 
 def _tensor_layout(program: Program, trace: Trace, tid: int) -> tuple:
@@ -360,10 +386,11 @@ class RowCheck:
         d = params[0] if kind in ("convert", "reciprocal", "where", "constant") else params[-1]
         if kind == "convert" and op == "load":
             return frozenset((int(Engine.DMA),)), d, parts, default[1], 0, 0
-        engines = {"binary": vector | _COMPUTE_ENGINES if op == "tensor_tensor" else vector,
+        choices = {name: frozenset(int(e) for e in engines) for name, engines in ENGINE_CHOICES.items()}
+        engines = {"binary": choices["tensor_tensor"] if op == "tensor_tensor" else vector,
                    "unary": vector if params[0] in _VECTOR_UNARY else frozenset((int(Engine.SCALAR),)),
-                   "convert": _COMPUTE_ENGINES if op == "tensor_copy" else vector,
-                   "memset": _COMPUTE_ENGINES, "tensor_scalar": _COMPUTE_ENGINES, "constant": frozenset(
+                   "convert": choices["tensor_copy"] if op == "tensor_copy" else vector,
+                   "memset": choices["memset"], "tensor_scalar": choices["tensor_scalar"], "constant": frozenset(
                        (int(Engine.GPSIMD),))}.get(kind, vector)
         if kind == "tensor_scalar":
             n_ops = sum(1 for p in params[:2] if p is not None)
