@@ -262,12 +262,15 @@ def launch_run(
     budget: Annotated[dict[str, float | None] | None, Field(
         description="caps: max_tokens, max_cost_usd, max_wall_time_s, max_evaluations")] = None,
     is_public: bool = False,
+    current_generation: Annotated[bool, Field(description="NKI: return kernels in NKI 0.6 (the nki package) even "
+                                                          "from a legacy neuronxcc.nki start")] = False,
 ) -> dict[str, Any]:
     require_engineer(user, "launching a run")
     target = benchmark.get_problem_by_reference(user, problem)
     start = benchmark.get_kernel_for_user(user, start_kernel_id) if start_kernel_id is not None else None
     run = optimizer.create_run(user, target, start_kernel=start, agent=agent, platform=platform or None,
-                               search=search or {}, budget=budget or {}, is_public=is_public)
+                               search=search or {}, budget=budget or {}, is_public=is_public,
+                               current_generation=current_generation)
     return _run_summary(optimizer.get_run_for_user(user, run.pk))
 
 

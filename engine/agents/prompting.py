@@ -263,12 +263,28 @@ def format_helper_files(problem: ProblemContext) -> str:
     return "\n\n".join(parts) + "\n"
 
 
-def generation_line(source: str, language: str) -> str:
-    """For an NKI kernel, which generation it is written in and that the reply keeps it (the agents must not
-    mix namespaces, and a legacy kernel's reader should know current SDKs refuse it); '' otherwise."""
+CURRENT_GENERATION_RULES = (
+    "write it with `import nki`, `import nki.language as nl` and `import nki.isa as nisa` (never neuronxcc): ISA "
+    "instructions take their destination tile first and return nothing (`nisa.tensor_copy(dst, src)`, "
+    "`nisa.nc_matmul(psum_tile, stationary, moving, accumulate=True)`); declare each destination with "
+    "`nl.ndarray(shape, dtype=..., buffer=nl.sbuf or nl.psum)`; there is no `mask=`, no `nl.arange`/`nl.mgrid` "
+    "(index with integer slices) and no block dimension (the partition dimension comes first)")
+
+
+def generation_line(source: str, language: str, target: str = "") -> str:
+    """For an NKI kernel, which generation it is written in and which one the reply is in: its own (the agents
+    must not mix namespaces, and a legacy kernel's reader should know current SDKs refuse it), or NKI 0.6 when
+    the run returns kernels in the current generation (`target` CURRENT); '' otherwise."""
     if language != NKI:
         return ""
     generation = kernel_generation(source)
+    if target == CURRENT:
+        if generation == LEGACY:
+            return ("- The kernel imports the legacy neuronxcc.nki namespace, which Neuron SDK 2.28 and later refuse. "
+                    "This run returns kernels in the current generation, NKI 0.6 (Neuron SDK 2.32): rewrite the "
+                    f"whole kernel for it as you apply the plan; {CURRENT_GENERATION_RULES}.")
+        return ("- The kernel imports the nki package (NKI 0.6, Neuron SDK 2.32), and this run returns kernels in "
+                f"that generation: keep to it; {CURRENT_GENERATION_RULES}.")
     if generation == LEGACY:
         return ("- The kernel imports the legacy neuronxcc.nki namespace (Neuron SDK 2.27 and earlier; later SDKs "
                 "refuse it, the simulator runs it): keep to that namespace.")
@@ -281,7 +297,8 @@ def planner_messages(request: PlanRequest) -> list[dict[str, str]]:
     return render("planner", {
         **_problem_values(request.problem),
         "kernel": request.kernel.source.strip(),
-        "generation": generation_line(request.kernel.source, _language(request.problem)),
+        "generation": generation_line(request.kernel.source, _language(request.problem),
+                                      request.problem.target_generation),
         "profile": format_profile(request.kernel, _language(request.problem)),
         "memory": format_memory(request.memory),
         "count": str(request.count),
@@ -307,7 +324,8 @@ def executor_messages(request: WriteRequest) -> list[dict[str, str]]:
     return render("executor", {
         **_problem_values(request.problem),
         "kernel": request.kernel.source.strip(),
-        "generation": generation_line(request.kernel.source, _language(request.problem)),
+        "generation": generation_line(request.kernel.source, _language(request.problem),
+                                      request.problem.target_generation),
         "profile": format_profile(request.kernel, _language(request.problem)),
         "plan": request.plan.strip(),
         "memory": format_memory(request.memory),
@@ -321,7 +339,8 @@ def fixer_messages(request: FixRequest) -> list[dict[str, str]]:
     return render("fixer", {
         **_problem_values(request.problem),
         "kernel": request.kernel.source.strip(),
-        "generation": generation_line(request.kernel.source, _language(request.problem)),
+        "generation": generation_line(request.kernel.source, _language(request.problem),
+                                      request.problem.target_generation),
         "plan": request.plan.strip(),
         "failing_kernel": request.failing_source.strip(),
         "attempt": str(request.attempt),
