@@ -130,6 +130,25 @@ class KernelCreated(Schema):
     evaluation: EvaluationOut | None
 
 
+class MigrationChangeOut(Schema):
+    line: int  # in the legacy source
+    what: str
+    guide: str  # the section of AWS's NKI migration guide that asks for it
+
+
+class KernelMigrated(Schema):
+    created: bool  # False when this exact migrated source already existed for the problem
+    kernel: KernelOut  # the NKI 0.6 kernel; its parent_id is the legacy one
+    changes: list[MigrationChangeOut]
+    evaluation: EvaluationOut | None
+
+
+class MigrateIn(Schema):
+    platform: str | None = None  # by default the problem's own
+    evaluate: bool = True
+    wait: bool = False  # block until the evaluation has finished
+
+
 class KernelIn(Schema):
     problem: str | None = None  # an id or an address, e.g. "silu:mini"
     reference_source: str | None = None  # instead of a problem: your own NKIBench-format reference
@@ -324,6 +343,25 @@ def request_evaluation(request: HttpRequest, kernel_id: int, payload: Evaluation
         wait=payload.wait,
     )
     return _evaluation_out(request, evaluation)
+
+
+@router.post(
+    "/kernels/{int:kernel_id}/migrate",
+    auth=api_role(ENGINEER),
+    response={200: KernelMigrated, 201: KernelMigrated, 400: ErrorOut, 403: ErrorOut, 404: ErrorOut},
+    summary="Migrate a legacy neuronxcc.nki kernel to NKI 0.6 (a new kernel, evaluated like an upload)",
+)
+def migrate_kernel(request: HttpRequest, kernel_id: int, payload: MigrateIn) -> Status:
+    kernel = services.get_kernel_for_user(request.auth, kernel_id, write=True)
+    result = services.migrate_kernel(request.auth, kernel, platform=payload.platform, evaluate=payload.evaluate,
+                                     wait=payload.wait)
+    body = {
+        "created": result.created,
+        "kernel": _kernel_out(request, result.kernel),
+        "changes": [{"line": c.line, "what": c.what, "guide": c.guide} for c in result.changes],
+        "evaluation": _evaluation_out(request, result.evaluation) if result.evaluation is not None else None,
+    }
+    return Status(201 if result.created else 200, body)
 
 
 @router.get(

@@ -19,6 +19,7 @@ urlpatterns = [
     path("kernels/upload/", views.kernel_upload, name="kernel_upload"),
     path("kernels/<int:pk>/", views.kernel_detail, name="kernel_detail"),
     path("kernels/<int:pk>/evaluate/", views.kernel_evaluate, name="kernel_evaluate"),
+    path("kernels/<int:pk>/migrate/", views.kernel_migrate, name="kernel_migrate"),
     path("evaluations/<int:pk>/fragment/", views.evaluation_fragment, name="evaluation_fragment"),
     path("reviews/", views.review_list, name="reviews"),
     path("evaluations/<int:pk>/accept/", views.evaluation_review, {"decision": "accepted"}, name="evaluation_accept"),

@@ -206,6 +206,7 @@ def kernel_detail(request: HttpRequest, pk: int) -> HttpResponse:
             "generated": generated.get(kernel.pk),
             "source_audience": services.source_audience(kernel),
             "generation": nki_generation_view(kernel),
+            "migration": services.migration_of(kernel),
             **_evaluation_context(request, selected, generated),
             # A broken reference's line number is a line of the reference, not of this source.
             "source_error_line": selected.error_line
@@ -215,6 +216,22 @@ def kernel_detail(request: HttpRequest, pk: int) -> HttpResponse:
             "platforms": [(p.value, p.label) for p in kernel.problem.platforms],
         },
     )
+
+
+@require_role(ENGINEER)
+@require_POST
+def kernel_migrate(request: HttpRequest, pk: int) -> HttpResponse:
+    """Migrate a legacy neuronxcc.nki kernel to NKI 0.6: a new kernel, evaluated like an upload."""
+    kernel = services.get_kernel_for_user(request.user, pk, write=True)
+    try:
+        result = services.migrate_kernel(request.user, kernel, platform=request.POST.get("platform") or None)
+    except ValidationError as error:
+        messages.error(request, " ".join(error.messages))
+        return redirect(kernel)
+    if not result.created:
+        messages.info(request, "This migrated source was already stored for this problem; showing it.")
+    url = result.kernel.get_absolute_url()
+    return redirect(f"{url}?evaluation={result.evaluation.pk}" if result.evaluation is not None else url)
 
 
 def _evaluation_context(

@@ -65,8 +65,10 @@ TOOLS: tuple[tuple[Callable[..., dict[str, Any]], str], ...] = (
     (tools.campaign_progress, "A campaign's status, headline (geomean speedup, fractions of peak), usage and rows."),
     (tools.leaderboard, "The leaderboard of a platform (trn1, trn2) and case (mini, full): per problem the best "
                         "simulated and measured kernel, latency, speedup over the baseline, author and run."),
-    (tools.migrate_legacy_kernel, "Migrate a legacy-namespace (neuronxcc.nki) kernel to the nki package: says "
-                                  "which generation a source is; the migration itself is not available yet."),
+    (tools.migrate_legacy_kernel, "Migrate a legacy-namespace (neuronxcc.nki) kernel to NKI 0.6 (the nki package), "
+                                  "following AWS's migration guides: a new kernel (each change with its guide "
+                                  "section), evaluated on the same reference; a construct that needs a person is "
+                                  "refused with its line."),
     (tools.my_tool_calls, "Your recent MCP tool calls as the studio recorded them (an admin sees everyone's)."),
 )
 

@@ -22,8 +22,6 @@ from campaigns import services as campaigns
 from campaigns.reports import campaign_report
 from engine.agents.prompting import format_breakdown
 from engine.memory.lessons import kernel_operations, profile_bottleneck
-from engine.platforms.nki.generations import LABELS as GENERATION_LABELS
-from engine.platforms.nki.generations import LEGACY, LEGACY_NOTE, kernel_generation
 from engine.platforms.registry import DEFAULT_PLATFORM
 from mcp_server.records import visible_calls
 from memory import services as memory
@@ -264,12 +262,15 @@ def launch_run(
     budget: Annotated[dict[str, float | None] | None, Field(
         description="caps: max_tokens, max_cost_usd, max_wall_time_s, max_evaluations")] = None,
     is_public: bool = False,
+    current_generation: Annotated[bool, Field(description="NKI: return kernels in NKI 0.6 (the nki package) even "
+                                                          "from a legacy neuronxcc.nki start")] = False,
 ) -> dict[str, Any]:
     require_engineer(user, "launching a run")
     target = benchmark.get_problem_by_reference(user, problem)
     start = benchmark.get_kernel_for_user(user, start_kernel_id) if start_kernel_id is not None else None
     run = optimizer.create_run(user, target, start_kernel=start, agent=agent, platform=platform or None,
-                               search=search or {}, budget=budget or {}, is_public=is_public)
+                               search=search or {}, budget=budget or {}, is_public=is_public,
+                               current_generation=current_generation)
     return _run_summary(optimizer.get_run_for_user(user, run.pk))
 
 
@@ -329,18 +330,22 @@ def leaderboard(
             "geomean_simulated_speedup": board.simulated_geomean_speedup, "rows": rows}
 
 
-# --- not yet ---------------------------------------------------------------------------------------------
+# --- NKI generations -----------------------------------------------------------------------------------
 
 
-def migrate_legacy_kernel(user: Any, source: Source) -> dict[str, Any]:
+def migrate_legacy_kernel(user: Any, kernel_id: KernelId, platform: PlatformName = "") -> dict[str, Any]:
     require_engineer(user, "migrating a kernel")
-    generation = kernel_generation(source)
-    if generation != LEGACY:  # nothing to move: say what the source is
-        return {"generation": generation, "label": GENERATION_LABELS.get(generation, "no NKI import found"),
-                "migrated": False, "source": source}
-    # Said plainly rather than guessed at: no service rewrites a legacy kernel yet (the APIs changed too).
-    raise ValueError(f"migrating a legacy-namespace NKI kernel to the nki package is not available yet in this "
-                     f"studio. {LEGACY_NOTE} evaluate_kernel runs it as it is.")
+    kernel = benchmark.get_kernel_for_user(user, kernel_id, write=True)
+    # The kernel page's Migrate button and POST /api/kernels/{id}/migrate call the same service.
+    result = benchmark.migrate_kernel(user, kernel, platform=platform or None, wait=True)
+    answer: dict[str, Any] = {
+        "kernel_id": result.kernel.pk, "migrated_from": kernel.pk, "created": result.created,
+        "generation": result.kernel.nki_generation, "source": result.kernel.source,
+        "changes": [{"line": c.line, "what": c.what, "guide": c.guide} for c in result.changes],
+    }
+    if result.evaluation is not None:
+        answer.update(evaluation_summary(result.evaluation))
+    return answer
 
 
 # --- the caller's own record ----------------------------------------------------------------------------

@@ -49,6 +49,8 @@ class RunIn(Schema):
     )
     models: dict[str, str] = Field(default_factory=dict, description="model name per role (LLM agent)")
     is_public: bool = False
+    current_generation: bool = Field(False, description="NKI: return kernels in NKI 0.6 (the nki package) even from a "
+                                     "legacy neuronxcc.nki start (prompts say so; the offline agent migrates first)")
     budget: dict[str, float | None] = Field(
         default_factory=dict,
         description="caps, each optional: max_tokens, max_cost_usd, max_wall_time_s, max_evaluations; the run stops "
@@ -175,6 +177,7 @@ def create_run(request: HttpRequest, payload: RunIn) -> Status:
         models=payload.models,
         budget=payload.budget,
         is_public=payload.is_public,
+        current_generation=payload.current_generation,
     )
     return Status(201, _run_out(request, services.get_run_for_user(request.auth, run.pk)))
 

@@ -129,6 +129,12 @@ class RunForm(AgentModelsAndBudgets):
         help_text="For a full-size problem with a mini case: a candidate that fails there is not evaluated at full "
         "size (the full-size result is the one that counts). Turn it off for rewrites that fit only the full shapes.",
     )
+    current_generation = forms.BooleanField(
+        required=False, label="Return kernels in the current NKI generation (NKI 0.6, the nki package)",
+        help_text="NKI only. From a legacy neuronxcc.nki kernel too: the agents are told to write NKI 0.6, the offline "
+        "agent migrates the kernel first, and a legacy reply is migrated or refused. Neuron SDK 2.28 and later "
+        "refuse neuronxcc.nki.",
+    )
     is_public = forms.BooleanField(required=False, label="Public", help_text="Anyone may watch it, signed in or not.")
 
     SEARCH_FIELDS = ("iterations", "beam_width", "plans_per_candidate", "samples_per_plan", "memory_size", "seed",
@@ -249,6 +255,7 @@ class RunForm(AgentModelsAndBudgets):
             "models": self.role_models() if data["agent"] == AgentKind.LLM else None,
             "is_public": data["is_public"],
             "budget": self.budget(),
+            "current_generation": data.get("current_generation", False),
         }
 
 

@@ -17,6 +17,9 @@ below; each lives in the module of its concern, and the modules depend on each o
                   (uses evaluations)
     kernels       storing kernels and users' problems: create_kernel, create_custom_problem, upload_kernel,
                   source_sha256, kernel_source_limit, CUSTOM_SUITE  (uses access, evaluations)
+    generations   the NKI generations: migrate_kernel (a legacy neuronxcc.nki kernel -> its NKI 0.6 version, a new
+                  kernel evaluated like an upload), migration_of (what a migrated kernel changed, for its page)
+                  (uses access, evaluations, kernels)
     ranking       what counts and what is best: best_evaluation, best_of, preferred_evaluation,
                   kernel_row_sort_key, theoretical_peaks, current_evaluations, problems_with_baselines,
                   problem_kernel_rows, find_kernels (uses access, evaluations)
@@ -80,6 +83,7 @@ from benchmark.services.flashinfer import (
 from benchmark.services.flashinfer import items_from_paths as flashinfer_items_from_paths
 from benchmark.services.flashinfer import items_from_payload as flashinfer_items_from_payload
 from benchmark.services.flashinfer import items_from_texts as flashinfer_items_from_texts
+from benchmark.services.generations import MigratedKernel, migrate_kernel, migration_of
 from benchmark.services.identical import IdenticalSources, copy_evaluation
 from benchmark.services.kernels import (
     CUSTOM_SUITE,
@@ -104,7 +108,7 @@ from benchmark.services.ranking import (
 from benchmark.services.suites import IMPORTED_SUITE, ImportSummary, LoadSummary, import_nkibench, load_suite
 
 __all__ = [
-    "source_audience", "shareable_kernels", "mini_sibling", "finished_result", "IdenticalSources", "copy_evaluation",
+    "MigratedKernel", "migrate_kernel", "migration_of", "source_audience", "shareable_kernels", "mini_sibling", "finished_result", "IdenticalSources", "copy_evaluation",
     "FLASHINFER_SUITE", "FlashInferImportSummary", "FlashInferItems", "export_solution", "exportable_kernel",
     "flashinfer_items_from_paths", "flashinfer_items_from_payload", "flashinfer_items_from_texts", "import_flashinfer",
     "CUSTOM_SUITE", "IMPORTED_SUITE", "ImportSummary", "LoadSummary", "backend_version", "best_evaluation",

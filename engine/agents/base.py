@@ -39,6 +39,9 @@ class ProblemContext:
     # Planner, Executor and Fixer see them read-only, since a rewrite keeps them as they are.
     entry_file: str = ""
     helper_files: tuple[tuple[str, str], ...] = ()
+    # NKI: "current" when the run returns kernels in the current generation (NKI 0.6, the nki package) even from
+    # a legacy neuronxcc.nki start; "" keeps each kernel's own generation.
+    target_generation: str = ""
 
 
 @dataclass(frozen=True)

@@ -35,21 +35,24 @@ def _bound_and_used(tree: ast.Module) -> tuple[set[str], set[str]]:
     return bound, used
 
 
-def missing_imports(source: str, language: str) -> list[str]:
+def missing_imports(source: str, language: str, generation: str = "") -> list[str]:
     """The standard import lines `source` needs and lacks, in the header's order ([] when it parses badly:
-    the evaluation reports the syntax error itself)."""
+    the evaluation reports the syntax error itself). `generation` CURRENT: NKI's current-generation header."""
     try:
         tree = ast.parse(source)
     except SyntaxError:
         return []
     bound, used = _bound_and_used(tree)
     free = used - bound - set(dir(builtins))
-    return [line for name, line in language_prompts(language).standard_imports if name in free]
+    prompts = language_prompts(language)
+    header = prompts.generation_imports.get(generation, prompts.standard_imports)
+    return [line for name, line in header if name in free]
 
 
-def complete_imports(source: str, platform: str) -> str:
-    """`source` with the platform's standard imports it uses but does not import put on top."""
-    lines = missing_imports(source, get_definition(platform).language)
+def complete_imports(source: str, platform: str, generation: str = "") -> str:
+    """`source` with the platform's standard imports it uses but does not import put on top (for NKI, those of
+    `generation`: CURRENT, or by default the legacy header AccelOpt's harness writes)."""
+    lines = missing_imports(source, get_definition(platform).language, generation)
     if not lines:
         return source
     # After a docstring and `from __future__` imports, which must stay first.
@@ -64,3 +67,11 @@ def complete_imports(source: str, platform: str) -> str:
     source_lines = source.splitlines(keepends=True)
     top, rest = "".join(source_lines[:head]), "".join(source_lines[head:]).lstrip("\n")
     return top + "\n".join(lines) + "\n\n" + rest
+
+
+def in_target_generation(source: str, target: str, language: str) -> str:
+    """A candidate kernel in the dialect its run returns (`target`; '' keeps each kernel's own): converted by its
+    language's prompts part (for NKI, a legacy neuronxcc.nki source migrated mechanically); one that cannot be
+    raises ValueError naming the construct."""
+    convert = language_prompts(language).to_generation
+    return convert(source, target) if target and convert is not None else source

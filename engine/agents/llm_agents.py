@@ -23,10 +23,11 @@ from engine.agents.base import (
     FixRequest,
     MemoryDraft,
     PlanRequest,
+    ProblemContext,
     SummaryRequest,
     WriteRequest,
 )
-from engine.agents.imports import complete_imports
+from engine.agents.imports import complete_imports, in_target_generation
 from engine.agents.llm import LLMClient
 from engine.agents.parsing import (
     UnusableReply,
@@ -36,6 +37,7 @@ from engine.agents.parsing import (
     parse_summary,
     strip_reasoning,
 )
+from engine.platforms.registry import get_definition
 
 T = TypeVar("T")
 
@@ -62,17 +64,28 @@ class LLMAgents:
 
     async def write(self, request: WriteRequest) -> AgentResult[str]:
         call = await self.client.chat("executor", prompting.executor_messages(request), seed=request.seed)
-        name, platform = kernel_function_name(request.kernel.source), request.problem.platform
-        return _parsed("executor", call, lambda reply: complete_imports(extract_kernel(reply, name), platform))
+        return _parsed("executor", call, lambda reply: _kernel_of(reply, request.kernel.source, request.problem))
 
     async def fix(self, request: FixRequest) -> AgentResult[str]:
         call = await self.client.chat("fixer", prompting.fixer_messages(request), seed=request.seed)
-        name, platform = kernel_function_name(request.kernel.source), request.problem.platform
-        return _parsed("fixer", call, lambda reply: complete_imports(extract_kernel(reply, name), platform))
+        return _parsed("fixer", call, lambda reply: _kernel_of(reply, request.kernel.source, request.problem))
 
     async def summarize(self, request: SummaryRequest) -> AgentResult[MemoryDraft]:
         call = await self.client.chat("summarizer", prompting.summarizer_messages(request), seed=request.seed)
         return _parsed("summarizer", call, parse_summary)
+
+
+def _kernel_of(reply: str, parent_source: str, problem: ProblemContext) -> str:
+    """The reply's kernel with the imports it lacks (of the run's target generation, else of its parent's), in
+    the generation the run returns (a legacy reply is migrated, or unusable naming what blocks it)."""
+    kernel = extract_kernel(reply, kernel_function_name(parent_source))
+    language = get_definition(problem.platform).language
+    generation = problem.target_generation or prompting.generation_of(parent_source, language)
+    kernel = complete_imports(kernel, problem.platform, generation)
+    try:
+        return in_target_generation(kernel, problem.target_generation, language)
+    except ValueError as error:
+        raise UnusableReply(str(error)) from error
 
 
 def call_seed(request_seed: int, index: int) -> int:

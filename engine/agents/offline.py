@@ -37,6 +37,7 @@ from engine.agents.base import (
     SummaryRequest,
     WriteRequest,
 )
+from engine.agents.imports import in_target_generation
 from engine.agents.rewrites import Rewrite, RewriteError, catalog_for, rewrite_named
 from engine.platforms.registry import PREDICTED, get_backend_definition, get_definition
 
@@ -44,6 +45,10 @@ LABEL = "offline: search over known rewrites (no language model)"
 _PLAN_TAG = re.compile(r"\[rewrite (?P<name>\w+) #(?P<site>\d+)\]")
 _MEMORY_TAG = "rewrite: `{name}`"
 DIFF_LINES = 30
+# A run returning current-generation NKI from a legacy kernel: the offline agent migrates it first, as a
+# candidate of its own (the same kernel in NKI 0.6), and applies its rewrites to the migrated source.
+MIGRATE_PLAN = ("Migrate the kernel to NKI 0.6 (the nki package) and change nothing else [migrate]: the run returns "
+                "current-generation kernels; the rewrite follows AWS's NKI migration guides.")
 
 
 def plan_text(rewrite: Rewrite, site_index: int, description: str) -> str:
@@ -98,11 +103,17 @@ class OfflineAgents:
         return await asyncio.get_running_loop().run_in_executor(_AGENT_THREAD, function, request)
 
     def _plan(self, request: PlanRequest) -> AgentResult[list[str]]:
+        try:
+            source = in_target_generation(request.kernel.source, request.problem.target_generation,
+                                  get_definition(request.problem.platform).language)
+        except ValueError as error:
+            return AgentResult(None, unusable=str(error))
+        migrating = source != request.kernel.source
         options = []
         for order, rewrite in enumerate(self.catalog_for(request.problem.platform)):
-            for index, site in enumerate(rewrite.sites(request.kernel.source)):
+            for index, site in enumerate(rewrite.sites(source)):
                 options.append((memory_score(rewrite, request.memory), order, index, rewrite, site))
-        if not options:
+        if not options and not migrating:
             return AgentResult(None, unusable="no rewrite in the catalog applies to this kernel")
         tiebreak = random.Random(request.seed)
         # Asked again about a kernel (a beam that kept the same kernel), propose what it has not been given yet:
@@ -114,15 +125,25 @@ class OfflineAgents:
         chosen = keyed[: request.count]
         given.update((rewrite.name, index) for *_, index, rewrite, site in chosen)
         plans = [plan_text(rewrite, index, site.description) for *_, index, rewrite, site in chosen]
+        if migrating and not given.intersection({("migrate", 0)}):
+            given.add(("migrate", 0))
+            plans = [MIGRATE_PLAN, *plans][: request.count]
         return AgentResult(plans)
 
     def _write(self, request: WriteRequest) -> AgentResult[str]:
+        try:
+            kernel = in_target_generation(request.kernel.source, request.problem.target_generation,
+                                  get_definition(request.problem.platform).language)
+        except ValueError as error:
+            return AgentResult(None, unusable=str(error))
+        if request.plan == MIGRATE_PLAN:
+            return AgentResult(kernel)
         parsed = parse_plan(request.plan)
         if parsed is None:
             return AgentResult(None, unusable=f"the offline executor only applies catalog rewrites; plan: {request.plan[:80]!r}")
         rewrite, site = parsed
         try:
-            source = rewrite.apply(request.kernel.source, site)
+            source = rewrite.apply(kernel, site)
             if request.sample > 0 and rewrite.repeatable:
                 source = rewrite.apply_everywhere(source)
         except (RewriteError, SyntaxError, ValueError) as exc:

@@ -68,9 +68,15 @@ class LanguagePrompts:
     profile_meanings: dict[str, str] = field(default_factory=dict)  # its counters' meanings (over PROFILE_MEANINGS)
     no_profile: str = NO_PROFILE  # what an empty profile means
     explain: Callable[[dict[str, Any]], str] | None = None  # a performance model's breakdown, for the Planner
-    generation_line: Callable[[str], str] | None = None  # the kernel's dialect, which a reply must keep
-    # The header of imports an Executor reply may leave out (engine.agents.imports): (bound name, import line).
+    # The line naming the kernel's dialect, which a reply must keep, or the one a run returns (source, target).
+    generation_line: Callable[[str, str], str] | None = None
+    generation_of: Callable[[str], str] | None = None  # a source's dialect ('' when its imports say none)
+    # A source in the run's target dialect (source, target): converted, or ValueError naming what blocks it.
+    to_generation: Callable[[str, str], str] | None = None
+    # The header of imports an Executor reply may leave out (engine.agents.imports): (bound name, import line);
+    # a dialect's own header by its name, where it differs.
     standard_imports: tuple[tuple[str, str], ...] = ()
+    generation_imports: dict[str, tuple[tuple[str, str], ...]] = field(default_factory=dict)
 
 
 def language_prompts(language: str) -> LanguagePrompts:
@@ -123,10 +129,17 @@ def format_breakdown(breakdown: dict[str, Any], language: str) -> str:
     return explain(breakdown) if explain is not None and breakdown else ""
 
 
-def generation_line(source: str, language: str) -> str:
-    """The line telling the agents which dialect of its language the kernel is written in ('' if none)."""
+def generation_line(source: str, language: str, target: str = "") -> str:
+    """The line telling the agents which dialect of its language the kernel is written in, or which one the run
+    returns (`target`; '' for the kernel's own); '' when the language has none."""
     line = language_prompts(language).generation_line
-    return line(source) if line is not None else ""
+    return line(source, target) if line is not None else ""
+
+
+def generation_of(source: str, language: str) -> str:
+    """The dialect of its language `source` is written in ('' when the language has none or it says none)."""
+    find = language_prompts(language).generation_of
+    return find(source) if find is not None else ""
 
 
 def format_memory(items: tuple[MemoryItem, ...] | list[MemoryItem]) -> str:
@@ -220,7 +233,8 @@ def planner_messages(request: PlanRequest) -> list[dict[str, str]]:
     return render("planner", {
         **_problem_values(request.problem),
         "kernel": request.kernel.source.strip(),
-        "generation": generation_line(request.kernel.source, _language(request.problem)),
+        "generation": generation_line(request.kernel.source, _language(request.problem),
+                                      request.problem.target_generation),
         "profile": format_profile(request.kernel, _language(request.problem)),
         "memory": format_memory(request.memory),
         "count": str(request.count),
@@ -246,7 +260,8 @@ def executor_messages(request: WriteRequest) -> list[dict[str, str]]:
     return render("executor", {
         **_problem_values(request.problem),
         "kernel": request.kernel.source.strip(),
-        "generation": generation_line(request.kernel.source, _language(request.problem)),
+        "generation": generation_line(request.kernel.source, _language(request.problem),
+                                      request.problem.target_generation),
         "profile": format_profile(request.kernel, _language(request.problem)),
         "plan": request.plan.strip(),
         "memory": format_memory(request.memory),
@@ -260,7 +275,8 @@ def fixer_messages(request: FixRequest) -> list[dict[str, str]]:
     return render("fixer", {
         **_problem_values(request.problem),
         "kernel": request.kernel.source.strip(),
-        "generation": generation_line(request.kernel.source, _language(request.problem)),
+        "generation": generation_line(request.kernel.source, _language(request.problem),
+                                      request.problem.target_generation),
         "plan": request.plan.strip(),
         "failing_kernel": request.failing_source.strip(),
         "attempt": str(request.attempt),

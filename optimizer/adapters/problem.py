@@ -17,6 +17,7 @@ def problem_context(run: Run) -> ProblemContext:
         description=problem.description or problem.title,
         entry_file=entry_file,
         helper_files=helpers,
+        target_generation=str((run.config or {}).get("nki_generation") or ""),
     )
 
 

@@ -13,7 +13,8 @@ from accounts import quotas
 from benchmark import services as benchmark_services
 from benchmark.models import Backend, Kernel, Platform, Problem
 from benchmark.services.evaluations import backend_unavailable
-from engine.platforms.registry import CORRECTNESS_ONLY, get_backend_definition, get_definition
+from engine.platforms.nki.generations import CURRENT
+from engine.platforms.registry import CORRECTNESS_ONLY, NKI, get_backend_definition, get_definition
 from engine.search.budget import Budget, launch_notes
 from optimizer import conf
 from optimizer.events import record_events
@@ -54,6 +55,7 @@ def create_run(
     start_name: str = "",
     budget: dict[str, Any] | None = None,
     quota: bool = True,
+    current_generation: bool = False,
 ) -> Run:
     """Queue a run: the one way a run is launched, from the run form, the API and `manage.py optimize`.
 
@@ -62,6 +64,9 @@ def create_run(
     AccelOpt-like defaults), `models` a model name per role overriding the configured one (LLM agent only),
     `budget` caps by BUDGET_FIELDS name (checked against the estimate: the notes go into the run's config).
     `search["mini_first"]` (default on) takes effect only where the problem has a mini case.
+    `current_generation` (NKI): the run returns kernels in NKI 0.6 (the nki package) even from a legacy
+    neuronxcc.nki start: the prompts say so, the offline agent migrates the kernel first, and a legacy reply is
+    migrated mechanically or is unusable (engine.agents.imports.in_target_generation).
     `user` None is a management command: the run has no owner. `quota`: whether the owner's runs quota
     applies (a campaign's runs are bounded by its own max_concurrent_runs instead).
     """
@@ -98,6 +103,9 @@ def create_run(
         raise ValidationError(
             f"kernel {start_kernel.pk} belongs to problem {start_kernel.problem.address}, not {problem.address}"
         )
+    if current_generation and problem.language != NKI:
+        raise ValidationError(f"returning kernels in the current NKI generation is an option of NKI problems; "
+                              f"{problem.address} is a {problem.language} problem")
     search = dict(search or {})
     if agent == AgentKind.OFFLINE:
         # The offline agent repairs nothing; a Fixer round would only record "unusable" replies.
@@ -127,7 +135,8 @@ def create_run(
             platform=platform,
             backend=backend,
             config={"search": config.to_dict(), "models": role_models,
-                    "budget_notes": check_budget(agent, search, models, caps)},
+                    "budget_notes": check_budget(agent, search, models, caps),
+                    **({"nki_generation": CURRENT} if current_generation else {})},
             **caps.to_dict(),
         )
         record_events(run.pk, [("run.queued", {"agent": agent, "platform": platform, "search": config.to_dict()})])

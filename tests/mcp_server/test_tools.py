@@ -152,20 +152,25 @@ def test_the_leaderboard_names_the_best_kernel_and_its_speedup(engineer, make_to
     assert row["measured"] is None
 
 
-def test_migrating_a_legacy_kernel_says_it_is_not_available_yet(engineer, make_token, silu_mini):
-    legacy = silu_mini.baseline_kernel.source
-    current = legacy.replace("import neuronxcc.nki as nki", "import nki").replace(
-        "import neuronxcc.nki.language as nl", "import nki.language as nl")
+def test_migrating_a_legacy_kernel_gives_its_nki_0_6_version_evaluated_or_names_what_blocks_it(
+        engineer, make_token, silu_mini):
+    legacy = silu_mini.baseline_kernel
+    masked, _, _ = services.upload_kernel(engineer, problem=silu_mini, evaluate=False, kernel_source=legacy.source.replace(
+        "tile = nl.load(x[r0:r0 + tile_rows, c0:c0 + tile_cols])",
+        "tile = nl.load(x[r0:r0 + tile_rows, c0:c0 + tile_cols], mask=(nl.arange(tile_rows)[:, None] < rows))"))
     token = make_token(engineer)
 
     async def scenario():
         async with http_client(token) as client:
-            return (error_text(await client.call_tool("migrate_legacy_kernel", {"source": legacy})),
-                    payload(await client.call_tool("migrate_legacy_kernel", {"source": current})))
+            return (payload(await client.call_tool("migrate_legacy_kernel", {"kernel_id": legacy.pk})),
+                    error_text(await client.call_tool("migrate_legacy_kernel", {"kernel_id": masked.pk})))
 
-    refused, nothing_to_do = drive(scenario)
-    assert "not available yet" in refused and "Neuron SDK 2.28" in refused
-    assert nothing_to_do["generation"] == "current" and nothing_to_do["migrated"] is False
+    migrated, refused = drive(scenario)
+    assert migrated["migrated_from"] == legacy.pk and migrated["generation"] == "current"
+    assert migrated["verdict"] == "correct" and "import nki.language as nl" in migrated["source"]
+    assert Kernel.objects.get(pk=migrated["kernel_id"]).parent_id == legacy.pk
+    assert any(change["guide"] == "New namespace, new APIs" for change in migrated["changes"])
+    assert "cannot be migrated mechanically" in refused and "mask=" in refused
 
 
 def test_resources_give_the_coverage_table_a_reference_and_a_kernel_source(engineer, make_token, fake_pipeline,

@@ -32,3 +32,10 @@ def test_a_kernel_in_the_nki_package_is_kept_there_on_its_platforms_neuroncore(p
     for system in _system_prompts(dataclasses.replace(problem, platform="trn3"), CURRENT):
         assert "NeuronCore-v4" in system
         assert "the nki package (NKI 0.6" in system and "legacy" not in system
+
+
+def test_a_run_returning_the_current_generation_tells_the_agents_to_write_nki_0_6_from_a_legacy_kernel(problem):
+    for system in _system_prompts(dataclasses.replace(problem, target_generation="current"), LEGACY):
+        assert "This run returns kernels in the current generation, NKI 0.6" in system
+        assert "`import nki.isa as nisa`" in system and "destination tile first" in system
+        assert "keep to that namespace" not in system

@@ -54,3 +54,19 @@ def test_the_api_refuses_an_unknown_status_with_the_choices(client, problem):
     response = client.get("/api/runs", {"status": "lost"})
     assert response.status_code == 400
     assert response.json()["detail"].startswith("unknown status 'lost'; expected one of queued")
+
+
+def test_a_run_can_be_asked_to_return_kernels_in_the_current_nki_generation(owner, problem):
+    from optimizer.adapters.problem import problem_context
+
+    run = services.create_run(owner, problem, current_generation=True)
+    assert run.config["nki_generation"] == "current"
+    assert problem_context(run).target_generation == "current"
+    assert problem_context(services.create_run(owner, problem)).target_generation == ""
+
+
+def test_the_current_generation_option_is_refused_for_a_triton_problem(owner, problem):
+    type(problem).objects.filter(pk=problem.pk).update(language="triton")
+    problem.refresh_from_db()
+    with pytest.raises(ValidationError, match="option of NKI problems"):
+        services.create_run(owner, problem, platform="h100", backend="triton-interpreter", current_generation=True)

@@ -158,6 +158,9 @@ CASES = [
     Case("private run's kernel", "GET", "/api/kernels/{private_kernel}", private()),
     Case("evaluate a private run's kernel", "POST", "/api/kernels/{private_kernel}/evaluations",
          {**private(200), "anonymous": 401, "viewer": 403}, body={}),
+    # A Triton kernel has no NKI generation to migrate: 400 for whoever may see it.
+    Case("migrate a private run's kernel", "POST", "/api/kernels/{private_kernel}/migrate",
+         {**private(400), "anonymous": 401, "viewer": 403}, body={}),
     Case("private run's evaluation", "GET", "/api/evaluations/{private_evaluation}", private()),
     # Curators decide held results, a private run's too: the review queue is where they see that work.
     Case("review queue", "GET", "/api/reviews", api_role(200, CURATOR), sees_private=CURATORS_TOO),
@@ -222,6 +225,8 @@ CASES = [
     Case("public kernel page", "GET", "/kernels/{kernel}/", everyone(200)),
     Case("private run's kernel page", "GET", "/kernels/{private_kernel}/", private()),
     Case("evaluate a private run's kernel on the page", "POST", "/kernels/{private_kernel}/evaluate/",
+         own_write(302, page=True), body={}),
+    Case("migrate a private run's kernel on the page", "POST", "/kernels/{private_kernel}/migrate/",
          own_write(302, page=True), body={}),
     Case("private evaluation panel", "GET", "/evaluations/{private_evaluation}/fragment/", private()),
     Case("review page", "GET", "/reviews/", page_role(200, CURATOR), sees_private=CURATORS_TOO),

@@ -23,7 +23,8 @@ LEGACY_NOTE = (
     "This kernel imports the legacy neuronxcc.nki namespace. Neuron SDK 2.28 and later refuse it inside a "
     "kernel (a compilation error) and Neuron 2.34 removes it, so this source does not build on a current SDK; "
     "the simulator still runs it. Moving it means importing the standalone nki package (import nki.language "
-    "as nl, import nki.isa as nisa) and following AWS's NKI migration guides: the APIs changed beyond the imports."
+    "as nl, import nki.isa as nisa) and following AWS's NKI migration guides: the APIs changed beyond the imports. "
+    "The Migrate action does that mechanically, as a new kernel evaluated on the same reference."
 )
 
 

@@ -11,6 +11,7 @@ from typing import Any
 from engine.agents.prompting import LanguagePrompts
 from engine.platforms.nki.generations import CURRENT, LEGACY, kernel_generation
 from engine.platforms.nki.hardware import NeuronCoreSpec
+from engine.platforms.nki.migration import MigrationError, migrate_source
 
 # Profile counters (neuron-profile summary names, as our performance model reports them) and what each
 # tells the Planner, beside the shared ones (latency, peak fraction: engine.agents.prompting.PROFILE_MEANINGS).
@@ -92,16 +93,44 @@ def format_breakdown(breakdown: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def generation_line(source: str) -> str:
-    """Which NKI generation the kernel is written in and that the reply keeps it (the agents must not mix
-    namespaces, and a legacy kernel's reader should know current SDKs refuse it); '' when its imports say neither."""
+CURRENT_GENERATION_RULES = (
+    "write it with `import nki`, `import nki.language as nl` and `import nki.isa as nisa` (never neuronxcc): ISA "
+    "instructions take their destination tile first and return nothing (`nisa.tensor_copy(dst, src)`, "
+    "`nisa.nc_matmul(psum_tile, stationary, moving, accumulate=True)`); declare each destination with "
+    "`nl.ndarray(shape, dtype=..., buffer=nl.sbuf or nl.psum)`; there is no `mask=`, no `nl.arange`/`nl.mgrid` "
+    "(index with integer slices) and no block dimension (the partition dimension comes first)")
+
+
+def generation_line(source: str, target: str = "") -> str:
+    """Which NKI generation the kernel is written in and which one the reply is in: its own (the agents must not
+    mix namespaces, and a legacy kernel's reader should know current SDKs refuse it), or NKI 0.6 when the run
+    returns kernels in the current generation (`target` CURRENT); '' when its imports say neither."""
     generation = kernel_generation(source)
+    if target == CURRENT:
+        if generation == LEGACY:
+            return ("- The kernel imports the legacy neuronxcc.nki namespace, which Neuron SDK 2.28 and later refuse. "
+                    "This run returns kernels in the current generation, NKI 0.6 (Neuron SDK 2.32): rewrite the "
+                    f"whole kernel for it as you apply the plan; {CURRENT_GENERATION_RULES}.")
+        return ("- The kernel imports the nki package (NKI 0.6, Neuron SDK 2.32), and this run returns kernels in "
+                f"that generation: keep to it; {CURRENT_GENERATION_RULES}.")
     if generation == LEGACY:
         return ("- The kernel imports the legacy neuronxcc.nki namespace (Neuron SDK 2.27 and earlier; later SDKs "
                 "refuse it, the simulator runs it): keep to that namespace.")
     if generation == CURRENT:
         return "- The kernel imports the nki package (NKI 0.6, Neuron SDK 2.32): keep to that package."
     return ""
+
+
+def in_generation(source: str, target: str) -> str:
+    """`source` in the generation its run returns: with `target` CURRENT, a legacy neuronxcc.nki source migrated
+    mechanically (engine.platforms.nki.migration); ValueError naming the construct when it cannot be."""
+    if target != CURRENT or kernel_generation(source) != LEGACY:
+        return source
+    try:
+        return migrate_source(source).source
+    except MigrationError as error:
+        raise ValueError(f"this run returns kernels in NKI 0.6 (the nki package), and this legacy neuronxcc.nki "
+                         f"kernel cannot be migrated mechanically: {error}") from error
 
 
 # The header AccelOpt's harness puts above an NKI kernel, in its order (name the kernel uses -> import).
@@ -116,5 +145,18 @@ NKI_IMPORTS: tuple[tuple[str, str], ...] = (
 )
 
 
+# The same header for the current generation (NKI 0.6, the nki package): what a reply of a run that returns
+# current-generation kernels, or of a kernel already in it, gets.
+CURRENT_NKI_IMPORTS: tuple[tuple[str, str], ...] = (
+    ("np", "import numpy as np"),
+    ("math", "import math"),
+    ("nki", "import nki"),
+    ("nl", "import nki.language as nl"),
+    ("nisa", "import nki.isa as nisa"),
+    ("nt", "import nki.typing as nt"),
+)
+
+
 PROMPTS = LanguagePrompts(rules=nki_rules, profile_meanings=NKI_PROFILE_MEANINGS, explain=format_breakdown,
-                          generation_line=generation_line, standard_imports=NKI_IMPORTS)
+                          generation_line=generation_line, generation_of=kernel_generation, to_generation=in_generation,
+                          standard_imports=NKI_IMPORTS, generation_imports={CURRENT: CURRENT_NKI_IMPORTS})

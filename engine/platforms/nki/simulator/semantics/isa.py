@@ -107,8 +107,13 @@ def _ensure_on_chip(acc: Any, op: str, what: str, spaces: frozenset = frozenset(
 @instruction("nc_matmul")
 def nc_matmul(stationary: Any, moving: Any, *, is_stationary_onezero: bool = False,
               is_moving_onezero: bool = False, is_transpose: bool = False, tile_position: Any = (),
-              tile_size: Any = (), mask: Any = None, _op: str = "nc_matmul", **_: Any) -> Any:
-    """stationary.T @ moving on the Tensor Engine; fp32 result in PSUM."""
+              tile_size: Any = (), mask: Any = None, perf_mode: Any = None, _op: str = "nc_matmul",
+              **_: Any) -> Any:
+    """stationary.T @ moving on the Tensor Engine; fp32 result in PSUM.
+
+    perf_mode double_row (NeuronCore-v3 and newer, fp8 operands; the 0.6 reference's nc_matmul "Layout"): the
+    contraction is split between the partition dimension and a first free dimension of 2 in both operands, so a
+    [128, 2, M] stationary and a [128, 2, N] moving tile make a 256-deep matmul."""
     sim = active(_op).begin(_op)
     win = mask_window(mask)
     # Mask positions refer to the result (M, N): rows come from the stationary free axis.
@@ -122,6 +127,8 @@ def nc_matmul(stationary: Any, moving: Any, *, is_stationary_onezero: bool = Fal
         _ensure_on_chip(acc, _op, f"{what} operand")
     k, m = st.partitions, st.free
     k2, n = mv.partitions, mv.free
+    if str(getattr(perf_mode, "value", perf_mode) or "none").startswith("double_row"):
+        k, m, k2, n = _double_row(sim, _op, st, mv)
     if k != k2:
         raise NKICompileError(_op, f"stationary and moving must share the partition (contraction) size: {k} vs {k2}")
     if st.full_shape and (st.full_shape[-1] if len(st.full_shape) > 1 else 1) > 128:
@@ -139,6 +146,27 @@ def nc_matmul(stationary: Any, moving: Any, *, is_stationary_onezero: bool = Fal
                       window=win, full_shape=(full_m, full_n), allowed=frozenset((MemorySpace.PSUM,)), default=PSUM,
                       flops=2 * m * n * k, partitions=k, free=n, is_transpose=bool(is_transpose),
                       native_acc=True, compute=st.tensor.dtype.name)
+
+
+FP8 = frozenset({"float8_e4m3", "float8_e5m2", "float8_e4m3fn"})
+
+
+def _double_row(sim: Any, op: str, st: Access, mv: Access) -> tuple[int, int, int, int]:
+    """(K, M, K, N) of a double_row matmul, after its rules: NeuronCore-v3+, fp8 operands, a first free
+    dimension of 2."""
+    cores = {"trn1": 2, "trn2": 3, "trn3": 4}
+    have = cores.get(sim.platform.name, 2)
+    if have < 3:
+        raise NKICompileError(op, f"perf_mode double_row exists only on NeuronCore-v3 and newer (trn2); "
+                                  f"{sim.platform.name} is NeuronCore-v{have}")
+    for acc, what in ((st, "stationary"), (mv, "moving")):
+        if len(acc.shape) != 3 or acc.shape[1] != 2:
+            raise NKICompileError(op, f"perf_mode double_row needs a {what} tile [partitions, 2, free], got "
+                                      f"{list(acc.shape)}")
+        if acc.tensor.dtype.name not in FP8:
+            raise NKICompileError(op, f"perf_mode double_row needs float8 operands; the {what} tile is "
+                                      f"{acc.tensor.dtype.name}")
+    return 2 * st.partitions, st.shape[2], 2 * mv.partitions, mv.shape[2]
 
 
 @instruction("nc_transpose")

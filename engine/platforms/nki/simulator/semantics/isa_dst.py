@@ -52,7 +52,7 @@ def nc_matmul(dst: Any, stationary: Any, moving: Any, is_stationary_onezero: boo
             if acc.init is not None and not acc.init.all():
                 zeros = sim.compute("keep_written", (), [acc, np.array(acc.init)], raw=True)
                 sim.write(acc, zeros, "nc_matmul", race_accumulate=True)
-    tile = _f.nc_matmul(stationary, moving, is_transpose=is_transpose)
+    tile = _f.nc_matmul(stationary, moving, is_transpose=is_transpose, perf_mode=perf_mode)
     _into(dst, tile, "nc_matmul", "add" if accumulate else None)
 
 

@@ -190,7 +190,7 @@ def load(src: Any, mask: Any = None, dtype: Any = None, **_: Any) -> Tensor:
     if acc.space != MemorySpace.HBM:
         raise NKICompileError("load", f"load reads HBM, but {acc.tensor.name!r} is in {acc.space.name}; "
                                       "use nl.copy between on-chip tiles")
-    d = dt.as_dtype(dtype) if dtype is not None else acc.tensor.dtype
+    d = dt.as_dtype(dtype) if dtype is not None else getattr(src, "viewed_as", None) or acc.tensor.dtype
     values = sim.compute("convert", (d.name,), [acc])
     return sim.result(values, d, engine=Engine.DMA, reads=[acc], window=win, full_shape=acc.full_shape,
                       allowed=frozenset((MemorySpace.SBUF,)), flops=0)
@@ -468,6 +468,20 @@ def __getattr__(name: str) -> Any:
 
 
 # -- tile methods and operators ---------------------------------------------------------------------
+class TypedView(View):
+    """`tensor.view(dtype)`: the whole tensor, which a load reads as `viewed_as` (types stored alike)."""
+
+    __slots__ = ("viewed_as",)
+
+    def __init__(self, base: Tensor, items: Any, viewed_as: dt.DType) -> None:
+        super().__init__(base, items)
+        self.viewed_as = viewed_as
+
+    @property
+    def dtype(self) -> dt.DType:
+        return self.viewed_as
+
+
 def _install_operators() -> None:
     def binop(fn: Any, reflected: bool = False) -> Any:
         if reflected:
@@ -511,6 +525,36 @@ def _install_operators() -> None:
             t.records = self.records
             return t
         return Derived(self, tuple(shape), "reshape")
+
+    def t_view(self: Any, dtype: Any) -> View:
+        # `hbm_tensor.view(nl.float8_e5m2)` reinterprets the bytes as another dtype (NkiTensor.view, NKI 0.6).
+        # The simulator holds values, not bytes: it reads a tensor whose values are already held in the new
+        # type's storage (an input built with dtype=nl.float8_e5m2, stored as float32) as that type, where a
+        # load or DMA takes it, and refuses the rest.
+        new = dt.as_dtype(dtype)
+        if not (isinstance(self, Tensor) and self.space == MemorySpace.HBM):
+            raise unsupported("view", "reinterpreting an on-chip tile's bytes; view the HBM tensor it came from")
+        if new.storage != self.dtype.storage:
+            raise unsupported("view", f"reinterpreting {self.dtype} bytes as {new}: the simulator holds values, "
+                                      f"so only a view between types stored alike ({self.dtype.storage}) is simulated")
+        return TypedView(self, (Ellipsis,), new)
+
+    Tensor.view = t_view  # type: ignore[attr-defined]
+
+    def derived_getitem(self: Derived, items: Any) -> View:
+        # `tile.reshape(shape)[a:b, ...]` (the SDK's fully optimized matmul): the reshape of a tile stored
+        # contiguously is a view of the same bytes, so it is indexed like a tile aliasing that view.
+        if self.kind != "reshape" or not isinstance(self.source, (Tensor, View)):
+            raise unsupported("index", f"indexing the result of {self.kind}; index the tile itself")
+        acc = self.source.access() if isinstance(self.source, View) else self.source.access((Ellipsis,))
+        array = acc.array.reshape(self.shape)
+        init = acc.init.reshape(self.shape) if acc.init is not None else None
+        if not np.shares_memory(array, acc.array) or (init is not None and not np.shares_memory(init, acc.init)):
+            raise unsupported("index", "indexing a reshape of a tile that is not stored contiguously")
+        reshaped = Access(acc.tensor, array, init, acc.box, tuple(self.shape), tuple(self.shape), acc.key, exact=False)
+        return View(Tensor.aliasing(reshaped), items)
+
+    Derived.__getitem__ = derived_getitem  # type: ignore[attr-defined]
 
     def t_transpose(self: Any) -> Derived:
         return Derived(self, tuple(reversed(self.shape)), "transpose")

@@ -109,7 +109,9 @@ def _matmul(program: Program, params: tuple, tiles: list[Any], dsts: list[Any], 
         raise ReplayError(f"{where}: a matmul writes PSUM", line)
     for spec, free in zip(tiles, (m, n), strict=True):
         shape = spec_shape(spec, program.constants)
-        if not shape or shape[0] != k or math.prod(shape) != k * free:
+        # perf_mode double_row splits the contraction over the partitions and a first free dimension of 2.
+        double_row = len(shape) == 3 and shape[1] == 2 and 2 * shape[0] == k
+        if not shape or (shape[0] != k and not double_row) or math.prod(shape) != k * free:
             raise ReplayError(f"{where}: operand {shape} is not {k}x{free}", line)
     if m > 128:
         raise ReplayError(f"{where}: stationary free size {m} exceeds 128", line)
