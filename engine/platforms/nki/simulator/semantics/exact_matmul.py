@@ -113,7 +113,8 @@ def matmul_tn(stationary: np.ndarray, moving: np.ndarray, out: np.ndarray | None
         unsure = _unsure(w, out)
         count = int(np.count_nonzero(unsure))
     if count:
-        rows, cols = np.nonzero(unsure)
+        # flatnonzero, then divmod: numpy's 2-D nonzero costs ~6x as much on a (128, 512) mask (same indices)
+        rows, cols = np.divmod(np.flatnonzero(unsure), n)
         products = a[:, rows] * b[:, cols]
         # np.add.accumulate adds in k order by definition (every partial sum is an output); + 0.0 makes
         # an all-zero sum +0.0 whatever the first product's sign, as a sum started from +0.0 would be.
