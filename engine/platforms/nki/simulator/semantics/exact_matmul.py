@@ -75,8 +75,7 @@ def _scratch(k: int, m: int, n: int) -> _Scratch:
 def _unsure(w: _Scratch, out: np.ndarray) -> np.ndarray:
     """Write f32(d + radius) into `out`; True where f32(d - radius) has other bits (+0.0 and -0.0 differ)."""
     np.add(w.d, w.radius, out=out, casting="unsafe")  # float64 sum, rounded once to float32
-    np.subtract(w.d, w.radius, out=w.radius)
-    np.copyto(w.low, w.radius, casting="same_kind")
+    np.subtract(w.d, w.radius, out=w.low, casting="unsafe")  # likewise: no float64 intermediate array
     return np.not_equal(out.view(np.int32), w.low.view(np.int32), out=w.unsure)
 
 
