@@ -197,18 +197,11 @@ class NeuronCoreSpec:
     # baseline's leave-one-out fold falls off a spill cliff (docs/history/performance-model.md, perf-6 candidates: pairs
     # and engine shares). On with affine_interleave_unfit (helper PIPE): the lowering's extra instructions no longer
     # change which data spills.py evicts, and the pipelined depth is bounded by SBUF. False: the broadcast is free
-    # and read from SBUF (perf-5).
+    # and read from SBUF (perf-5). The same for every kernel since perf-11: up to perf-10 the pairs the NKI tutorials
+    # measured read a one-bank broadcast from PSUM and every other kernel (AccelOpt's optimized Mamba's counters
+    # suggest its compiler copied them) from an SBUF copy; a per-source setting cannot predict a new kernel, and only
+    # the PSUM read is documented (docs/history/performance-model.md, "perf-11: one model for every kernel").
     partition_broadcast_matmul: bool = True
-    # Whether a consumer reads a broadcast of at most one PSUM bank (512 fp32) straight from PSUM (True: the NKI
-    # tutorial's profiles, SDK 2.20-2.22: Mamba v2 -> v3 gains 1.33x exactly when F passes 512) or the compiler
-    # copies it to SBUF on the Scalar Engine as it does a wider one (False). AccelOpt's trn1 counters (its results
-    # CSV) say False for its optimized Mamba (512-wide, as the tutorial's v3): Scalar Engine active 0.543 ms = its
-    # 448 exps (0.17) + 896 [128, 512] copies (0.35; without them the model says 0.20), and its Vector time per
-    # column then matches the baseline's and the tutorial's on one ratio (docs/history/performance-model.md, "perf-8 candidates:
-    # mamba"). One spec cannot hold both compilers: False here, the compiler that measured all 14 NKIBench
-    # baselines the model is fitted to (none has a broadcast this narrow, so the fit does not see it); True for
-    # the pairs the tutorials measured (engine/platforms/nki/perf/pairs.py SOURCE_SPECS).
-    broadcast_psum_operands: bool = False
     # --- performance model: loop-invariant computation (helper VN, issue 19) -------------------------------------
     # The compiler hoists a loop-invariant load and what is computed from it, and keeps the product (spilling it
     # when it does not fit): neuron-profile's transpose_flops are the trace's divided by the repeat count where a
