@@ -46,9 +46,8 @@ GRID: dict[str, list[float]] = {
     "dma_fixed_s": [1e-6, 2e-6, 4e-6],
     "sbuf_usable_fraction": [0.8, 0.9, 1.0],
 }
-# Also tried (by hand, see docs/benchmarks.md) and left at their defaults: tensor_fixed_cycles, sync_latency_s,
-# issue_window.
-# Also tried and left at their defaults (no gain on the 14 problems): sync_latency_s, issue_window.
+# Also tried (by hand) and left at 0, then removed from the model in perf-11 (docs/history/performance-model.md):
+# a fixed cost per matmul, a cross-engine sync latency, an issue window.
 
 
 def _missing(case, platform):

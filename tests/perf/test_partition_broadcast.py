@@ -21,9 +21,7 @@ from engine.platforms.nki.simulator.semantics import language as nl
 from engine.platforms.nki.simulator.trace import Engine
 
 ROWS, K = 128, 32  # K one-row operands, each broadcast over the 128 partitions and multiplied into x
-# The NKI tutorials' compiler (SDK 2.20-2.22), which reads a one-bank broadcast from PSUM; the shipped spec copies
-# it to SBUF as the baselines' compiler does (tests/perf/test_broadcast_psum_operands.py).
-LOWERED = replace(TRN1, partition_broadcast_matmul=True, broadcast_psum_operands=True)
+LOWERED = replace(TRN1, partition_broadcast_matmul=True)
 BANK = TRN1.psum_bank_bytes_per_partition // 4  # 512 fp32: the widest PSUM tile
 
 
@@ -69,7 +67,7 @@ def _cycles(free: int, rate: float) -> float:
 
 def test_the_simulators_trace_records_the_broadcast_and_the_model_lowers_it():
     _, trace = _run(BANK, BANK)
-    prepared = lowered(prepare(trace), TRN1.psum_bank_bytes_per_partition, psum_operands=True)
+    prepared = lowered(prepare(trace), TRN1.psum_bank_bytes_per_partition)
     engines = np.asarray(prepared.trace.columns["engine"])
     # One matmul per broadcast, none in the simulator's own trace (its digests do not move).
     assert int((np.asarray(trace.columns["engine"]) == Engine.TENSOR).sum()) == 0

@@ -109,7 +109,6 @@ class NeuronCoreSpec:
     tensor_clock_hz: float  # PE-array cycle of the nc_matmul cost formula
     tensor_fp32_passes: float  # fp32 operands take this many passes through the PE array
     tensor_min_stationary: int  # the min(64, N_stationary) term of the nc_matmul formula
-    tensor_fixed_cycles: float  # per-matmul fixed cost (stationary load not hidden by back-to-back issue)
     tensor_efficiency: float  # fraction of the formula's back-to-back rate sustained (PSUM/semaphore stalls)
     tensor_tensor_cycles_per_elem: float  # nisa.tensor_tensor, both inputs in SBUF, fp32 (ISA: 2)
     nl_binary_cycles_per_elem: float  # nl.add/subtract/multiply/... on two SBUF tiles (fitted from active time)
@@ -123,10 +122,6 @@ class NeuronCoreSpec:
     dma_engine_bytes_per_s: float  # one DMA engine's peak rate; dma_queues of them per core
     dma_descriptor_bytes: float  # fixed cost of one contiguous DMA buffer (descriptor), in bytes of engine time
 
-    sync_latency_s: float  # a result crossing engines (semaphore signal and wait) arrives this much later
-    issue_window: int  # at most this many instructions in flight, in program order (0: unbounded)
-    reorder_window: int  # an engine may run an instruction ahead of its last this-many (0: program order)
-    dependent_overhead_cycles: float  # an instruction waits this long for a same-engine producer's write-back
     sbuf_usable_fraction: float  # of SBUF the allocator can give live data (the rest: pipelining buffers)
 
     # --- performance model: the profile counters ------------------------------------------------------------
@@ -162,43 +157,6 @@ class NeuronCoreSpec:
     # exposes independent DMA and compute work in the steady state") and spills: this many iterations in flight.
     # 0: no SBUF bound, always affine_interleave (perf-5).
     affine_interleave_unfit: int = 2
-    # ... and only as deep as those iterations' own data fit (helper MAMBA2): a double buffer is a second slot
-    # for every tile an iteration makes, so where two iterations' tiles (kept copies of repeated loads aside: the
-    # compiler re-loads those) exceed SBUF, one iteration is in flight. Evidence: trn1's Mamba baseline spills
-    # 15 tiles of [128, 7168] (one accumulator per state step, neuron-profile), impossible with two iterations in
-    # flight (their 28 KiB temporaries alone: 252 KiB per partition); one in flight gives the model 31 where double
-    # buffering gives 62. Off: without the over-spill the baseline is 0.15 too fast and four Mamba pairs fall out
-    # (docs/history/performance-model.md, "perf-8 candidates: mamba HBM bytes"). False: always affine_interleave_unfit (perf-7).
-    affine_unfit_within_sbuf: bool = False
-    # --- one iteration in flight, SBUF overflowed by kept data (helper MAMBA3, perf-10; all off) -----------------
-    # Each acts only where an iteration's own tiles fit SBUF once but not twice, and with the kept copies of repeated
-    # loads they overflow it (spills.one_slot_regime: of the 14 baselines and the pairs' kernels, only the NKIBench
-    # Mamba baseline). There one iteration is in flight ([STREAM]: one slot per tile), and (docs/benchmarks.md,
-    # "perf-10 candidates: mamba HBM bytes and the stall"):
-    # an element-wise output takes the slot of an operand that dies into it (the slot is free as the engine
-    # streams the operand through: [STREAM], the compiler orders writes to shared storage after its reads);
-    sbuf_in_place: bool = False
-    # ... a one-partition row (a broadcast's source) is re-loaded at every repeat, not kept (trn1 loads the Mamba
-    # baseline's B and C rows 64 times: neuron-profile's hbm_read; applied everywhere, it removes the tutorial v2's
-    # spills at seq 6144 and that pair falls out, so only there);
-    partition_rows_kept: bool = True
-    # ... the kept data to evict are chosen point by point, the next use furthest away first (Belady) instead of the
-    # longest gaps: trn1 keeps one accumulator and both delta tiles (15 accumulator tiles spilled, u re-loaded per
-    # state step: spill and hbm counters exactly), the length ranking spills both accumulators;
-    spill_next_use: bool = False
-    # ... and a load waits until its statement's previous tile, and what took that tile's slot in place, was last
-    # read ([STREAM]: "with one slot, each load and compute pair executes in sequence"; [MAMBA-TUT]: the Vector
-    # Engine idle on a semaphore wait for the load of u and for spill reloads).
-    single_slot_waits: bool = False
-    # --- performance model: the scan's Vector rate (helper MAMBA4, issue 19) ----------------------------------------
-    # Vector Engine cycles per element of nisa.tensor_tensor_scan. [ISA] (tensor_tensor_scan, "Estimated instruction
-    # cost"): 2N, as a tensor_tensor with both inputs in SBUF. trn1's Vector active time in four Mamba kernels (the
-    # NKIBench baseline, AccelOpt's optimized one, the NKI tutorial's v2 and v3; docs/benchmarks.md, perf-10
-    # candidates: the scan's Vector rate) is 0.86-0.88 of the model's with 2 and 0.95-1.0 with 1, while rope (the
-    # same fp32 SBUF x SBUF tensor_tensor, no scan) agrees with 2N: the scan, whose running state stays inside the
-    # engine ([MAMBA-TUT]: "caching the intermediate scan result ... internally in VectorE without going through
-    # SBUF"), streams at about one element per cycle. [FIT] against the [ISA] estimate; 2.0 = perf-9.
-    tensor_tensor_scan_cycles_per_elem: float = 2.0
     # The affine loops around an innermost one software-pipelined too: each iteration's loads (in its body or in
     # loops of loads only: adamw's four tiles in `for i0, i1`, the Mamba tutorial's delta and u per channel tile)
     # issued one iteration ahead of the compute and store of the iteration in flight, the depth
@@ -239,18 +197,11 @@ class NeuronCoreSpec:
     # baseline's leave-one-out fold falls off a spill cliff (docs/history/performance-model.md, perf-6 candidates: pairs
     # and engine shares). On with affine_interleave_unfit (helper PIPE): the lowering's extra instructions no longer
     # change which data spills.py evicts, and the pipelined depth is bounded by SBUF. False: the broadcast is free
-    # and read from SBUF (perf-5).
+    # and read from SBUF (perf-5). The same for every kernel since perf-11: up to perf-10 the pairs the NKI tutorials
+    # measured read a one-bank broadcast from PSUM and every other kernel (AccelOpt's optimized Mamba's counters
+    # suggest its compiler copied them) from an SBUF copy; a per-source setting cannot predict a new kernel, and only
+    # the PSUM read is documented (docs/history/performance-model.md, "perf-11: one model for every kernel").
     partition_broadcast_matmul: bool = True
-    # Whether a consumer reads a broadcast of at most one PSUM bank (512 fp32) straight from PSUM (True: the NKI
-    # tutorial's profiles, SDK 2.20-2.22: Mamba v2 -> v3 gains 1.33x exactly when F passes 512) or the compiler
-    # copies it to SBUF on the Scalar Engine as it does a wider one (False). AccelOpt's trn1 counters (its results
-    # CSV) say False for its optimized Mamba (512-wide, as the tutorial's v3): Scalar Engine active 0.543 ms = its
-    # 448 exps (0.17) + 896 [128, 512] copies (0.35; without them the model says 0.20), and its Vector time per
-    # column then matches the baseline's and the tutorial's on one ratio (docs/history/performance-model.md, "perf-8 candidates:
-    # mamba"). One spec cannot hold both compilers: False here, the compiler that measured all 14 NKIBench
-    # baselines the model is fitted to (none has a broadcast this narrow, so the fit does not see it); True for
-    # the pairs the tutorials measured (engine/platforms/nki/perf/pairs.py SOURCE_SPECS).
-    broadcast_psum_operands: bool = False
     # --- performance model: loop-invariant computation (helper VN, issue 19) -------------------------------------
     # The compiler hoists a loop-invariant load and what is computed from it, and keeps the product (spilling it
     # when it does not fit): neuron-profile's transpose_flops are the trace's divided by the repeat count where a
@@ -268,13 +219,6 @@ class NeuronCoreSpec:
     # affine loops of one trip count run iteration by iteration together, at every nest level, a fused iteration's
     # load-only loops first (fusion.py). False: program order (perf-7).
     loop_fusion: bool = True
-    # Loop interchange around a loop-invariant product (perf-9 candidate, helper HBMB; engine/platforms/nki/perf/interchange.py):
-    # a perfect affine nest whose inner loop reuses value-numbered work runs inner-loop-major, so the product is kept
-    # across the whole outer loop (the middle end's "loop-reordering", nki/library/specs/design-rmsnorm-quant.rst,
-    # aws-neuron-sdk @81ce03ae; trn1's bmm spill counters). Off: one kernel's evidence, and bmm's latency moves
-    # the wrong way with the whole-product spill rule (docs/history/performance-model.md, "perf-9 candidates: bmm hbm_read"); with
-    # kept_product_share and spill_descriptors_per_row bmm comes in ("perf-10 candidates: bmm hbm_read").
-    loop_interchange: bool = False
     # A sequential_range loop run outermost (perf-10 candidate, helper LORA; interchange.sequential_major_order): an
     # affine loop whose body holds a sequential loop repeating loop-invariant work in the affine loop's later
     # iterations is distributed and interchanged, the sequential loop outside, so the product is live one
@@ -288,14 +232,6 @@ class NeuronCoreSpec:
     # 30.17); the matmul baseline (no sequential loop) still transposes its input in all 12 column blocks. False:
     # products bounded whole, program order (perf-9).
     sequential_outermost: bool = True
-    # A kept loop-invariant product (valnum.py) that does not fit (perf-10 candidate, helper BMM; spills._within_room):
-    # instead of spilling it whole, it keeps what room is left under this share of the partition by the rest of the
-    # live set, the rest saved once and reloaded block by block. Evidence, one kernel: trn1's bmm counters decode to
-    # the product holding 84 KiB of the 192 KiB partition (docs/history/performance-model.md, "perf-10 candidates: bmm hbm_read"); 0.5
-    # reproduces its reloads within 1% (saves 0.89) beside the model's ~12 KiB of other live tiles. Not from a Neuron
-    # document (none states how the allocator splits SBUF between a spilled tensor and the rest). 0: off, the
-    # product spills whole (perf-8's rule, which swiglu's counters need).
-    kept_product_share: float = 0.0
     # A spill save or reload costed as a DMA of its shape (perf-10 candidate, helper BMM): one descriptor per SBUF
     # partition row its chunks span, as dma_descriptors counts a load's ([ARCH-V2]: at least one contiguous buffer
     # per partition row; [DMA-BW]'s per-packet floor, dma_packet_s, applies per descriptor). False: every spill
@@ -352,7 +288,6 @@ TRN1 = NeuronCoreSpec(
     tensor_clock_hz=23.75e12 * 4 / (2 * 128 * 128),
     tensor_fp32_passes=4,  # [ISA] nc_matmul: 4x the bf16 cost for fp32 inputs
     tensor_min_stationary=64,  # [ISA]
-    tensor_fixed_cycles=0.0,  # [FIT]: tried up to 768; tensor_efficiency fits the matmul problems better
     tensor_efficiency=0.8,  # [FIT] (perf-2: 0.75); the CSV's hfu_estimated_percent is 0.36-0.43 on every matmul problem
     tensor_tensor_cycles_per_elem=2.0,  # [ISA]; rope's measured Vector active time agrees (2.2)
     # [FIT] from measured Vector Engine active time: silu (multiply + reciprocal = 4.8 cycles/elem) and adamw
@@ -371,17 +306,6 @@ TRN1 = NeuronCoreSpec(
     # bytes, so 256 B per partition runs at 50% (the guide's "severely overhead-bound" boundary), 2 KiB at 89%
     # ("approaches peak"), 4 KiB at 94% ("saturates").
     dma_descriptor_bytes=256.0,
-    sync_latency_s=0.0,  # [FIT]
-    issue_window=0,  # [FIT]: stands for the compiler's finite buffers (a tile's buffer is reused B tiles later)
-    # The compiler builds each engine's instruction stream by list scheduling the unrolled loops ([ARCH-V2]:
-    # "four independent instruction streams", synchronised by semaphores the compiler inserts), so an
-    # instruction whose inputs are ready may run in an idle gap ahead of earlier ones. How far ahead is not
-    # documented; 4 fits the 14 latencies best but erases the measured gains of tiling rewrites (docs/
-    # benchmarks.md, issue 19), so perf-3 keeps program order.
-    reorder_window=0,
-    # [ARCH-V2] says 100; perf-3 keeps 0: with it the 14 and the pairs both fit worse, the fitted
-    # engine_dispatch_cycles (a fixed cost on every instruction) standing for it already.
-    dependent_overhead_cycles=0.0,
     sbuf_usable_fraction=0.9,  # [FIT]: below 0.9 matmul_add_rmsnorm re-fetches its weights, above it matmul does not
     hfu_peak_flops_per_s=4 * 23.75e12,  # [DESIGN] x [ISA]: bf16 rate (4x fp32) is what hfu divides by
     # [DMA-BW]'s small-payload cost, in two parts that ship together (perf-8 candidates: matmul tutorial, helper MM):
@@ -419,7 +343,6 @@ TRN2 = NeuronCoreSpec(
     tensor_clock_hz=79e12 / (2 * 128 * 128),  # [ARCH-V3]: 79 BF16 TFLOPS per core, one pass for bf16
     tensor_fp32_passes=79e12 / (181e12 / 8),  # [ARCH-V3]: bf16/fp32 ratio (~3.5)
     tensor_min_stationary=64,  # [ISA]
-    tensor_fixed_cycles=0.0,  # [FIT] on trn1, carried over
     tensor_efficiency=0.8,  # [FIT] on trn1, carried over
     tensor_tensor_cycles_per_elem=2.0,  # [ISA]
     nl_binary_cycles_per_elem=1.2,  # [FIT] on trn1, carried over
@@ -430,10 +353,6 @@ TRN2 = NeuronCoreSpec(
     dma_sbuf_bytes_per_s=2.9e12 / 8,  # assumption, as trn1
     dma_engine_bytes_per_s=23e9,  # [DMA-BW] TRN2: 23 B/ns per engine
     dma_descriptor_bytes=256.0,  # [DMA-BW], as trn1
-    sync_latency_s=0.0,  # [FIT] on trn1, carried over
-    issue_window=0,  # [FIT] on trn1, carried over
-    reorder_window=0,  # [FIT] on trn1, carried over
-    dependent_overhead_cycles=0.0,
     sbuf_usable_fraction=0.9,  # [FIT] on trn1, carried over
     hfu_peak_flops_per_s=79e12,  # [ARCH-V3]
     dma_queue_issue_s=0.0,  # off: no trn2 measurement to check it on (trn1 ships it on)
@@ -460,7 +379,6 @@ TRN3 = NeuronCoreSpec(
     tensor_clock_hz=79e12 / (2 * 128 * 128),  # [ARCH-V4]: 79 BF16 TFLOPS per core (= 2.4 GHz x 128 x 128 x 2)
     tensor_fp32_passes=79e12 / 20e12,  # [ARCH-V4]: bf16 / fp32 rate
     tensor_min_stationary=64,  # [ISA]
-    tensor_fixed_cycles=0.0,  # [FIT] on trn1, carried over
     tensor_efficiency=0.8,  # [FIT] on trn1, carried over
     tensor_tensor_cycles_per_elem=2.0,  # [ISA]
     nl_binary_cycles_per_elem=1.2,  # [FIT] on trn1, carried over
@@ -471,10 +389,6 @@ TRN3 = NeuronCoreSpec(
     dma_sbuf_bytes_per_s=4.7e12 / 8,  # assumption, as trn1: the HBM rate
     dma_engine_bytes_per_s=33e9,  # [DMA-BW] TRN3: 33 B/ns per engine
     dma_descriptor_bytes=256.0,  # [DMA-BW], as trn1
-    sync_latency_s=0.0,  # [FIT] on trn1, carried over
-    issue_window=0,  # [FIT] on trn1, carried over
-    reorder_window=0,  # [FIT] on trn1, carried over
-    dependent_overhead_cycles=0.0,
     sbuf_usable_fraction=0.9,  # [FIT] on trn1, carried over
     hfu_peak_flops_per_s=79e12,  # [ARCH-V4]
     dma_queue_issue_s=0.0,  # off, as trn2: no measurement to check it on

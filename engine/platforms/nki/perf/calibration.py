@@ -315,8 +315,8 @@ FIT_GRID: dict[str, tuple[float, ...]] = {
     "dma_efficiency": (1.0, 1.15, 1.3, 1.5, 1.7),
     "sbuf_usable_fraction": (0.8, 0.9, 1.0),
 }
-# Tried for perf-3 and left out (docs/benchmarks.md, issue 19): reorder_window (0, 2, 4) fits the 14 baselines
-# better (LOO 0.103) but predicts no gain for the tiling rewrites of streaming kernels that trn1 measured.
+# Tried for perf-3 and left out (docs/history/performance-model.md): a reorder window (0, 2, 4) fits the 14
+# baselines better (LOO 0.103) but predicts no gain for the tiling rewrites of streaming kernels that trn1 measured.
 SPEARMAN_FLOOR = 0.9
 # How much better a refit must score to be a different fit. The timing rule lets a measurement spread 1%
 # (docs/evaluation.md, section 4), so each log error is known to about 0.01: constants whose objectives are

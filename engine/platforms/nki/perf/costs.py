@@ -126,7 +126,8 @@ def instruction_costs(trace: Trace, platform: NeuronCoreSpec) -> InstructionCost
     tt_rate = np.where(_reads_psum(trace), 1.0, sbuf_rate)
     rate = np.where(is_binary & (engine != Engine.SCALAR), tt_rate, rate)
     rate = np.where(_per_op(trace, _TWO_CYCLE_OPS) > 0, 2.0, rate)
-    rate = np.where(_per_op(trace, {"tensor_tensor_scan"}) > 0, platform.tensor_tensor_scan_cycles_per_elem, rate)
+    # [ISA] tensor_tensor_scan: 2N, as a tensor_tensor with both inputs in SBUF.
+    rate = np.where(_per_op(trace, {"tensor_tensor_scan"}) > 0, platform.tensor_tensor_cycles_per_elem, rate)
     recip = _per_op(trace, {"reciprocal"}) > 0
     rate = np.where(recip & (engine == Engine.VECTOR), platform.reciprocal_cycles_per_elem, rate)
     rate = np.where(recip & (engine == Engine.GPSIMD), platform.reciprocal_cycles_per_elem, rate)
@@ -160,7 +161,7 @@ def instruction_costs(trace: Trace, platform: NeuronCoreSpec) -> InstructionCost
     # "could lead to 2x better performance if stationary tile is in float32".
     passes = np.where(_per_op(trace, _ONEZERO_OPS) > 0, np.maximum(passes / 2.0, 1.0), passes)
     pe_cycles = passes * np.maximum(np.minimum(platform.tensor_min_stationary, n_stationary), n_elem)
-    pe_cycles = pe_cycles / platform.tensor_efficiency + platform.tensor_fixed_cycles
+    pe_cycles = pe_cycles / platform.tensor_efficiency
     tensor_seconds = pe_cycles / platform.tensor_clock_hz
     seconds = np.where(engine == Engine.TENSOR, tensor_seconds, seconds)
 

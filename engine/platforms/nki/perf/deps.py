@@ -73,8 +73,6 @@ class SbufUse:
     # This use with loop-invariant products bounded per sequential_range iteration (valnum.py; used with
     # NeuronCoreSpec.sequential_outermost); None: the same products as this one.
     sequential_major: SbufUse | None = None
-    # An instruction's SBUF output takes the place of operands that die there (NeuronCoreSpec.sbuf_in_place).
-    in_place: bool = False
 
     @staticmethod
     def empty() -> SbufUse:

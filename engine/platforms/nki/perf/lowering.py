@@ -56,10 +56,9 @@ def broadcast_reads(trace: Trace) -> np.ndarray:
     return np.flatnonzero(hit)
 
 
-def lower_partition_broadcasts(trace: Trace, psum_bank_bytes: int, psum_operands: bool = True) -> Trace:
+def lower_partition_broadcasts(trace: Trace, psum_bank_bytes: int) -> Trace:
     """The trace with each partition broadcast lowered as the compiler does (module docstring); the trace itself
-    when it has none. `psum_operands` False: every broadcast, one PSUM bank wide or not, is copied to SBUF
-    (NeuronCoreSpec.broadcast_psum_operands)."""
+    when it has none."""
     hits = broadcast_reads(trace)
     if len(hits) == 0:
         return trace
@@ -105,7 +104,7 @@ def lower_partition_broadcasts(trace: Trace, psum_bank_bytes: int, psum_operands
             item = dtype_bytes(info.dtype)
             f = max(1, (hi - lo) // item)
             pieces = -(-f // bank_fmax)
-            in_psum = psum_operands and pieces == 1 and engine != Engine.GPSIMD  # GpSimd cannot read PSUM ([ARCH-V2])
+            in_psum = pieces == 1 and engine != Engine.GPSIMD  # GpSimd cannot read PSUM ([ARCH-V2])
             psum = len(tensors)
             psum_cols = min(f, bank_fmax)
             psum_bytes = psum_cols * _PSUM_ITEM * min(pieces, 2)

@@ -23,7 +23,7 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -296,24 +296,6 @@ class PairTraces:
                 self.prepared[pair.name] = sides
 
 
-# The compiler that built a source's measured kernels, where it lowers differently from the shipped spec's
-# (docs/history/performance-model.md, "perf-8 candidates: mamba"): the NKI tutorials' profiles (SDK 2.20-2.22) read a
-# one-PSUM-bank partition broadcast straight from PSUM, where AccelOpt's trn1 harness, which measured the
-# baselines the spec is fitted to, copies it to SBUF on the Scalar Engine (its optimized Mamba: Scalar Engine
-# active 0.543 ms = exps + one [128, 512] copy per broadcast).
-SOURCE_SPECS: dict[str, dict[str, Any]] = {
-    "awsdocs-neuron.readthedocs-hosted.com": {"broadcast_psum_operands": True},
-}
-
-
-def pair_platform(pair: Pair, platform: NeuronCoreSpec) -> NeuronCoreSpec:
-    """The spec a pair's kernels are predicted with: `platform` with its source's compiler fields (SOURCE_SPECS)."""
-    for key, fields in SOURCE_SPECS.items():
-        if key in pair.source:
-            return replace(platform, **fields)
-    return platform
-
-
 def predict_pairs(traces: PairTraces, platform: NeuronCoreSpec,
                   cache: dict[tuple[int, NeuronCoreSpec], float] | None = None) -> list[PairResult]:
     """Measured and predicted speedup of every pair (`cache` keeps latencies by trace and spec across calls)."""
@@ -330,11 +312,10 @@ def predict_pairs(traces: PairTraces, platform: NeuronCoreSpec,
             results.append(result)
             continue
         ms = {}
-        spec = pair_platform(pair, platform)
-        for side, prepared in sides.items():
-            key = (id(prepared), spec)
+        for side, prepared in sides.items():  # one spec for every pair, whoever measured it
+            key = (id(prepared), platform)
             if key not in cache:
-                cache[key] = estimate(prepared, spec, breakdown=False).latency_ms
+                cache[key] = estimate(prepared, platform, breakdown=False).latency_ms
             ms[side] = cache[key]
         result.slow_ms, result.fast_ms = ms["slow"], ms["fast"]
         result.predicted = ms["slow"] / ms["fast"]

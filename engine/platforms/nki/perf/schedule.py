@@ -1,15 +1,11 @@
 """Replay of a trace as a schedule on one NeuronCore.
 
 Each compute engine is a queue in program order: an instruction starts when its engine is free, every
-instruction it depends on (deps.py) has finished (plus `sync_latency_s` when the producer ran on another
-engine, `dependent_overhead_cycles` when it ran on the same Vector/Scalar/GpSimd engine), and, inside a
-`sequential_range` loop, the previous iteration has drained. `affine_range` iterations carry no such barrier,
-so the next iteration's loads overlap the current iteration's compute whenever the data allows it. With
-`reorder_window` W > 0 an engine may run an instruction in an idle gap before any of its last W instructions
-(the compiler list-schedules each engine's stream; 0 keeps program order).
-
-At most `issue_window` instructions are in flight (program order): a stand-in for the compiler's finite
-tile buffers, which keep one iteration from running arbitrarily far ahead of another.
+instruction it depends on (deps.py) has finished, and, inside a `sequential_range` loop, the previous iteration
+has drained. `affine_range` iterations carry no such barrier, so the next iteration's loads overlap the current
+iteration's compute whenever the data allows it. (Until perf-10 four more constants could delay an instruction: a
+cross-engine sync latency, a same-engine write-back wait, an issue window and a reorder window; all four were 0 on
+every platform and are gone since perf-11: docs/history/performance-model.md.)
 
 Ops the compiler may place on either Vector or Scalar Engine (costs.py: tensor_scalar, copies, memset) go to
 whichever of the two has had less work so far, as the compiler balances them, each at its engine's clock; with
@@ -108,26 +104,6 @@ class _Bandwidth:
                 self.first_open = b
 
 
-def _earliest_slot(slots: list[tuple[float, float]], ready: float, duration: float, depth: int) -> float:
-    """Where an instruction goes on an engine whose compiler-built instruction stream may put it before any of
-    the engine's last `depth` instructions (`slots`, sorted by start): the first idle gap after `ready` and after
-    the oldest of them starts that is long enough, else after the last. Books the slot."""
-    t = ready
-    if len(slots) >= depth and slots[0][0] > t:
-        t = slots[0][0]
-    at = len(slots)
-    for k, (a, b) in enumerate(slots):
-        if t + duration <= a:
-            at = k
-            break
-        if b > t:
-            t = b
-    slots.insert(at, (t, t + duration))
-    if len(slots) > depth:
-        slots.pop(0)
-    return t
-
-
 def _move(fabric: _Bandwidth, engines: _Bandwidth, start: float, nbytes: float, engine_s: float) -> float:
     """When a transfer's last byte moves: both the memory side and the DMA engines' time must be booked."""
     return max(fabric.consume(start, nbytes), engines.consume(start, engine_s))
@@ -195,7 +171,6 @@ def replay(
     busy = [0.0] * 5
     fixed = platform.dma_fixed_s
     dma = int(Engine.DMA)
-    tensor = int(Engine.TENSOR)  # its accumulation groups chain through PSUM without a write-back wait
     reload_rows, save_rows = spill_descriptors(spills, platform, n)
 
     def spill_engine_s(nbytes: float, rows: float) -> float:
@@ -203,25 +178,15 @@ def replay(
 
     start_l = [0.0] * n
     end_l = [0.0] * n
-    window = platform.issue_window
-    reorder = platform.reorder_window
-    recent: list[list[tuple[float, float]]] = [[] for _ in range(5)]  # per engine, its last `reorder` slots
-    sync = platform.sync_latency_s
-    # [ARCH-V2]: an instruction that needs the previous one's output on the same engine waits for it to be
-    # written back (~100 engine cycles). Not on the DMA queues nor the Tensor Engine (PSUM accumulation).
-    turnaround = platform.dependent_overhead_cycles / platform.engine_clock_hz
     drained = 0.0  # latest end so far: where a sequential iteration boundary waits
     floor = 0.0
     for i in range(n):
         if barrier_at[i]:
             floor = drained
         ready = floor
-        if window and i >= window and end_l[i - window] > ready:
-            ready = end_l[i - window]
         e = engine[i]
         for k in range(indptr[i], indptr[i + 1]):
-            j = preds[k]
-            t = end_l[j] + (sync if engine[j] != e else turnaround if e != tensor else 0.0)
+            t = end_l[preds[k]]
             if t > ready:
                 ready = t
         if spill_any and reload_at[i] > 0.0:
@@ -254,10 +219,7 @@ def replay(
                 engine[i] = e
                 seconds[i] = on_scalar[i] if e == scalar else on_vector[i]  # each engine's own clock
             busy[e] += seconds[i]
-            if reorder:
-                s = _earliest_slot(recent[e], ready, seconds[i], reorder)
-            else:
-                s = ready if ready > engine_free[e] else engine_free[e]
+            s = ready if ready > engine_free[e] else engine_free[e]
             f = s + seconds[i]
             if f > engine_free[e]:
                 engine_free[e] = f

@@ -31,7 +31,7 @@ import numpy as np
 from engine.platforms.nki.hardware import NeuronCoreSpec
 from engine.platforms.nki.perf.costs import InstructionCosts, dma_engine_seconds
 from engine.platforms.nki.perf.deps import Dependencies
-from engine.platforms.nki.perf.schedule import Schedule, _Bandwidth, _earliest_slot, _move, spill_descriptors
+from engine.platforms.nki.perf.schedule import Schedule, _Bandwidth, _move, spill_descriptors
 from engine.platforms.nki.perf.spills import SpillPlan, interleaved_positions
 from engine.platforms.nki.simulator.trace import Engine, LoopKind, Trace
 
@@ -204,7 +204,7 @@ def replay_time_ordered(
     engine, seconds = _engines(trace, platform, costs)
     queue = dma_queues(trace, platform, costs, deps, engine)
     issue_s = platform.dma_queue_issue_s
-    dma, tensor = int(Engine.DMA), int(Engine.TENSOR)
+    dma = int(Engine.DMA)
     dma_bytes = costs.dma_bytes.tolist()
     touches_hbm = costs.dma_touches_hbm.tolist()
     engine_s = costs.dma_engine_s.tolist()
@@ -216,11 +216,6 @@ def replay_time_ordered(
     spill_any = bool(spills.reload_bytes.any() or spills.save_bytes.any())
     elided = spills.elided.tolist()
     reload_after = spills.reload_after.tolist()
-    slot_after = spills.slot_after.tolist() if spills.slot_after is not None else None
-    window = platform.issue_window
-    reorder = platform.reorder_window
-    sync = platform.sync_latency_s
-    turnaround = platform.dependent_overhead_cycles / platform.engine_clock_hz
     fixed = platform.dma_fixed_s
 
     reload_rows, save_rows = spill_descriptors(spills, platform, n)
@@ -228,8 +223,8 @@ def replay_time_ordered(
     def spill_engine_s(nbytes: float, rows: float) -> float:
         return float(dma_engine_seconds(nbytes, rows, platform))
 
-    # What each instruction waits for, as predecessors that must be placed first: its data (deps), the issue
-    # window, a spill reload's earlier use, the previous instruction on its compute engine, the previous DMA on
+    # What each instruction waits for, as predecessors that must be placed first: its data (deps), a spill
+    # reload's earlier use, the previous instruction on its compute engine, the previous DMA on
     # its queue. A sequential-loop barrier waits for every earlier instruction (handled by `released` below).
     waits: list[list[int]] = [[] for _ in range(n)]
     last_on: dict[tuple[str, int], int] = {}
@@ -248,12 +243,8 @@ def replay_time_ordered(
             b, previous = i, b
         last_barrier[i] = previous if prefetch is not None and engine[i] == dma and prefetch[i] == 0 else b
         w = preds[indptr[i]:indptr[i + 1]]
-        if window and i >= window:
-            w.append(i - window)
         if spill_any and 0 <= reload_after[i] < i:
             w.append(reload_after[i])
-        if slot_after is not None and 0 <= slot_after[i] < i:
-            w.append(slot_after[i])
         lane = ("q", queue[i]) if engine[i] == dma else ("e", engine[i])
         if elided[i] or engine[i] == dma and (queue[i] < 0 or pos is not None):
             lane = None
@@ -280,7 +271,6 @@ def replay_time_ordered(
     ready_of = [0.0] * n
     queue_start: dict[int, float] = {}
     engine_free = [0.0] * 5
-    recent: list[list[tuple[float, float]]] = [[] for _ in range(5)]
     hbm = _Bandwidth(platform.hbm_bytes_per_s)
     onchip = _Bandwidth(platform.dma_sbuf_bytes_per_s)
     engines = _Bandwidth(float(platform.dma_queues))
@@ -299,15 +289,10 @@ def replay_time_ordered(
     def ready_time(i: int) -> float:
         e = engine[i]
         ready = prefix_max[last_barrier[i]] if barrier_at[last_barrier[i]] else 0.0
-        if window and i >= window and end[i - window] > ready:
-            ready = end[i - window]
         for k in range(indptr[i], indptr[i + 1]):
-            j = preds[k]
-            t = end[j] + (sync if engine[j] != e else turnaround if e != tensor else 0.0)
+            t = end[preds[k]]
             if t > ready:
                 ready = t
-        if slot_after is not None and 0 <= slot_after[i] < i and end[slot_after[i]] + sync > ready:
-            ready = end[slot_after[i]] + sync  # its slot's earlier data read (spills.slot_waits)
         if spill_any and reload_at[i] > 0.0:
             after = reload_after[i]
             if 0 <= after < i:
@@ -322,10 +307,7 @@ def replay_time_ordered(
 
     def place_compute(i: int, ready: float) -> None:
         e = engine[i]
-        if reorder:
-            s = _earliest_slot(recent[e], ready, seconds[i], reorder)
-        else:
-            s = max(ready, engine_free[e])
+        s = max(ready, engine_free[e])
         f = s + seconds[i]
         engine_free[e] = max(engine_free[e], f)
         if spill_any and save_at[i] > 0.0:

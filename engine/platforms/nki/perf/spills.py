@@ -27,16 +27,10 @@ affine loops around those are pipelined to the same depth, their loads issued ah
 `weight` per instruction: the kernel's own statements, not the matmuls and copies lowering.py adds for one
 partition broadcast (they hold no data of their own), so lowering changes what instructions cost, not which data
 is evicted.
-
-Where one iteration is in flight and only the data kept across iterations overflows SBUF (one_slot_regime; spec
-flags sbuf_in_place, partition_rows_kept, spill_next_use, single_slot_waits, all off), outputs take the slots of
-operands that die into them (live_bytes with SbufUse.in_place), the kept data are evicted furthest next use first
-(_furthest), and each load waits for its slot's previous data to be read (slot_waits).
 """
 
 from __future__ import annotations
 
-import heapq
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
@@ -57,8 +51,6 @@ class SpillPlan:
     # Per instruction: the SBUF partition rows its reloads / saves span, one DMA descriptor each (empty: unknown)
     reload_rows: np.ndarray = field(default_factory=lambda: np.zeros(0))
     save_rows: np.ndarray = field(default_factory=lambda: np.zeros(0))
-    # per instruction: a load that must wait for this instruction, the last reader of its slot (-1 none; slot_waits)
-    slot_after: np.ndarray | None = None
 
 
 def live_bytes(use: SbufUse, n: int) -> np.ndarray:
@@ -72,17 +64,6 @@ def live_bytes(use: SbufUse, n: int) -> np.ndarray:
     np.maximum.at(last_use, use.producer[reads], use.inst[reads])
     np.add.at(live, use.inst[writes], use.chunk_bytes[writes])
     np.add.at(live, last_use[writes] + 1, -use.chunk_bytes[writes])
-    if use.in_place:
-        # An engine streams its operands through and writes its output over those that die there: at that
-        # instruction the output and the dying operands are one buffer, as large as the larger of the two.
-        written = np.zeros(n + 1)
-        np.add.at(written, use.inst[writes], use.chunk_bytes[writes])
-        dies = writes[last_use[writes] > use.inst[writes]]
-        dying = np.zeros(n + 1)
-        np.add.at(dying, last_use[dies], use.chunk_bytes[dies])
-        shared = np.minimum(dying, written)
-        live -= shared
-        live[1:] += shared[:-1]
     return np.cumsum(live)[:n]
 
 
@@ -216,75 +197,6 @@ def _kept_repeats_only(use: SbufUse, capacity: float) -> SbufUse:
     return use
 
 
-def one_slot_regime(use: SbufUse, n: int, capacity_per_partition: float, partitions: int) -> bool:
-    """Whether the compiler runs one iteration at a time and what overflows SBUF is the data kept across iterations:
-    in the compiler's (fused) order the iteration's own tiles fit one at a time but not two (no room for a second
-    slot each: [STREAM]), and with the kept copies of repeated loads they do not fit even once. Then what spills is
-    a choice among long-lived tensors, not the iteration's temporaries (the Mamba baseline: two accumulators and
-    four kept inputs of 28 KiB per partition beside the temporaries, 172.8 KiB usable; swiglu, matmul, lora,
-    gqa_full and bmm_softmax overflow with their own tiles, the Mamba tutorial's v2 keeps no copies)."""
-    use = _kept_repeats_only(use, capacity_per_partition * partitions)
-    repeats = np.flatnonzero(use.virtual & ~use.is_write)
-    if len(repeats) == 0:
-        return False
-    own = replace(use, chunk_bytes=np.where(use.virtual, 0, use.chunk_bytes))
-    one = own if use.fused is None else _moved(own, use.fused, True)
-    if live_bytes(one, n).max(initial=0.0) > capacity_per_partition:
-        return False
-    pos = interleaved_positions(own, n, 2, own.fused)
-    two = own if pos is None else _moved(own, pos, own.fused is not None)
-    if pos is None or live_bytes(two, n).max(initial=0.0) <= capacity_per_partition:
-        return False
-    kept = use if use.fused is None else _moved(use, use.fused, True)
-    live, _ = _live_with_kept_copies(kept, n, repeats)
-    return bool(live.max(initial=0.0) > capacity_per_partition)
-
-
-def slot_waits(use: SbufUse, n: int, line: np.ndarray, is_load: np.ndarray) -> np.ndarray:
-    """Per instruction: for a load, the instruction that last reads the slot its statement loaded into one instance
-    before (and, with `use.in_place`, what took that tile's place), which the load must wait for; else -1.
-
-    With one iteration in flight each tile has one SBUF slot ([STREAM]: "with one slot, each load and compute pair
-    executes in sequence"; the compiler makes a write wait until the slot's earlier data is read): the next
-    iteration's load cannot run ahead of the current iteration's compute (NeuronCoreSpec.single_slot_waits)."""
-    out = np.full(n, -1, dtype=np.int64)
-    if len(use.inst) == 0:
-        return out
-    end = _tile_ends(use, n)
-    if use.in_place:
-        # A fresh output (a tile nothing wrote before, not an accumulation into a kept tensor) takes the slot of
-        # the data that dies into it.
-        writes = np.flatnonzero(use.is_write & ~use.virtual)
-        fresh = np.zeros(n, dtype=bool)
-        fresh[use.inst[writes]] = True
-        fresh[use.inst[writes[use.prev_inst[writes] >= 0]]] = False
-        for i in np.flatnonzero(end > np.arange(n))[::-1].tolist():  # later instructions first: their ends are final
-            j = int(end[i])
-            if fresh[j] and end[j] > j:
-                end[i] = end[j]
-    loads = np.flatnonzero(is_load & (line > 0) & (end >= 0))
-    if len(loads) == 0:
-        return out
-    order = loads[np.lexsort((loads, line[loads]))]
-    same = np.r_[False, line[order][1:] == line[order][:-1]]
-    prev = np.roll(order, 1)
-    wait = np.where(same, end[prev], -1)
-    out[order] = np.where(wait < order, wait, -1)
-    return out
-
-
-def rows_reloaded(use: SbufUse) -> SbufUse:
-    """`use` with the repeated loads of one-partition rows made ordinary loads (NeuronCoreSpec.partition_rows_kept
-    False): the compiler re-loads such a row at every repeat instead of keeping it."""
-    if len(use.source_bytes) == 0:
-        return use
-    row = use.virtual & (use.partitions <= 1)
-    if not row.any():
-        return use
-    return replace(use, chunk_bytes=np.where(row, 0, use.chunk_bytes), virtual=use.virtual & ~row,
-                   is_write=use.is_write | row)
-
-
 def _moved(use: SbufUse, pos: np.ndarray, rechain: bool = False) -> SbufUse:
     """`use` with every instruction at its position `pos` in the compiler's order (`rechain`: kept copies' repeats
     chained in that order, for an order that moves whole statements: fusion.py)."""
@@ -306,19 +218,15 @@ def _moved(use: SbufUse, pos: np.ndarray, rechain: bool = False) -> SbufUse:
 
 
 def pipeline_depth(use: SbufUse, n: int, capacity_per_partition: float, partitions: int, interleave: int,
-                   unfit: int = 0, *, unfit_within_sbuf: bool = False, outer: bool = False,
-                   outer_over_kept: bool = False) -> int:
+                   unfit: int = 0, *, outer: bool = False, outer_over_kept: bool = False) -> int:
     """How many iterations of each unrolled affine loop the compiler keeps in flight: the most, up to `interleave`,
     whose live set fits `capacity_per_partition`; where none does, `unfit` (0: `interleave`, no SBUF bound).
-    `unfit_within_sbuf`: where none fits, the most up to `unfit` whose live set less the kept copies of repeated
-    loads fits, else 1 (NeuronCoreSpec.affine_unfit_within_sbuf). `outer_over_kept`: where the loops around
+    `outer_over_kept`: where the loops around
     (`outer`) fit only without the kept copies, they are pipelined anyway at the depth the innermost loops fit at
     without them, and the kept copies give way (NeuronCoreSpec.affine_outer_over_kept_copies)."""
     if outer and outer_over_kept:
-        inner = pipeline_depth(use, n, capacity_per_partition, partitions, interleave, unfit,
-                               unfit_within_sbuf=unfit_within_sbuf)
-        both = pipeline_depth(use, n, capacity_per_partition, partitions, interleave, unfit,
-                              unfit_within_sbuf=unfit_within_sbuf, outer=True)
+        inner = pipeline_depth(use, n, capacity_per_partition, partitions, interleave, unfit)
+        both = pipeline_depth(use, n, capacity_per_partition, partitions, interleave, unfit, outer=True)
         if both >= inner or inner <= 1:
             return both
         own = replace(_kept_repeats_only(use, capacity_per_partition * partitions),
@@ -335,14 +243,7 @@ def pipeline_depth(use: SbufUse, n: int, capacity_per_partition: float, partitio
         live, _ = _live_with_kept_copies(use if pos is None else _moved(use, pos, use.fused is not None), n, repeats)
         if live.max(initial=0.0) <= capacity_per_partition:
             return depth
-    if not unfit_within_sbuf:
-        return min(unfit, interleave)
-    own = replace(use, chunk_bytes=np.where(use.virtual, 0, use.chunk_bytes))  # without the kept copies
-    for depth in range(min(unfit, interleave), 1, -1):
-        pos = interleaved_positions(own, n, depth)
-        if live_bytes(own if pos is None else _moved(own, pos), n).max(initial=0.0) <= capacity_per_partition:
-            return depth
-    return 1
+    return min(unfit, interleave)
 
 
 def outer_fits(use: SbufUse, n: int, capacity_per_partition: float, partitions: int, depth: int) -> bool:
@@ -357,18 +258,16 @@ def outer_fits(use: SbufUse, n: int, capacity_per_partition: float, partitions: 
 
 def plan_spills(use: SbufUse, n: int, capacity_per_partition: float, partitions: int = 128,
                 interleave: int = 1, *, weight: np.ndarray | None = None, outer: bool = False,
-                keep_prefetch: bool = False, product_room: float = 0.0,
-                next_use: bool = False) -> SpillPlan:
+                keep_prefetch: bool = False) -> SpillPlan:
     """The spills of `use`'s live set, taken in the compiler's order (`interleave` iterations of each unrolled
     affine loop side by side, as pipeline_depth decides: interleaved_positions) and returned per instruction of
     the trace. `weight`: what each instruction counts for in a gap's length (None: 1 each). `outer`: the loops
     around those pipelined too (interleaved_positions). `keep_prefetch`: a load those loops issue ahead keeps its
-    tile until its first read (the pipeline's point; NeuronCoreSpec.affine_outer_over_kept_copies). `product_room`:
-    bytes per partition a kept product's live set may reach (0: it spills whole; NeuronCoreSpec.kept_product_share)."""
+    tile until its first read (the pipeline's point; NeuronCoreSpec.affine_outer_over_kept_copies)."""
     pos = interleaved_positions(use, n, interleave, use.fused, outer)
     ahead = _prefetched(use, n) if outer and keep_prefetch and interleave > 1 else None
     if pos is None:
-        return _plan(use, n, capacity_per_partition, partitions, weight, ahead, product_room, next_use)
+        return _plan(use, n, capacity_per_partition, partitions, weight, ahead)
     order = np.empty(n, dtype=np.int64)
     order[pos] = np.arange(n)
     moved_weight = None
@@ -380,7 +279,7 @@ def plan_spills(use: SbufUse, n: int, capacity_per_partition: float, partitions:
         moved_ahead = np.empty(n, dtype=bool)
         moved_ahead[pos] = ahead
     plan = _plan(_moved(use, pos, use.fused is not None), n, capacity_per_partition, partitions, moved_weight,
-                 moved_ahead, product_room, next_use)
+                 moved_ahead)
     after = plan.reload_after[pos]
     rows = {k: getattr(plan, k)[pos] for k in ("reload_rows", "save_rows") if len(getattr(plan, k)) == n}
     return replace(plan, reload_bytes=plan.reload_bytes[pos], save_bytes=plan.save_bytes[pos],
@@ -417,30 +316,6 @@ def _cover(rank: np.ndarray, kept: np.ndarray, lo: np.ndarray, hi: np.ndarray, s
     return np.flatnonzero(taken)
 
 
-def _within_room(chosen: np.ndarray, product: np.ndarray, rank: np.ndarray, lo: np.ndarray, hi: np.ndarray,
-                 size: np.ndarray, live: np.ndarray, room: float, n: int) -> np.ndarray:
-    """`chosen` and the fewest more of a kept product's gaps, longest first (`rank`), that bring the live set under
-    `room` wherever a product gap is open: the product keeps what room the rest of the live set leaves it, and
-    the rest is saved once and reloaded block by block (trn1's bmm: NeuronCoreSpec.kept_product_share)."""
-    open_ = np.zeros(n + 1)
-    np.add.at(open_, lo[product], 1)
-    np.add.at(open_, hi[product], -1)
-    where = np.cumsum(open_)[:n] > 0
-    base = np.bincount(lo[chosen], size[chosen], minlength=n + 1) - np.bincount(hi[chosen], size[chosen],
-                                                                                  minlength=n + 1)
-    over = np.where(where, live - np.cumsum(base)[:n] - room, 0.0)
-    taken = np.zeros(len(lo), dtype=bool)
-    taken[chosen] = True
-    extra = np.array([r for r in rank if product[r] and not taken[r]], dtype=np.int64)
-
-    def fits(k: int) -> bool:
-        pick = extra[:k]
-        relief = np.bincount(lo[pick], size[pick], minlength=n + 1) - np.bincount(hi[pick], size[pick], minlength=n + 1)
-        return bool((over - np.cumsum(relief)[:n]).max(initial=0.0) <= 0)
-
-    return np.union1d(chosen, extra[:_fewest_that_fit(len(extra), fits)])
-
-
 def _fewest_that_fit(count: int, fits: Callable[[int], bool]) -> int:
     """The smallest k in [0, count] for which `fits(k)` (true from some k on), else `count`: a binary search."""
     low, high = 0, count
@@ -453,35 +328,8 @@ def _fewest_that_fit(count: int, fits: Callable[[int], bool]) -> int:
     return low
 
 
-def _furthest(lo: np.ndarray, hi: np.ndarray, size: np.ndarray, excess: np.ndarray,
-              producer: np.ndarray) -> np.ndarray:
-    """The gaps [lo, hi) to evict, point by point in order: at each point still over capacity, among the gaps over it
-    the one whose next use (hi) is furthest away (Belady's rule; NeuronCoreSpec.spill_next_use)."""
-    order = np.lexsort((producer, lo))
-    lo_s, hi_s, size_s, prod_s = lo[order].tolist(), hi[order].tolist(), size[order].tolist(), producer[order].tolist()
-    active: list[tuple[int, int, int]] = []
-    ending: list[tuple[int, float]] = []
-    relief, k, chosen = 0.0, 0, []
-    for t in np.flatnonzero(excess > 0).tolist():
-        while ending and ending[0][0] <= t:
-            relief -= heapq.heappop(ending)[1]
-        while k < len(lo_s) and lo_s[k] <= t:
-            heapq.heappush(active, (-hi_s[k], prod_s[k], k))
-            k += 1
-        while excess[t] - relief > 1e-9 and active:
-            neg_hi, _, j = heapq.heappop(active)
-            if -neg_hi <= t:  # every gap left ends before t
-                active.clear()
-                break
-            chosen.append(j)
-            relief += size_s[j]
-            heapq.heappush(ending, (hi_s[j], size_s[j]))
-    return order[np.array(chosen, dtype=np.int64)] if chosen else np.zeros(0, dtype=np.int64)
-
-
 def _plan(use: SbufUse, n: int, capacity_per_partition: float, partitions: int,
-          weight: np.ndarray | None = None, ahead: np.ndarray | None = None, product_room: float = 0.0,
-          next_use: bool = False) -> SpillPlan:
+          weight: np.ndarray | None = None, ahead: np.ndarray | None = None) -> SpillPlan:
     zeros = np.zeros(n)
     use = _kept_repeats_only(use, capacity_per_partition * partitions)
     repeats = np.flatnonzero(use.virtual & ~use.is_write)
@@ -528,8 +376,6 @@ def _plan(use: SbufUse, n: int, capacity_per_partition: float, partitions: int,
 
     if ahead is not None:
         chosen = _cover(rank, kept, lo, hi, size, excess)
-    elif next_use:
-        chosen = _furthest(lo, hi, size, excess, use.producer[gap_rows])
     else:
         chosen = rank[:_fewest_that_fit(len(rank), fits)]  # the fewest evictions that fit (all if none do)
     product = use.virtual[gap_rows] & ~use.clean[use.producer[gap_rows]]
@@ -541,10 +387,7 @@ def _plan(use: SbufUse, n: int, capacity_per_partition: float, partitions: int,
         # transposed input once and reloads it in two of its three row blocks.
         shortest = length[chosen][product[chosen]].min()
         period = product & (length >= 0.5 * shortest)
-        if product_room > 0:  # or only what leaves it the room (NeuronCoreSpec.kept_product_share)
-            chosen = _within_room(chosen, period, rank, lo, hi, size, live, product_room, n)
-        else:
-            chosen = np.union1d(chosen, np.flatnonzero(period))
+        chosen = np.union1d(chosen, np.flatnonzero(period))
     evicted = gap_rows[chosen]
     reload_after_rows = use.prev_inst[evicted]
     # An evicted repeat load simply runs (its own DMA is the re-fetch); the others are elided. An evicted kept
