@@ -73,32 +73,36 @@ class OutputComparison:
         self.reference_all_zero = True
 
     def add(self, output: np.ndarray, reference: np.ndarray) -> None:
+        # Finiteness is read on the arrays as sent (a cast to float64 keeps it); only the reference is copied
+        # to float64, and the output is widened inside the subtraction: the same numbers as widening both,
+        # with one float64 copy of a slice instead of two (the parent's share of an evaluation, issue 38).
         out_raw, ref_raw = np.ravel(output), np.ravel(reference)
         self.float_output = out_raw.dtype.kind in "fc"
-        out = out_raw.astype(np.float64, copy=False)
         ref = ref_raw.astype(np.float64, copy=False)
         if self.reference_all_zero and np.any(ref_raw):
             self.reference_all_zero = False
-        finite = np.isfinite(ref)
+        finite = np.isfinite(ref_raw)
         all_finite = bool(finite.all())
         if not all_finite:
-            out_f, ref_f = out[finite], ref[finite]
+            out_f, ref_f = out_raw[finite], ref[finite]
             ref_bad = ~finite
             if self.float_output and not np.array_equal(out_raw[ref_bad], ref_raw[ref_bad], equal_nan=True):
                 self.special_mismatch = True
         else:
-            out_f, ref_f = out, ref
-        out_finite = np.isfinite(out_f)
-        if not out_finite.all():
+            out_f, ref_f = out_raw, ref
+        if out_f.dtype.kind in "fc" and not np.isfinite(out_f).all():
             self.output_non_finite = True
             if self.float_output:
-                bad = ~np.isfinite(out) & finite
+                bad = ~np.isfinite(out_raw) & finite
                 self.bad_count += int(np.count_nonzero(bad))
                 if self.first_bad is None:
                     self.first_bad = self.offset + int(np.flatnonzero(bad)[0])
         if not self.output_non_finite:
-            diff = out_f - ref_f
+            if out_f.dtype.kind == "c":  # as a float64 cast reads it (the real part)
+                out_f = out_f.real
+            diff = np.subtract(out_f, ref_f, dtype=np.float64)
             self.diff_squares += float(np.dot(diff, diff))
+            del diff
         self.ref_squares += float(np.dot(ref_f, ref_f))
         self.offset += out_raw.size
 

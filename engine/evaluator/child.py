@@ -287,10 +287,13 @@ class ReferenceRole:
             reply_arrays, scalars = split_inputs(nki_inputs)
         except BaseException as exc:  # noqa: BLE001
             return _failure("reference_error", exc, REFERENCE_FILENAME, "the reference failed to render inputs: "), {}
-        # Only this seed's expected outputs are kept: the parent finishes one seed before the next. They
-        # stay here and go to the parent slice by slice (`expected`), never whole.
-        self.expected = {index: expected}
-        self.expected_arrays = {index: expected_arrays}
+        # This seed's expected outputs and the previous one's are kept: the parent asks for the next seed's
+        # inputs while the current seed's outputs are being computed, so it finishes seed k after rendering
+        # k + 1. They stay here and go to the parent slice by slice (`expected`), never whole.
+        self.expected = {i: e for i, e in self.expected.items() if i == index - 1}
+        self.expected_arrays = {i: e for i, e in self.expected_arrays.items() if i == index - 1}
+        self.expected[index] = expected
+        self.expected_arrays[index] = expected_arrays
         return {"ok": True, "input_count": len(nki_inputs), "scalars": scalars, "distribution": distribution,
                 "expected": [[a.dtype.str, list(a.shape)] for a in expected_arrays]}, reply_arrays
 

@@ -58,13 +58,15 @@ def apply_distribution(inputs: list[Any], distribution: str, seed: int) -> list[
         if not isinstance(value, np.ndarray) or value.ndim == 0:
             shaped.append(value)  # a scalar parameter (an epsilon, say) is part of the problem, not data
             continue
-        array = value.copy()
-        if array.dtype.kind == "f":
-            if distribution == "zeros":
-                array[rng.random(array.shape) < ZERO_FRACTION] = 0.0
-            elif distribution == "scaled":
-                array = (array * SCALE_FACTOR).astype(array.dtype)
-            else:
-                raise ValueError(f"unknown input distribution {distribution!r}")
-        shaped.append(array)
+        if value.dtype.kind != "f":
+            shaped.append(value.copy())
+        elif distribution == "zeros":
+            # copyto with a mask: the same zeros as indexing with it, at about half the cost on large inputs
+            array = value.copy()
+            np.copyto(array, 0.0, where=rng.random(array.shape) < ZERO_FRACTION)
+            shaped.append(array)
+        elif distribution != "scaled":
+            raise ValueError(f"unknown input distribution {distribution!r}")
+        else:  # one new array, in the input's own dtype
+            shaped.append(np.multiply(value, value.dtype.type(SCALE_FACTOR)))
     return shaped

@@ -8,6 +8,7 @@ import pytest
 from engine.evaluator import RELATIVE_L2_TOLERANCE
 from engine.evaluator.checks import (
     CheckFailed,
+    OutputComparison,
     non_finite_mismatch,
     reference_precision,
     relative_l2,
@@ -63,3 +64,26 @@ def test_a_bf16_instruction_fails_an_fp32_reference_naming_its_line() -> None:
 
 def test_a_bf16_reference_allows_bf16_instructions() -> None:
     check_trace_precision(trace_with(["bfloat16"], [0]), (7, "bfloat16"))
+
+
+def test_comparing_a_slice_holds_one_float64_copy_besides_the_difference_and_gives_the_float64_error() -> None:
+    # The parent compares every seed's outputs slice by slice (issue 38: part of an evaluation's cost): the output
+    # is widened inside the subtraction, not copied, so a 2 Mi-element fp32 slice costs the parent about two
+    # float64 arrays (the reference's and the difference), where widening both costs three and a quarter.
+    import tracemalloc
+
+    rng = np.random.default_rng(0)
+    n = 1 << 21
+    out = rng.normal(size=n).astype(np.float32)
+    ref = (out + 1e-6 * rng.normal(size=n)).astype(np.float32)
+    comparison = OutputComparison(ref.shape)
+    tracemalloc.start()
+    try:
+        comparison.add(out, ref)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 2.5 * 8 * n, f"{peak / (8 * n):.2f} float64 copies of the slice"
+    wide_out, wide_ref = out.astype(np.float64), ref.astype(np.float64)
+    exact = np.sqrt(np.dot(wide_out - wide_ref, wide_out - wide_ref)) / np.sqrt(np.dot(wide_ref, wide_ref))
+    assert comparison.relative_l2() == exact

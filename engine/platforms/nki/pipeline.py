@@ -62,6 +62,17 @@ class _Stop(Exception):
 
 
 @dataclass
+class _Rendered:
+    """One seed's inputs as the reference child rendered them (its expected outputs stay there)."""
+
+    index: int
+    where: str
+    reply: dict[str, Any]
+    inputs: dict[str, np.ndarray]
+    expected: list[np.ndarray]
+
+
+@dataclass
 class _Attempt:
     backend: BackendImplementation
     kernel_source: str
@@ -78,6 +89,8 @@ class _Attempt:
     errors: list[tuple[float | None, ...]] = field(default_factory=list)
     plan: tuple[str, ...] = ()
     zero_expected: list[tuple[bool, ...]] = field(default_factory=list)
+    # The profile request went out as soon as the first seed's trace was verified; its reply is read last.
+    profile_sent: bool = False
 
     # -- results ----------------------------------------------------------------------------------
 
@@ -151,10 +164,16 @@ class _Attempt:
             self.load_reference(reference)
             self.load_kernel(kernel)
             # One seed at a time, everything of a seed dropped before the next: the parent's memory is a
-            # seed's inputs and outputs plus a slice, not every seed's arrays at once.
+            # seed's inputs and outputs plus a slice (and the next seed's inputs, rendered while this seed's
+            # outputs are computed), not every seed's arrays at once.
             traces = []
+            ahead: _Rendered | _Stop | None = None
             for index in range(len(self.seeds)):
-                trace = self.check_seed(reference, kernel, index, verifier)
+                rendered = ahead if ahead is not None else self.render(reference, index)
+                if isinstance(rendered, _Stop):
+                    raise rendered  # the next seed's failure, kept until this seed was judged
+                trace, ahead = self.check_seed(reference, kernel, rendered, verifier, profiler)
+                del rendered
                 if trace is not None and traces and "arrays" in trace:
                     # Only the first seed's trace is profiled; the others need their length only.
                     trace = {"instructions": len(trace["arrays"]["trace.col.engine"])}
@@ -207,10 +226,9 @@ class _Attempt:
         if not reply["ok"]:
             raise self.kernel_reply_failed(reply, compiled=False)
 
-    def check_seed(self, reference: ChildProcess, kernel: ChildProcess, index: int,
-                   verifier: ChildProcess | None = None) -> dict[str, Any] | None:
+    def render(self, reference: ChildProcess, index: int) -> _Rendered:
+        """Seed `index`'s inputs from the reference child, which keeps the expected outputs."""
         seed, distribution = self.seeds[index], self.plan[index]
-        where = f"seed {seed} ({distribution} inputs)"
         try:
             rendered, arrays = reference.request({"op": "render", "seed": seed, "distribution": distribution,
                                                   "index": index})
@@ -221,20 +239,41 @@ class _Attempt:
         # The variant may have been replaced by the plain values (it broke the reference's math).
         distribution = rendered.get("distribution", distribution)
         self.plan = self.plan[:index] + (distribution,) + self.plan[index + 1:]
-        where = f"seed {seed} ({distribution} inputs)"
         inputs = {name: a for name, a in arrays.items() if name.startswith("in")}
         del arrays
         # The expected outputs stay in the reference child; the parent knows their dtypes and shapes and
         # reads their values slice by slice when comparing.
         expected = [_shape_only(dtype, shape) for dtype, shape in rendered["expected"]]
+        return _Rendered(index=index, where=f"seed {seed} ({distribution} inputs)", reply=rendered, inputs=inputs,
+                         expected=expected)
+
+    def render_ahead(self, reference: ChildProcess, index: int) -> _Rendered | _Stop | None:
+        """The next seed's inputs, asked for while a child computes the current seed's outputs (so the
+        reference's work overlaps the kernel's or the verifier's). A failure is returned, to be raised only
+        once the current seed was judged, as it would have been without the overlap."""
+        if index >= len(self.seeds):
+            return None
+        try:
+            return self.render(reference, index)
+        except _Stop as stop:
+            return stop
+
+    def check_seed(self, reference: ChildProcess, kernel: ChildProcess, rendered: _Rendered,
+                   verifier: ChildProcess | None = None,
+                   profiler: ChildProcess | None = None) -> tuple[dict[str, Any] | None, _Rendered | _Stop | None]:
+        """One seed's outputs, checked against the reference. Returns the seed's trace and, where it was
+        rendered meanwhile, the next seed (or the failure that rendering it met)."""
+        ahead = None
         if verifier is not None:
-            request = {"input_count": rendered["input_count"], "scalars": rendered.get("scalars", [])}
-            outputs, trace = self.verified_outputs(kernel, verifier, index, request, inputs, expected, where)
+            request = {"input_count": rendered.reply["input_count"], "scalars": rendered.reply.get("scalars", [])}
+            outputs, trace, ahead = self.verified_outputs(kernel, verifier, reference, profiler, rendered, request)
         else:
-            outputs, trace = self.kernel_outputs(kernel, rendered, inputs, expected, where)
-        del inputs
-        self.check_outputs(reference, index, outputs, expected, where, {"compiled": True, "runnable": True})
-        return trace
+            outputs, trace = self.kernel_outputs(kernel, rendered.reply, rendered.inputs, rendered.expected,
+                                                 rendered.where)
+        rendered.inputs = {}  # dropped before the outputs are compared
+        self.check_outputs(reference, rendered.index, outputs, rendered.expected, rendered.where,
+                           {"compiled": True, "runnable": True})
+        return trace, ahead
 
     def kernel_outputs(self, kernel: ChildProcess, rendered: dict[str, Any], inputs: dict[str, np.ndarray],
                        expected: list[np.ndarray], where: str) -> tuple[list[np.ndarray], dict[str, Any] | None]:
@@ -264,17 +303,23 @@ class _Attempt:
         del produced  # a backend with a trace has a program: verified_outputs
         return outputs, {"latency_ms": float(ran["latency_ms"])} if ran.get("latency_ms") is not None else None
 
-    def verified_outputs(self, kernel: ChildProcess, verifier: ChildProcess, index: int, request: dict[str, Any],
-                         inputs: dict[str, np.ndarray], expected: list[np.ndarray],
-                         where: str) -> tuple[list[np.ndarray], dict[str, Any] | None]:
+    def verified_outputs(self, kernel: ChildProcess, verifier: ChildProcess, reference: ChildProcess,
+                         profiler: ChildProcess | None, rendered: _Rendered, request: dict[str, Any],
+                         ) -> tuple[list[np.ndarray], dict[str, Any] | None, _Rendered | _Stop | None]:
         """The verifier's outputs for one seed. On the first, the kernel child runs once and records its program;
-        the verifier checks it, and the kernel's own outputs must equal the replay's bit for bit."""
+        the verifier checks it, and the kernel's own outputs must equal the replay's bit for bit. While the kernel
+        records (first seed) or the verifier replays (later seeds), the reference renders the next seed."""
+        index, inputs, expected, where = rendered.index, rendered.inputs, rendered.expected, rendered.where
         flags = {"compiled": True, "runnable": True}
-        recorded, trace = None, None
+        recorded, trace, ahead = None, None, None
         if index == 0:
             try:
-                ran, produced = kernel.request({"op": "run", "record": True, **request}, inputs,
-                                               max_reply_bytes=record_reply_budget(list(inputs.values()), expected),
+                kernel.send({"op": "run", "record": True, **request}, inputs)
+            except ChildError as exc:
+                raise self.child_failed(exc, "kernel", compiled=True) from None
+            ahead = self.render_ahead(reference, index + 1)
+            try:
+                ran, produced = kernel.receive(max_reply_bytes=record_reply_budget(list(inputs.values()), expected),
                                                check=kernel_reply_check(list(inputs.values()), expected, record=True))
             except ChildError as exc:
                 raise self.child_failed(exc, "kernel", compiled=True) from None
@@ -304,9 +349,12 @@ class _Attempt:
                 check_trace_precision(trace_dtypes(trace), checks.reference_precision(expected))
             except checks.CheckFailed as exc:
                 raise self.fail(ErrorKind.INCORRECT, str(exc), line=exc.line, **flags) from None
+            self.send_profile(trace, profiler)
         try:
-            replayed, produced = verifier.request({"op": "replay", "check_rows": index == 0, **request}, inputs,
-                                                  max_reply_bytes=replay_reply_budget(expected))
+            verifier.send({"op": "replay", "check_rows": index == 0, **request}, inputs)
+            if ahead is None:
+                ahead = self.render_ahead(reference, index + 1)
+            replayed, produced = verifier.receive(max_reply_bytes=replay_reply_budget(expected))
         except ChildError as exc:
             raise self.child_failed(exc, "verify", **flags) from None
         if not replayed["ok"]:
@@ -322,7 +370,19 @@ class _Attempt:
                 raise self.fail(ErrorKind.INCORRECT, f"the kernel's outputs for {where} are not what its recorded "
                                 f"instructions compute ({difference}): values written outside its instructions do "
                                 "not count", **flags)
-        return outputs, trace
+        return outputs, trace, ahead
+
+    def send_profile(self, trace: dict[str, Any], profiler: ChildProcess | None) -> None:
+        """Hand the verified trace to the performance model now, so it prices it while the seeds are checked;
+        `profile` reads the reply once every seed is correct (and never, if one is not: the child is killed)."""
+        if profiler is None:
+            return
+        profiler.restart_clock()
+        try:
+            profiler.send({"op": "profile", "platform": self.platform, "trace": trace["meta"]}, trace["arrays"])
+        except ChildError:
+            return  # `profile` asks again, and reports what it meets
+        self.profile_sent = True
 
     def check_outputs(self, reference: ChildProcess, index: int, outputs: list[np.ndarray],
                       expected: list[np.ndarray], where: str, ran_flags: dict[str, Any]) -> None:
@@ -434,10 +494,14 @@ class _Attempt:
             if profiler is None:
                 raise self.fail(ErrorKind.INFRASTRUCTURE_ERROR, f"backend {self.backend.name!r} recorded a trace "
                                 "but has no profiler", **correct)
-            profiler.restart_clock()
             try:
-                report, _ = profiler.request({"op": "profile", "platform": self.platform, "trace": first["meta"]},
-                                             first["arrays"])
+                if self.profile_sent:
+                    profiler.restart_clock()  # it waited for the seeds too
+                    report, _ = profiler.receive()
+                else:
+                    profiler.restart_clock()
+                    report, _ = profiler.request({"op": "profile", "platform": self.platform,
+                                                  "trace": first["meta"]}, first["arrays"])
             except ChildError as exc:
                 raise self.child_failed(exc, "profile", **correct) from None
             if not report["ok"]:
