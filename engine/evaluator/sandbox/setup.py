@@ -56,8 +56,8 @@ from engine.evaluator.sandbox.user import (
 __all__ = ["PROJECT_ROOT", "main", "var_dir"]
 
 # Imported by the probe inside the sandbox: what every child role needs.
-_PROBE_IMPORTS = ("numpy", "engine.evaluator.child", "engine.evaluator.backends", "engine.platforms.nki.simulator",
-                  "engine.platforms.nki.perf")
+_PROBE_IMPORTS = ("numpy", "engine.evaluator.child", "engine.evaluator.backends", "engine.platforms.nki.backend",
+                  "engine.platforms.nki.roles", "engine.platforms.nki.simulator", "engine.platforms.nki.perf")
 
 _PROBE_REFERENCE = '''
 import numpy as np
