@@ -77,6 +77,9 @@ def hidden_run_ids(user: Any) -> Any:
     return _generator.hidden_run_ids(user)
 
 
+NOBODY = 0  # audience_owner of a private run without an owner
+
+
 def hidden_from_audience(owner: Any = None) -> Any:
     """The private runs of anyone but `owner` (a user or their id; every private run for None), as ids (a subquery), or [] without a
     generating app: what may not reach whoever sees `owner`'s private work (or, for None, everyone's public work).
@@ -104,7 +107,9 @@ def audience_owner(run_id: int | None) -> int | None:
     run = _generator.runs({run_id}).get(run_id)
     if run is None or run.is_public:
         return None
-    return run.owner_id
+    # A private run nobody owns (a management command's) is seen by admins only: an id no one has, so that
+    # nothing else counts as its audience's.
+    return run.owner_id if run.owner_id is not None else NOBODY
 
 
 def evaluation_provenance(evaluation: Evaluation, generated: dict[int, dict[str, Any]] | None = None) -> dict[str, Any]:
