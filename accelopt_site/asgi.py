@@ -38,15 +38,14 @@ from optimizer.worker import EmbeddedWorkerMiddleware  # noqa: E402
 
 # /static/ is served by WhiteNoise, a middleware in settings.MIDDLEWARE (compressed, far-future cached);
 # behind a reverse proxy set ACCELOPT_SERVE_STATIC=0 and serve STATIC_ROOT there.
-# Over-sized uploads are refused before Django reads their body (accelopt_site/uploads.py).
-http_application = UploadSizeLimit(django_http_application)
 
 # The embedded run worker (optimizer.worker) starts with the server unless ACCELOPT_EMBEDDED_WORKER=0.
 application = EmbeddedWorkerMiddleware(
     ProtocolTypeRouter(
         {
-            # /mcp: the MCP server for coding agents (mcp_server/http.py), before Django's URL routing.
-            "http": McpFront(HealthzFront(http_application)),
+            # Over-sized uploads are refused before anything reads their body (accelopt_site/uploads.py), /mcp's
+            # too; /mcp: the MCP server for coding agents (mcp_server/http.py), before Django's URL routing.
+            "http": UploadSizeLimit(McpFront(HealthzFront(django_http_application))),
             "websocket": AllowedHostsOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
         }
     )

@@ -1,5 +1,5 @@
 """One cap on what a request may upload, the same on every path (pages, the API's JSON and multipart bodies,
-imports): ACCELOPT_MAX_UPLOAD_BYTES, checked before the body is read.
+imports, /mcp): ACCELOPT_MAX_UPLOAD_BYTES, checked before the body is read, and as it streams when it gives no length.
 
 - `UploadSizeLimit` (ASGI, in asgi.py) and `UploadSizeLimitMiddleware` (Django) refuse a request whose Content-Length is over the cap with 413 before
   Django reads (the ASGI one) or parses (the Django one) any of its body;
@@ -98,6 +98,9 @@ class UploadSizeLimit:
         await send({"type": "http.response.body", "body": body})
 
 
+_STREAMED = -1  # a body that gave no length and streamed past the cap
+
+
 def cap_daphne_uploads() -> None:
     """In a daphne server, refuse an over-sized body as its headers arrive: Twisted would otherwise store all of
     it and daphne then queue all of it, in 8 KiB messages, in memory before the application could say no (a
@@ -113,18 +116,26 @@ def cap_daphne_uploads() -> None:
 
     def capped_got_length(self: Any, length: int | None) -> None:
         self._accelopt_too_big = length if length is not None and length > max_upload_bytes() + ENVELOPE_BYTES else None
+        self._accelopt_streamed = 0
         got_length(self, 0 if self._accelopt_too_big is not None else length)
 
     def capped_chunk(self: Any, data: bytes) -> None:
-        if getattr(self, "_accelopt_too_big", None) is None:
-            handle_chunk(self, data)
+        if getattr(self, "_accelopt_too_big", None) is not None:
+            return
+        # A body sent without its length (chunked) is counted as it arrives: past the cap the rest is dropped, and
+        # what came before is never queued for the application (/mcp reads a body whole, the SDK's way).
+        self._accelopt_streamed = getattr(self, "_accelopt_streamed", 0) + len(data)
+        if self._accelopt_streamed > max_upload_bytes() + ENVELOPE_BYTES:
+            self._accelopt_too_big = _STREAMED
+            return
+        handle_chunk(self, data)
 
     def capped_process(self: Any) -> None:
         size = getattr(self, "_accelopt_too_big", None)
         if size is None:
             process(self)
             return
-        message = too_big_message(size)
+        message = too_big_message(None if size == _STREAMED else size)
         if self.path.startswith(b"/api/"):
             body, kind = json.dumps({"detail": message}).encode(), b"application/json"
         else:

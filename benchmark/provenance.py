@@ -77,6 +77,9 @@ def hidden_run_ids(user: Any) -> Any:
     return _generator.hidden_run_ids(user)
 
 
+NOBODY = 0  # audience_owner of a private run without an owner
+
+
 def hidden_from_audience(owner: Any = None) -> Any:
     """The private runs of anyone but `owner` (a user or their id; every private run for None), as ids (a subquery), or [] without a
     generating app: what may not reach whoever sees `owner`'s private work (or, for None, everyone's public work).
@@ -86,14 +89,19 @@ def hidden_from_audience(owner: Any = None) -> Any:
     if _generator is None:
         return []
     runs = _generator.private_runs()
-    return (runs.exclude(owner=owner) if owner is not None else runs).values("pk")
+    if owner is None:
+        return runs.values("pk")
+    if owner == NOBODY:  # the admins' audience: every private run somebody owns is another's
+        return runs.filter(owner__isnull=False).values("pk")
+    return runs.exclude(owner=owner).values("pk")  # a run nobody owns is another's too
 
 
 def private_runs_of(owner: Any) -> Any:
-    """`owner`'s private runs, as ids (a subquery), or [] without a generating app."""
+    """`owner`'s private runs (NOBODY: those without an owner), as ids (a subquery), or [] without a generating app."""
     if _generator is None or owner is None:
         return []
-    return _generator.private_runs().filter(owner=owner).values("pk")
+    runs = _generator.private_runs()
+    return (runs.filter(owner__isnull=True) if owner == NOBODY else runs.filter(owner=owner)).values("pk")
 
 
 def audience_owner(run_id: int | None) -> int | None:
@@ -104,7 +112,9 @@ def audience_owner(run_id: int | None) -> int | None:
     run = _generator.runs({run_id}).get(run_id)
     if run is None or run.is_public:
         return None
-    return run.owner_id
+    # A private run nobody owns (a management command's) is seen by admins only, as every such run is: they
+    # share one audience, NOBODY (a repeated command campaign still finds the first one's kernels).
+    return run.owner_id if run.owner_id is not None else NOBODY
 
 
 def evaluation_provenance(evaluation: Evaluation, generated: dict[int, dict[str, Any]] | None = None) -> dict[str, Any]:

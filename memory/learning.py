@@ -154,7 +154,7 @@ def learn(
                 "candidate_key": candidate_key[:100], "iteration": iteration, "source_key": source_key[:200],
                 "content_sha256": _pair_sha(slow_kernel, fast_kernel)}
     with transaction.atomic():
-        same = (same_audience_entries(audience_owner(source_run_id)).filter(lesson_digest=digest)
+        same = (same_audience_entries(audience_owner(source_run_id), run_id=source_run_id).filter(lesson_digest=digest)
                 .order_by("id").first())
         if same is not None:
             holder = _holder(same)
@@ -188,7 +188,7 @@ def _pair_sha(slow_kernel: str, fast_kernel: str) -> str:
 def near_duplicates(entry: MemoryEntry) -> QuerySet[MemoryEntry]:
     """Entries `entry` may duplicate: same polarity and language, shown to the Planner, not itself, and seen by the
     same people (same_audience_entries: a merge moves evidence and renames the kept entry)."""
-    others = (same_audience_entries(audience_owner(entry.source_run_id))
+    others = (same_audience_entries(audience_owner(entry.source_run_id), run_id=entry.source_run_id)
               .filter(polarity=entry.polarity, status__in=_COMPARABLE).exclude(pk=entry.pk))
     if hasattr(MemoryEntry, "language"):
         others = others.filter(language=_language(entry))

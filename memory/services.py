@@ -82,13 +82,15 @@ def shared_entries(owner: Any = None, *, run_id: int | None = None) -> QuerySet[
     return MemoryEntry.objects.exclude(hidden).filter(problems)
 
 
-def same_audience_entries(owner: Any = None) -> QuerySet[MemoryEntry]:
-    """The entries a lesson learned where `owner`'s private work is seen (None: in public) may strengthen or be
-    merged into: those with exactly that audience. A private lesson counted in a public entry would show in its
-    evidence count, speedups and title; a public one counted in a private entry would vanish from everyone else."""
+def same_audience_entries(owner: Any = None, *, run_id: int | None = None) -> QuerySet[MemoryEntry]:
+    """The entries a lesson learned by run `run_id` where `owner`'s private work is seen (None: in public) may
+    strengthen or be merged into: those with exactly that audience, the run's own among them. A private lesson
+    counted in a public entry would show in its evidence count, speedups and title; a public one counted in a
+    private entry would vanish from everyone else."""
     if owner is None:
-        return shared_entries(None)
-    return MemoryEntry.objects.filter(source_run_id__in=private_runs_of(owner)).filter(_audience_problems(owner))
+        return shared_entries(None, run_id=run_id)
+    same = Q(source_run_id__in=private_runs_of(owner)) & _audience_problems(owner)
+    return MemoryEntry.objects.filter(same | Q(source_run_id=run_id) if run_id is not None else same)
 
 
 def get_entry_for_user(user: Any, pk: int, *, write: bool = False) -> MemoryEntry:

@@ -88,3 +88,20 @@ def test_a_private_run_repeating_a_public_lesson_keeps_it_to_itself(problem, peo
     assert repeated.action == "created" and repeated.entry != public
     assert MemoryEntry.objects.get(pk=public.pk).evidence_count == 1
     assert services.visible_entries(people["tom"]).filter(title=TITLE).get() == public
+
+
+def test_a_private_run_nobody_owns_keeps_its_lessons_to_itself_too(problem, people):
+    """A management command's private run (no owner) is seen by admins only: its lesson joins no public entry,
+    though it strengthens its own when the run learns it again."""
+    public = _learn(problem, _run(problem, people["tom"], public=True), 1).entry
+    ownerless = Run.objects.create(problem=problem, start_kernel=public_start(problem), owner=None, is_public=False,
+                                   platform="trn1", backend="simulator")
+    first, again = _learn(problem, ownerless, 2), _learn(problem, ownerless, 3)
+    assert first.action == "created" and first.entry != public
+    assert (again.action, again.entry) == ("strengthened", first.entry)
+    assert MemoryEntry.objects.get(pk=public.pk).evidence_count == 1
+    assert not services.visible_entries(people["tom"]).filter(pk=first.entry.pk).exists()
+
+
+def public_start(problem: Any) -> Kernel:
+    return Kernel.objects.get_or_create(problem=problem, sha256="0" * 64, defaults={"source": "# start\n"})[0]

@@ -562,3 +562,17 @@ def test_the_matrix_covers_every_page_route() -> None:
     missing = _page_routes() - covered - set(PAGES_NOT_IN_MATRIX)
     assert missing == set(), f"page routes missing from the matrix: {sorted(missing)}"
     assert not set(PAGES_NOT_IN_MATRIX) & covered, "a route both in the matrix and excused from it"
+
+
+def test_private_runs_nobody_owns_share_their_kernels_and_no_one_elses(world: dict[str, Any]) -> None:
+    """A management command's private runs (no owner) are seen by admins only, all of them: a repeated command
+    campaign finds the first one's kernels and results; erin's private kernel stays hers."""
+    problem = world["problem_row"]
+    private_kernel = Kernel.objects.get(pk=world["private_kernel"])
+    first, second = (Run.objects.create(problem=problem, start_kernel=problem.baseline_kernel, owner=None,
+                                        is_public=False, platform="h100", backend="cuda") for _ in range(2))
+    source = f"{problem.baseline_kernel.source}# a command's campaign wrote this\n"
+    written, _ = services.create_kernel(problem, source, origin=KernelOrigin.GENERATED, run_id=first.pk)
+    assert services.create_kernel(problem, source, origin=KernelOrigin.GENERATED, run_id=second.pk)[0] == written
+    theirs, _ = services.create_kernel(problem, private_kernel.source, origin=KernelOrigin.GENERATED, run_id=second.pk)
+    assert theirs.pk != private_kernel.pk

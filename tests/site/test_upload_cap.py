@@ -85,3 +85,30 @@ def test_the_server_memory_stays_flat_while_a_50_mb_upload_is_refused(tmp_path, 
         assert peak - before < 20, f"the server went from {before} MB to a peak of {peak} MB for a 50 MB upload"
         assert refused.value.code == 413
         assert "the limit is 10 MiB" in refused.value.read().decode()
+
+
+@pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="reads the server's memory from /proc")
+def test_a_body_sent_without_its_length_is_stopped_at_the_cap_on_every_path(tmp_path, transactional_db):
+    """Chunked, a body says no size before it arrives: the server counts it as it streams and answers 413 past the
+    cap without keeping it, on the pages, the API and /mcp (which reads its bodies whole) alike."""
+    import http.client
+
+    from tests.browser.conftest import seeded_server
+
+    with seeded_server(tmp_path) as base:
+        port = int(base.rsplit(":", 1)[1])
+        pid = int(subprocess.run(["pgrep", "-f", f"daphne -b 127.0.0.1 -p {port} "], capture_output=True,
+                                 text=True, check=True).stdout.split()[0])
+        urllib.request.urlopen(f"{base}/problems/").read()
+        before = _memory_mb(pid, "VmRSS")
+        for path in ("/mcp", "/api/kernels/import", "/kernels/upload/"):
+            connection = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
+            chunks = (b"x" * MB for _ in range(50))
+            connection.request("POST", path, body=chunks, encode_chunked=True,
+                               headers={"Content-Type": "application/json", "Transfer-Encoding": "chunked"})
+            answer = connection.getresponse()
+            assert answer.status == 413, (path, answer.status, answer.read()[:200])
+            assert "the limit is 10 MiB" in answer.read().decode(), path
+            connection.close()
+        peak = _memory_mb(pid, "VmHWM")
+        assert peak - before < 20, f"the server went from {before} MB to a peak of {peak} MB for 50 MB bodies"
