@@ -9,7 +9,8 @@ which marks it running when a worker takes it; the future's callback saves the r
 the kernel still runs in the sandbox's child processes either way.
 
 `engine.evaluator` loads its modules on first use, so numpy and the pipeline are imported with the
-first evaluation, not when a web process starts.
+first evaluation, not when a web process starts. Long because requesting, saving and cancelling share one
+registry of the futures in flight (`_in_flight`); split, each part would reach into another's state.
 """
 
 from __future__ import annotations
