@@ -39,6 +39,7 @@ from engine.agents.base import (
 )
 from engine.agents.imports import in_target_generation
 from engine.agents.rewrites import Rewrite, RewriteError, catalog_for, rewrite_named
+from engine.platforms.nki.generations import CURRENT, kernel_generation
 from engine.platforms.registry import NKI, get_definition
 
 LABEL = "offline: search over known rewrites (no language model)"
@@ -146,7 +147,12 @@ class OfflineAgents:
                 source = rewrite.apply_everywhere(source)
         except (RewriteError, SyntaxError, ValueError) as exc:
             return AgentResult(None, unusable=f"rewrite {rewrite.name} failed: {exc}")
-        return AgentResult(source)
+        # The catalog writes legacy (functional) NKI: in an NKI 0.6 kernel its lines are migrated to 0.6 too.
+        goal = request.problem.target_generation or (CURRENT if kernel_generation(kernel) == CURRENT else "")
+        try:
+            return AgentResult(in_target_generation(source, goal))
+        except ValueError as exc:
+            return AgentResult(None, unusable=f"rewrite {rewrite.name}: {exc}")
 
     async def fix(self, request: FixRequest) -> AgentResult[str]:
         return AgentResult(None, unusable="the offline agent does not repair kernels (set fix_attempts=0)")
