@@ -38,6 +38,7 @@ from engine.agents.base import (
     WriteRequest,
 )
 from engine.agents.imports import in_target_generation
+from engine.agents.prompting import generation_of
 from engine.agents.rewrites import Rewrite, RewriteError, catalog_for, rewrite_named
 from engine.platforms.registry import PREDICTED, get_backend_definition, get_definition
 
@@ -148,7 +149,13 @@ class OfflineAgents:
                 source = rewrite.apply_everywhere(source)
         except (RewriteError, SyntaxError, ValueError) as exc:
             return AgentResult(None, unusable=f"rewrite {rewrite.name} failed: {exc}")
-        return AgentResult(source)
+        # The catalog writes legacy (functional) NKI: in an NKI 0.6 kernel its lines are migrated to 0.6 too.
+        language = get_definition(request.problem.platform).language
+        goal = request.problem.target_generation or generation_of(kernel, language)
+        try:
+            return AgentResult(in_target_generation(source, goal, language))
+        except ValueError as exc:
+            return AgentResult(None, unusable=f"rewrite {rewrite.name}: {exc}")
 
     async def fix(self, request: FixRequest) -> AgentResult[str]:
         return AgentResult(None, unusable="the offline agent does not repair kernels (set fix_attempts=0)")

@@ -13,7 +13,7 @@ from accounts import quotas
 from benchmark import services as benchmark_services
 from benchmark.models import Backend, Kernel, Platform, Problem
 from benchmark.services.evaluations import backend_unavailable
-from engine.platforms.nki.generations import CURRENT
+from engine.platforms.nki.generations import CURRENT, LEGACY, kernel_generation
 from engine.platforms.registry import CORRECTNESS_ONLY, NKI, get_backend_definition, get_definition
 from engine.search.budget import Budget, launch_notes
 from optimizer import conf
@@ -106,6 +106,8 @@ def create_run(
     if current_generation and problem.language != NKI:
         raise ValidationError(f"returning kernels in the current NKI generation is an option of NKI problems; "
                               f"{problem.address} is a {problem.language} problem")
+    if current_generation:
+        start_kernel = _start_in_current_generation(user, start_kernel, agent)
     search = dict(search or {})
     if agent == AgentKind.OFFLINE:
         # The offline agent repairs nothing; a Fixer round would only record "unusable" replies.
@@ -185,6 +187,22 @@ def check_budget(agent: str, search: dict[str, Any] | None, models: dict[str, st
                   "unpriced_models": tuple(unpriced)}
     return launch_notes(budget, llm=agent == AgentKind.LLM,
                         max_evaluations=1 + calls["executor"] * (1 + config.fix_attempts), **kwargs)
+
+
+def _start_in_current_generation(user: Any, kernel: Kernel, agent: str) -> Kernel:
+    """The kernel a run returning NKI 0.6 kernels starts from: a legacy start's mechanical migration (a new
+    kernel, its parent the legacy one), so that every kernel of the run, its best too, is in NKI 0.6. One that
+    cannot be migrated: the LLM agents start from it and are told to rewrite it; the offline agent, which writes
+    nothing by hand, cannot, and the run is refused naming the construct."""
+    if kernel_generation(kernel.source) != LEGACY:
+        return kernel
+    try:
+        return benchmark_services.migrate_kernel(user, kernel, evaluate=False).kernel
+    except ValidationError as error:
+        if agent == AgentKind.OFFLINE:
+            raise ValidationError(f"the offline agent cannot return NKI 0.6 kernels from this start: "
+                                  f"{' '.join(error.messages)}") from error
+        return kernel
 
 
 def _store_start_kernel(user: Any, problem: Problem, source: str, platform: str, name: str) -> Kernel:

@@ -11,6 +11,7 @@ from engine.agents.llm_agents import _kernel_of
 from engine.agents.offline import MIGRATE_PLAN, OfflineAgents
 from engine.agents.parsing import UnusableReply
 from engine.platforms.nki.generations import CURRENT, LEGACY, kernel_generation
+from engine.platforms.nki.migration import migrate_source
 from engine.platforms.nki.suites.loader import load_suite
 
 SILU = load_suite().problem("silu").baseline_for("mini")
@@ -51,3 +52,15 @@ def test_a_reply_without_imports_gets_the_header_of_the_generation_it_is_in():
     body = "@nki.jit\ndef kernel(x):\n    return nl.exp(x)\n"
     assert complete_imports(body, "trn1", CURRENT).startswith("import nki\nimport nki.language as nl\n")
     assert "import neuronxcc.nki as nki" in complete_imports(body, "trn1")
+
+
+def test_offline_rewrites_of_an_nki_0_6_kernel_stay_nki_0_6():
+    # The catalog writes functional (legacy) ISA calls and imports; in a 0.6 kernel they are migrated too.
+    gqa = migrate_source(load_suite().problem("gqa_full").baseline_for("mini")).source
+    agents = OfflineAgents()
+    problem = ProblemContext(slug="gqa_full", reference_source="", platform="trn1")
+    kernel = KernelView(source=gqa, latency_ms=1.0)
+    plans = asyncio.run(agents.plan(PlanRequest(problem, kernel, (), count=8, seed=0))).value
+    written = [asyncio.run(agents.write(WriteRequest(problem, kernel, plan, (), seed=0))) for plan in plans]
+    sources = [result.value for result in written if result.value is not None]
+    assert sources and all(kernel_generation(source) == CURRENT and "neuronxcc" not in source for source in sources)

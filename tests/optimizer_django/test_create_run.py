@@ -56,13 +56,16 @@ def test_the_api_refuses_an_unknown_status_with_the_choices(client, problem):
     assert response.json()["detail"].startswith("unknown status 'lost'; expected one of queued")
 
 
-def test_a_run_can_be_asked_to_return_kernels_in_the_current_nki_generation(owner, problem):
+def test_a_run_can_be_asked_to_return_kernels_in_the_current_nki_generation(owner, problem, client):
     from optimizer.adapters.problem import problem_context
 
     run = services.create_run(owner, problem, current_generation=True)
     assert run.config["nki_generation"] == "current"
     assert problem_context(run).target_generation == "current"
     assert problem_context(services.create_run(owner, problem)).target_generation == ""
+    client.force_login(owner)
+    page = client.get(run.get_absolute_url()).content.decode()
+    assert 'data-testid="run-generation">Returns kernels in the current NKI generation' in page
 
 
 def test_the_current_generation_option_is_refused_for_a_triton_problem(owner, problem):

@@ -385,11 +385,10 @@ class _Migrator:
         call: ast.Call = value  # type: ignore[assignment]
         has_dst = any(kw.arg == "dst" for kw in call.keywords)
         if isinstance(stmt, ast.Expr):
-            if has_dst or name not in DESTINATION_FIRST:
-                self._check_dst_call(call, name)
-                return
-            raise self.refuse(call, f"nisa.{name}(...)", "its result is never assigned; in NKI 0.6 it writes a "
-                              "destination given first")
+            # A call on its own line is destination-first already: a functional call's result would be lost, and
+            # a source that mixes both generations (a rewrite's legacy lines in a 0.6 kernel) has such calls.
+            self._check_dst_call(call, name)
+            return
         if has_dst:
             raise self.refuse(call, f"nisa.{name}(dst=...)", "assigns the result of a call that already names dst")
         if name not in DESTINATION_FIRST:

@@ -91,6 +91,9 @@ class Command(BaseCommand):
         parser.add_argument("--mini-first", action=argparse.BooleanOptionalAction, default=None,
                             help="check candidates on the problem's mini case before full size (default: on where "
                                  "a full-size problem has a mini case)")
+        parser.add_argument("--current-generation", action="store_true",
+                            help="NKI: return kernels in NKI 0.6 (the nki package) even from a legacy neuronxcc.nki "
+                                 "start (the offline agent migrates the kernel first)")
         for name, (label, unit) in BUDGET_FIELDS.items():
             parser.add_argument(f"--{name.replace('_', '-')}", dest=name, type=float,
                                 help=f"budget: stop cleanly once the run has spent this many {unit} ({label})")
@@ -114,7 +117,7 @@ class Command(BaseCommand):
                     None, problem, start_source=source, start_name=Path(options["kernel"] or "").name,
                     agent=options["agent"], platform=options["platform"], backend=options["backend"],
                     search=search, is_public=options["public"],
-                    budget=budget,
+                    budget=budget, current_generation=options["current_generation"],
                 )
                 claim_run(worker_id, run.pk)
         except (ValueError, Http404, OSError) as error:
