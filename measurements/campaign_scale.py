@@ -13,8 +13,8 @@ measurements/evaluation_phases.py) give evaluations per CPU-hour; the wall secon
 `search`: a fresh SQLite database (migrated, the NKIBench problems loaded, no baseline evaluated), then
 `manage.py optimize` with the offline agent and the configuration given, timed from start to end. `--minutes`
 caps it with the run's own wall-time budget (it stops cleanly between steps), so what a slow machine can do
-is measured, not projected: the printed line says how many of the iterations finished and how many
-evaluations ran. `ray1`/`ray2` start a Ray head that runs nothing (--num-cpus=0) and one or two worker nodes
+is measured, not projected: the run's own lines say how far each iteration got (one the budget cut short is
+reported with the candidates judged before the stop), the SUMMARY line how many evaluations ran. `ray1`/`ray2` start a Ray head that runs nothing (--num-cpus=0) and one or two worker nodes
 of one CPU each on this machine (deploy/local.py) and point the run at them (ACCELOPT_RAY_ADDRESS); `local`
 uses the local executor (ACCELOPT_EVALUATION_WORKERS, 2 by default). Run the three one after the other and
 divide: the speed-up per added node.
@@ -94,12 +94,13 @@ def search(args: argparse.Namespace) -> None:
         if done.returncode != 0:
             raise SystemExit(f"optimize failed:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}")
         print(done.stdout.strip(), flush=True)
+        # An iteration the budget cut short is reported too, with the candidates judged before the stop.
         iterations = len(re.findall(r"^\s*iteration \d+/\d+:", done.stdout, re.M))
         counts = re.search(r"evaluations: (\d+) at full size, (\d+) on the mini shapes; (\d+) answered from the cache",
                            done.stdout)
         summary = {"problem": args.problem, "executor": args.executor, "ray_worker_nodes": nodes,
                    "configuration": {k: getattr(args, k) for k in ACCELOPT}, "wall_s": round(wall, 1),
-                   "iterations_finished": iterations, "stopped_by_budget": "stopped: budget" in done.stdout,
+                   "iterations_reported": iterations, "stopped_by_budget": "stopped: budget" in done.stdout,
                    "load_average_end": round(os.getloadavg()[0], 1)}
         if counts:
             full, mini, cached = (int(c) for c in counts.groups())
