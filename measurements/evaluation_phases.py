@@ -47,8 +47,12 @@ SEEDS = (11, 22, 33)
 def bare(case: str, slug: str, seeds: tuple[int, ...], platform: str) -> dict[str, Any]:
     """In this (fresh) process: the seeds' inputs as the reference child renders them, then one plain
     simulation per seed. Returns the simulations' wall times."""
+    import random
+
+    import numpy as np
+
     from engine.evaluator.child import ReferenceRole
-    from engine.evaluator.inputs import DISTRIBUTIONS, plan_distributions
+    from engine.evaluator.inputs import DISTRIBUTIONS, apply_distribution, plan_distributions
     from engine.evaluator.protocol import join_inputs
     from engine.platforms.nki.simulator import simulate
     from engine.platforms.nki.simulator.semantics import namespaces
@@ -58,12 +62,24 @@ def bare(case: str, slug: str, seeds: tuple[int, ...], platform: str) -> dict[st
     role = ReferenceRole({"guards": {"audit": False}})
     loaded, _ = role.load({"source": spec.reference_source(case)}, {})
     plan = plan_distributions(len(seeds), loaded.get("distributions") or DISTRIBUTIONS)
-    rendered = []
+    rendered, rendered_as = [], []  # rendered_as: the distributions rendered (a variant that broke the math became plain)
     started = time.perf_counter()
     for index, (seed, distribution) in enumerate(zip(seeds, plan, strict=True)):
         reply, arrays = role.render({"seed": seed, "distribution": distribution, "index": index}, {})
         rendered.append(join_inputs(reply["input_count"], arrays, reply.get("scalars", [])))
+        rendered_as.append(reply["distribution"])
     render_s = time.perf_counter() - started  # inputs and expected outputs, as the reference child makes them
+    # What a simulation needs of that: the inputs only (get_inputs, the seed's distribution, the NKI layout),
+    # timed apart so a bare run can be charged for making its inputs but not for the expected outputs.
+    reference = _module(spec.reference_source(case), f"bare_reference_{slug}")
+    to_nki = getattr(reference, "transform_to_nki_inputs", None)
+    started, used = time.perf_counter(), time.process_time()
+    for seed, distribution in zip(seeds, rendered_as, strict=True):
+        np.random.seed(seed)
+        random.seed(seed)
+        raw = apply_distribution(list(reference.get_inputs()), distribution, seed)
+        _ = list(to_nki(raw)) if to_nki else raw
+    inputs_s, inputs_cpu_s = time.perf_counter() - started, time.process_time() - used
     del role
     namespaces.install()
     kernel = _module(spec.baseline_for(case), f"bare_{slug}").kernel
@@ -73,7 +89,8 @@ def bare(case: str, slug: str, seeds: tuple[int, ...], platform: str) -> dict[st
         simulate(kernel, list(inputs), platform=platform, record_trace=True, workers=1)
         times.append(time.perf_counter() - started)
         cpu.append(time.process_time() - used)
-    return {"simulate_s": times, "simulate_cpu_s": cpu, "render_s": render_s}
+    return {"simulate_s": times, "simulate_cpu_s": cpu, "render_s": render_s, "inputs_s": inputs_s,
+            "inputs_cpu_s": inputs_cpu_s}
 
 
 def _tree_cpu_seconds(pid: int) -> float | None:
