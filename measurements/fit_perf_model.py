@@ -46,7 +46,7 @@ GRID: dict[str, list[float]] = {
     "dma_fixed_s": [1e-6, 2e-6, 4e-6],
     "sbuf_usable_fraction": [0.8, 0.9, 1.0],
 }
-# Also tried (by hand) and left at 0, then removed from the model in perf-11 (docs/history/performance-model.md):
+# Also tried (by hand) and left at 0, then removed from the model in perf-12 (docs/history/performance-model.md):
 # a fixed cost per matmul, a cross-engine sync latency, an issue window.
 
 

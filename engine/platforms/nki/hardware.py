@@ -197,10 +197,10 @@ class NeuronCoreSpec:
     # baseline's leave-one-out fold falls off a spill cliff (docs/history/performance-model.md, perf-6 candidates: pairs
     # and engine shares). On with affine_interleave_unfit (helper PIPE): the lowering's extra instructions no longer
     # change which data spills.py evicts, and the pipelined depth is bounded by SBUF. False: the broadcast is free
-    # and read from SBUF (perf-5). The same for every kernel since perf-11: up to perf-10 the pairs the NKI tutorials
+    # and read from SBUF (perf-5). The same for every kernel since perf-12: up to perf-10 the pairs the NKI tutorials
     # measured read a one-bank broadcast from PSUM and every other kernel (AccelOpt's optimized Mamba's counters
     # suggest its compiler copied them) from an SBUF copy; a per-source setting cannot predict a new kernel, and only
-    # the PSUM read is documented (docs/history/performance-model.md, "perf-11: one model for every kernel").
+    # the PSUM read is documented (docs/history/performance-model.md, "perf-12 … one model for every kernel").
     partition_broadcast_matmul: bool = True
     # --- performance model: loop-invariant computation (helper VN, issue 19) -------------------------------------
     # The compiler hoists a loop-invariant load and what is computed from it, and keeps the product (spilling it

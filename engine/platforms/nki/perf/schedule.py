@@ -5,7 +5,7 @@ instruction it depends on (deps.py) has finished, and, inside a `sequential_rang
 has drained. `affine_range` iterations carry no such barrier, so the next iteration's loads overlap the current
 iteration's compute whenever the data allows it. (Until perf-10 four more constants could delay an instruction: a
 cross-engine sync latency, a same-engine write-back wait, an issue window and a reorder window; all four were 0 on
-every platform and are gone since perf-11: docs/history/performance-model.md.)
+every platform and are gone since perf-12: docs/history/performance-model.md.)
 
 Ops the compiler may place on either Vector or Scalar Engine (costs.py: tensor_scalar, copies, memset) go to
 whichever of the two has had less work so far, as the compiler balances them, each at its engine's clock; with
