@@ -32,8 +32,8 @@ class CampaignIn(Schema):
     problems: list[str] = Field(default_factory=list, description="problem ids or addresses such as silu:mini")
     case: str = Field("", description="mini or full: the case of a suite, or of problems that name none")
     agent: str = AgentKind.OFFLINE
-    platform: str = Platform.TRN1
-    backend: str = Backend.SIMULATOR
+    platform: str = Platform.TRN1.value  # a plain str: pydantic cannot serialize an OpenChoices member
+    backend: str = Backend.SIMULATOR.value
     search: dict[str, Any] = Field(default_factory=dict, description="SearchConfig fields over AccelOpt's defaults")
     models: dict[str, str] = Field(default_factory=dict, description="model name per role (LLM agent)")
     memory: bool = True
