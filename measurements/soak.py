@@ -23,9 +23,9 @@ the server with SIGTERM (and says whether that was enough) and prints a summary.
 
 Exit status 1, with the reasons, when /healthz did not answer within --healthz-limit (1 s) even once, when
 anything did not end, when a request failed (5xx, no answer within 60 s, a refused websocket) or when the
-server died. At the first slow /healthz the script takes the server's stacks while it is slow (`py-spy dump`
-when installed, else SIGUSR1, which makes the server's watchdog dump every thread to its log) and prints the
-end of the server's log.
+server died. At the first three slow /healthz answers, and at up to three over LONG_SLOW_S (or unanswered),
+the script takes the server's stacks while it is slow (`py-spy dump` when installed, else SIGUSR1, which makes
+the server's watchdog dump every thread to its log) and prints the end of the server's log.
 """
 
 from __future__ import annotations
@@ -63,6 +63,7 @@ from deploy.wsclient import WebSocket, watch_run  # noqa: E402
 HOST = "127.0.0.1"
 REQUEST_TIMEOUT_S = 60.0
 HEALTHZ_EVERY_S = 0.5
+LONG_SLOW_S = 5.0  # a /healthz answer this slow (or none) always gets its stacks taken, up to three times
 PROBLEMS = ("silu:mini", "adamw:mini", "swiglu:mini", "rmsnorm_matmul:mini", "matmul:mini", "lora:mini")
 CAMPAIGN_PROBLEMS = ["silu:mini", "swiglu:mini", "adamw:mini"]
 RUN_SEARCH = {"iterations": 2, "beam_width": 1, "plans_per_candidate": 2, "samples_per_plan": 1}
@@ -391,13 +392,19 @@ def soak(minutes: float, clients: int, directory: Path, *, healthz_limit_s: floa
     runner = Soak(port, tokens, record, deadline, seed)
     stop_polling = threading.Event()
     last_dump = [0.0]
+    long_dumps = [0]
 
     def on_slow(latency: float, inside: str) -> None:
         with record.lock:
             record.slow_healthz.append(f"{time.strftime('%H:%M:%S')} {latency:.2f} s ({inside})")
-        # Stacks while it is slow, at most one set a minute and three in all (the log keeps them).
-        if len(record.evidence) < 3 and time.monotonic() - last_dump[0] > 60:
+        # Stacks while it is slow: for the first three slow answers (at most one set a minute), and for up to
+        # three long ones (over LONG_SLOW_S, or none within the poll's 10 s) whenever they come, since a long
+        # stall is what needs its stacks most and may come after the first three are spent.
+        long = latency >= LONG_SLOW_S
+        first = len(record.evidence) < 3 and time.monotonic() - last_dump[0] > 60
+        if first or (long and long_dumps[0] < 3):
             last_dump[0] = time.monotonic()
+            long_dumps[0] += long and not first
             text = take_stacks(server)
             record.evidence.append(f"/healthz took {latency:.2f} s ({inside}) at {time.strftime('%H:%M:%S')}: {text}")
             out(record.evidence[-1].splitlines()[0])
