@@ -433,12 +433,12 @@ def _save_future(evaluation_id: int, future: Future) -> None:
     try:
         try:
             result = future.result()
-        except CancelledError:
+        except CancelledError as withdrawn:
             # Withdrawn: by cancel_pending_evaluations, which stores why itself (kept), or by the executor's
             # shutdown as the server stops. A cancellation either way, run again by whoever asks next.
             if not Evaluation.objects.filter(pk=evaluation_id, status__in=PENDING).exists():
                 return
-            result = _infrastructure_failure(CancelledError(), message=f"{CANCELLED_PREFIX}{SHUTDOWN_REASON}")
+            result = {**_infrastructure_failure(withdrawn), "error_message": CANCELLED_PREFIX + SHUTDOWN_REASON}
         except Exception as exc:  # the worker died or the executor broke: not the kernel's fault
             logger.warning("evaluation %s: executor failed: %s", evaluation_id, exc)
             result = _infrastructure_failure(exc)
@@ -451,14 +451,14 @@ def _save_future(evaluation_id: int, future: Future) -> None:
         close_old_connections()
 
 
-def _infrastructure_failure(exc: BaseException, message: str = "") -> dict[str, Any]:
+def _infrastructure_failure(exc: BaseException) -> dict[str, Any]:
     return {
         "status": "done",
         "compiled": None,
         "runnable": None,
         "correct": None,
         "error_kind": ErrorKind.INFRASTRUCTURE_ERROR.value,
-        "error_message": message or f"the evaluation service failed ({type(exc).__name__}: {exc}); "
+        "error_message": f"the evaluation service failed ({type(exc).__name__}: {exc}); "
         "this is not the kernel's fault and it will be retried",
     }
 

@@ -37,7 +37,8 @@ def _bound_and_used(tree: ast.Module) -> tuple[set[str], set[str]]:
 
 def missing_imports(source: str, language: str, generation: str = "") -> list[str]:
     """The standard import lines `source` needs and lacks, in the header's order ([] when it parses badly:
-    the evaluation reports the syntax error itself). `generation` CURRENT: NKI's current-generation header."""
+    the evaluation reports the syntax error itself). `generation`: a dialect whose header differs (its language's
+    `generation_imports`), else the language's standard header."""
     try:
         tree = ast.parse(source)
     except SyntaxError:
@@ -50,8 +51,8 @@ def missing_imports(source: str, language: str, generation: str = "") -> list[st
 
 
 def complete_imports(source: str, platform: str, generation: str = "") -> str:
-    """`source` with the platform's standard imports it uses but does not import put on top (for NKI, those of
-    `generation`: CURRENT, or by default the legacy header AccelOpt's harness writes)."""
+    """`source` with the platform's standard imports it uses but does not import put on top (those of
+    `generation` where its language's prompts part has a header for it)."""
     lines = missing_imports(source, get_definition(platform).language, generation)
     if not lines:
         return source
