@@ -54,12 +54,13 @@ CHILD_NICENESS = 10
 
 
 def _yield_cpu_to_the_server() -> None:
-    os.nice(CHILD_NICENESS)
+    # The group first: a child seen at its niceness has its group's set too.
     try:
         with open("/proc/self/autogroup", "w") as autogroup:
             autogroup.write(str(CHILD_NICENESS))
     except OSError:
         pass  # a kernel without autogroups (CONFIG_SCHED_AUTOGROUP off): the process's niceness is what counts
+    os.nice(CHILD_NICENESS)
 
 
 def _take_protocol_streams() -> tuple[Any, Any]:
