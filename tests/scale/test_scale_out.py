@@ -134,8 +134,20 @@ def test_killing_the_run_worker_hands_the_run_over_without_losing_or_repeating_e
     workers = {server.pid: server for name, server in site.state.servers.items() if name.startswith("run-worker")}
     victim = workers[int(claimed_by.split(":")[1])]
     victim.kill()
+    try:
+        _the_run_is_taken_over(site, ray_cluster, run_id, victim.pid)
+    finally:  # the killed worker is replaced, as a supervisor would, for the tests that follow
+        from deploy.local import start_run_worker
+
+        site.state.servers[f"run-worker-{victim.pid}"] = start_run_worker(
+            site.state.env, site.state.directory / f"run-worker-after-{victim.pid}.log")
+
+
+def _the_run_is_taken_over(site: Site, ray_cluster: Any, run_id: int, victim_pid: int) -> None:
     at_kill = site.run_evaluations(run_id)
-    interrupted = {sha for sha, status, _, _ in at_kill if status == "running"}
+    # Handed to the cluster by the dead worker (queued behind others, or running): their Ray tasks died with
+    # their driver, so these, and only these, run a second time. A row not yet handed over has no attempt.
+    interrupted = {sha for sha, status, attempts, _ in at_kill if status != "done" and attempts >= 1}
     finished_before = {sha for sha, status, _, _ in at_kill if status == "done"}
 
     wait_for(lambda: site.run_status(run_id) in ("succeeded", "failed"), 240, "the other worker to finish the run")
@@ -143,7 +155,7 @@ def test_killing_the_run_worker_hands_the_run_over_without_losing_or_repeating_e
     assert site.run_status(run_id) == "succeeded", events[-1]
     (taker,) = site.sql("SELECT claimed_by FROM optimizer_run WHERE id = %s", run_id)[0] or ("",)
     assert any(kind == "run.resumed_after_crash" for _, kind, _ in events)
-    assert not taker or int(taker.split(":")[1]) != victim.pid
+    assert not taker or int(taker.split(":")[1]) != victim_pid
 
     rows = site.run_evaluations(run_id)
     by_sha = {sha: (status, attempts, error) for sha, status, attempts, error in rows}
@@ -151,18 +163,12 @@ def test_killing_the_run_worker_hands_the_run_over_without_losing_or_repeating_e
     assert len(by_sha) == len(rows) and all(s == "done" and e != "infrastructure_error" for s, _, e in by_sha.values())
     evaluated = [p["sha"] for _, kind, p in events if kind == "candidate.evaluated" and not p.get("retrying")]
     assert sorted(evaluated) == sorted(by_sha)  # each evaluation reached the search exactly once
-    # Nothing done twice: an evaluation finished before the kill ran once; only those the kill interrupted
-    # (their Ray tasks died with their driver) ran a second time.
+    # Nothing done twice: an evaluation finished before the kill ran once; only those the kill interrupted ran twice.
     assert all(by_sha[sha][1] == 1 for sha in finished_before)
     assert all(by_sha[sha][1] == 2 for sha in interrupted)
     assert sum(attempts for _, attempts, _ in by_sha.values()) == len(by_sha) + len(interrupted)
     assert Counter(seq for seq, _, _ in events) == Counter(range(1, len(events) + 1))  # gapless, no repeats
     wait_for(ray_cluster.idle, 30, "the cluster to be idle after the run")
-    # The killed worker is replaced, as a supervisor would, for the tests that follow.
-    from deploy.local import start_run_worker
-
-    site.state.servers[f"run-worker-{victim.pid}"] = start_run_worker(
-        site.state.env, site.state.directory / f"run-worker-after-{victim.pid}.log")
 
 
 def test_a_cancelled_run_leaves_no_task_running_in_the_cluster(site, ray_cluster) -> None:
