@@ -36,11 +36,7 @@ class Rewrite:
     repeatable: bool = True  # applying it at every site in turn makes sense
 
     def sites(self, source: str) -> list[Site]:
-        try:
-            tree = ast.parse(source)
-        except SyntaxError:
-            return []
-        return self.visit(tree, None)
+        return list(_sites_of(self, source))
 
     def apply(self, source: str, index: int) -> str:
         tree = ast.parse(source)
@@ -57,6 +53,18 @@ class Rewrite:
                 break
             source = self.apply(source, 0)
         return source
+
+
+@functools.lru_cache(maxsize=2048)
+def _sites_of(rewrite: Rewrite, source: str) -> tuple[Site, ...]:
+    """A rewrite's sites in a source, remembered: the offline Planner asks every rewrite about the same few
+    kernels again and again (each run's start kernel, a beam's survivors), and each answer costs parses and
+    tree walks that hold the server's GIL."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return ()
+    return tuple(rewrite.visit(tree, None))
 
 
 def dotted(node: ast.AST) -> str:

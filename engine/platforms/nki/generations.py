@@ -11,6 +11,7 @@ migration guides, one section per NKI version). The simulator runs both generati
 from __future__ import annotations
 
 import ast
+import functools
 
 LEGACY = "legacy"  # imports neuronxcc.nki (alone or beside nki): a current SDK refuses it
 CURRENT = "current"  # imports only the standalone nki package
@@ -28,8 +29,10 @@ LEGACY_NOTE = (
 )
 
 
+@functools.lru_cache(maxsize=1024)
 def kernel_generation(source: str) -> str | None:
-    """LEGACY, CURRENT, or None for a source that imports neither namespace or does not parse."""
+    """LEGACY, CURRENT, or None for a source that imports neither namespace or does not parse. Remembered:
+    pages label every kernel they list, and a parse holds the server's GIL."""
     try:
         tree = ast.parse(source)
     except (SyntaxError, ValueError):

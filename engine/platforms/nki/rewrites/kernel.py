@@ -8,6 +8,7 @@ can be replaced or removed in place).
 from __future__ import annotations
 
 import ast
+from collections import Counter
 from collections.abc import Iterator
 
 from engine.agents.parsing import kernel_function
@@ -132,8 +133,10 @@ class Kernel:
         if self.fn is not None:
             fn_assigns = [n for n in ast.walk(self.fn) if isinstance(n, ast.Assign) and len(n.targets) == 1]
             assigns += fn_assigns
+            # One walk for every name's count (a walk per name made this quadratic in the kernel's size).
+            stores = Counter(n.id for n in ast.walk(self.fn) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store))
             for name in stored_names(self.fn):
-                counts[name] = counts.get(name, 0) + assignments_to(self.fn, name)
+                counts[name] = counts.get(name, 0) + stores[name]
         changed = True
         while changed:
             changed = False
