@@ -75,7 +75,7 @@ MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     "csp.middleware.CSPMiddleware",  # the Content-Security-Policy below
     # Static files, compressed and cached (see "Static files" below); removed when a proxy serves them.
-    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "accelopt_site.staticserving.AsyncCapableWhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -198,7 +198,7 @@ ACCELOPT_PACKAGE_STATIC_FILES = {
 # Turn off when a reverse proxy serves STATIC_ROOT.
 ACCELOPT_SERVE_STATIC = env_bool("ACCELOPT_SERVE_STATIC", True)
 if not ACCELOPT_SERVE_STATIC:
-    MIDDLEWARE.remove("whitenoise.middleware.WhiteNoiseMiddleware")
+    MIDDLEWARE.remove("accelopt_site.staticserving.AsyncCapableWhiteNoiseMiddleware")
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
     "staticfiles": {"BACKEND": "accelopt_site.staticstorage.StaticStorage"},

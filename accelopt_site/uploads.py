@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from asgiref.sync import iscoroutinefunction, markcoroutinefunction
 from django.conf import settings
 from django.core.exceptions import RequestDataTooBig
 from django.core.files.uploadhandler import FileUploadHandler
@@ -57,17 +58,34 @@ class UploadSizeLimitMiddleware:
     """The same refusal as UploadSizeLimit, as Django middleware (first in MIDDLEWARE): for servers and test
     clients that do not go through asgi.py, and before the CSRF check, which would read a page's form body."""
 
+    # Both modes: a sync-only middleware costs every request under daphne two thread switches, each waiting
+    # for the GIL (accelopt_site/staticserving.py says why that matters).
+    sync_capable = True
+    async_capable = True
+
     def __init__(self, get_response: Any) -> None:
         self.get_response = get_response
+        if iscoroutinefunction(get_response):
+            markcoroutinefunction(self)
 
-    def __call__(self, request: HttpRequest) -> HttpResponse:
+    def __call__(self, request: HttpRequest) -> Any:
+        refusal = self._refusal(request)
+        if iscoroutinefunction(self):
+            return self._acall(request, refusal)
+        return refusal if refusal is not None else self.get_response(request)
+
+    async def _acall(self, request: HttpRequest, refusal: HttpResponse | None) -> HttpResponse:
+        return refusal if refusal is not None else await self.get_response(request)
+
+    @staticmethod
+    def _refusal(request: HttpRequest) -> HttpResponse | None:
         length = request.META.get("CONTENT_LENGTH", "")
-        if length.isdigit() and int(length) > max_upload_bytes() + ENVELOPE_BYTES:
-            message = too_big_message(int(length))
-            if request.path.startswith("/api/"):
-                return JsonResponse({"detail": message}, status=413)
-            return HttpResponse(f"Upload refused: {message}.\n", status=413, content_type="text/plain; charset=utf-8")
-        return self.get_response(request)
+        if not (length.isdigit() and int(length) > max_upload_bytes() + ENVELOPE_BYTES):
+            return None
+        message = too_big_message(int(length))
+        if request.path.startswith("/api/"):
+            return JsonResponse({"detail": message}, status=413)
+        return HttpResponse(f"Upload refused: {message}.\n", status=413, content_type="text/plain; charset=utf-8")
 
 
 class UploadSizeLimit:
