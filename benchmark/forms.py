@@ -8,11 +8,11 @@ from typing import Any
 from django import forms
 from django.core.files.uploadedfile import UploadedFile
 
-from benchmark.models import Platform, Problem
+from benchmark.models import Problem
 from benchmark.services import kernel_source_limit
 from benchmark.services.flashinfer import MAX_FILE_BYTES as FLASHINFER_MAX_FILE_BYTES
 from benchmark.sizes import human_bytes
-from engine.platforms.registry import TRITON, platform_choices, platforms_for
+from engine.platforms.registry import DEFAULT_PLATFORM, FLASHINFER_FORMAT, platform_choices, platforms_storing
 
 
 def _read_text_upload(upload: UploadedFile, what: str) -> str:
@@ -45,7 +45,7 @@ class KernelUploadForm(forms.Form):
     vector_flops = forms.IntegerField(required=False, min_value=0, label="Vector FLOPs (own reference)")
     matmul_flops = forms.IntegerField(required=False, min_value=0, label="Matmul FLOPs (own reference)")
     hbm_bytes = forms.IntegerField(required=False, min_value=1, label="HBM bytes (own reference)")
-    platform = forms.ChoiceField(choices=platform_choices, initial=Platform.TRN1)
+    platform = forms.ChoiceField(choices=platform_choices, initial=DEFAULT_PLATFORM)
     kernel_file = forms.FileField(required=False, label="Kernel file (.py)")
     source = forms.CharField(
         required=False,
@@ -121,7 +121,7 @@ class FlashInferImportForm(forms.Form):
         help_text="Definitions (.json: axes, inputs, outputs, reference), workloads (.jsonl, one per line) and "
         "solutions (.json: spec, sources). Select several at once. Nothing is stored if any file is wrong.",
     )
-    platform = forms.ChoiceField(choices=[(p.value, p.label) for p in platforms_for(TRITON)],
+    platform = forms.ChoiceField(choices=[(p.value, p.label) for p in platforms_storing(FLASHINFER_FORMAT)],
                                  help_text="The GPU the problems are for.")
     evaluate = forms.BooleanField(required=False, initial=True,
                                   help_text="Evaluate every imported solution on the platform's default backend.")

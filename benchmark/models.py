@@ -25,8 +25,9 @@ from engine.platforms.nki.hardware import UNCALIBRATED
 from engine.platforms.registry import (
     DEFAULT_BACKEND,
     DEFAULT_PLATFORM,
+    FLASHINFER_FORMAT,
     NKI,
-    TRITON,
+    REFERENCE_FORMAT,
     Backend,
     Platform,
     backend_choices,
@@ -59,16 +60,17 @@ class Visibility(models.TextChoices):
     PRIVATE = "private", "Private (owner only)"
 
 
-# The kernel language of NKIBench's problems; a Triton problem says "triton" (the languages are the
-# `PlatformDefinition.language` values of engine.platforms.registry).
+# The kernel language of NKIBench's problems (the languages are the `PlatformDefinition.language` values of
+# engine.platforms.registry).
 DEFAULT_LANGUAGE = DEFAULT_PLATFORM.definition.language
 
 
 class Problem(models.Model):
     """One case (shape set) of one problem of one suite, e.g. nkibench/silu:mini.
 
-    A Triton problem (language "triton", imported from FlashInfer-Bench) holds its FIB definition and its
-    workloads; its reference_source is the definition's reference, for the pages.
+    A problem of a platform whose problems are FlashInfer-Bench definitions (`is_flashinfer`: Triton's, imported
+    from FlashInfer-Bench) holds its FIB definition and its workloads; its reference_source is the definition's
+    reference, for the pages.
     """
 
     suite = models.CharField(max_length=64, default=DEFAULT_SUITE)
@@ -142,10 +144,6 @@ class Problem(models.Model):
         return f"{prefix}{self.slug}:{self.case}"
 
     @property
-    def is_triton(self) -> bool:
-        return self.language == TRITON
-
-    @property
     def platforms(self) -> tuple[Platform, ...]:
         """The platforms that may evaluate its kernels (trn1, trn2 for NKI; h100, h200 for Triton)."""
         return platforms_for(self.language)
@@ -153,6 +151,31 @@ class Problem(models.Model):
     @property
     def default_platform(self) -> Platform:
         return DEFAULT_PLATFORM if DEFAULT_PLATFORM in self.platforms else self.platforms[0]
+
+    @property
+    def backends(self) -> tuple[Backend, ...]:
+        """The backends that evaluate its kernels on any of its platforms, in their definitions' order."""
+        return tuple(dict.fromkeys(b for p in self.platforms for b in p.definition.backends))
+
+    @property
+    def default_backend(self) -> Backend:
+        return self.default_platform.definition.default_backend
+
+    # What the pages say and show about its language come from its platforms' registrations (a language no
+    # registered platform runs any more still names itself, in a reference file's format).
+    @property
+    def language_name(self) -> str:
+        return self.platforms[0].definition.language_name if self.platforms else self.language
+
+    @property
+    def problem_format(self) -> str:
+        return self.platforms[0].definition.problem_format if self.platforms else REFERENCE_FORMAT
+
+    @property
+    def is_flashinfer(self) -> bool:
+        """Stored as a FlashInfer-Bench definition with workloads (`definition`, `workloads`), not a reference file:
+        evaluated on those workloads, exported as a FlashInfer-Bench solution."""
+        return self.problem_format == FLASHINFER_FORMAT
 
     @property
     def has_peak_counts(self) -> bool:

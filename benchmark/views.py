@@ -32,6 +32,7 @@ from benchmark.forms import FlashInferImportForm, KernelUploadForm
 from benchmark.models import ErrorKind, Evaluation, Kernel, KernelOrigin, Platform, Review
 from benchmark.provenance import evaluation_provenance, generated_by, generating_runs
 from benchmark.services.ranking import generated_groups
+from engine.platforms.registry import DEFAULT_PLATFORM, FLASHINFER_FORMAT, PREDICTED, platforms_storing
 
 KERNELS_PER_PAGE = 50
 
@@ -39,7 +40,7 @@ KERNELS_PER_PAGE = 50
 @require_GET
 def problem_list(request: HttpRequest) -> HttpResponse:
     """One row per problem, one cell per case (mini first), each with its baseline's result on trn1."""
-    problems = services.problems_with_baselines(request.user, Platform.TRN1)
+    problems = services.problems_with_baselines(request.user, DEFAULT_PLATFORM)
     return render(
         request,
         "benchmark/problem_list.html",
@@ -100,7 +101,10 @@ def flashinfer_import(request: HttpRequest) -> HttpResponse:
             if len(summary.problems) == 1:
                 return redirect(summary.problems[0])
             return redirect("benchmark:problems")
-    return render(request, "benchmark/flashinfer_import.html", {"form": form}, status=status)
+    # Warned of before anything is queued: the first platform it imports for, when it cannot evaluate here.
+    import_platform = next(iter(platforms_storing(FLASHINFER_FORMAT)), None)
+    return render(request, "benchmark/flashinfer_import.html", {"form": form, "import_platform": import_platform},
+                  status=status)
 
 
 @require_GET
@@ -212,8 +216,11 @@ def kernel_detail(request: HttpRequest, pk: int) -> HttpResponse:
             "source_error_line": selected.error_line
             if selected is not None and selected.error_kind != ErrorKind.INFRASTRUCTURE_ERROR
             else None,
-            # The platforms of the problem's kernel language, with what each runs on by default.
+            # The platforms of the problem's kernel language, and the backends they evaluate it with.
             "platforms": [(p.value, p.label) for p in kernel.problem.platforms],
+            "backends": services.backend_options(kernel.problem) if services.can_create_kernels(request.user) else [],
+            # What makes a cached result current: the model's version where the default backend predicts.
+            "predicted": kernel.problem.default_backend.definition.latency == PREDICTED,
         },
     )
 

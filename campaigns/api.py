@@ -14,7 +14,7 @@ from ninja import Field, Router, Schema, Status
 
 from accounts.auth import api_optional_auth, api_role
 from accounts.roles import ENGINEER
-from benchmark.models import Backend, Platform
+from benchmark.models import DEFAULT_BACKEND, DEFAULT_PLATFORM
 from campaigns import services
 from campaigns.reports import campaign_csv, campaign_report, require_finished
 from optimizer.models import AgentKind
@@ -32,8 +32,8 @@ class CampaignIn(Schema):
     problems: list[str] = Field(default_factory=list, description="problem ids or addresses such as silu:mini")
     case: str = Field("", description="mini or full: the case of a suite, or of problems that name none")
     agent: str = AgentKind.OFFLINE
-    platform: str = Platform.TRN1.value  # a plain str: pydantic cannot serialize an OpenChoices member
-    backend: str = Backend.SIMULATOR.value
+    platform: str = DEFAULT_PLATFORM.value  # a plain str: pydantic cannot serialize an OpenChoices member
+    backend: str = DEFAULT_BACKEND.value
     search: dict[str, Any] = Field(default_factory=dict, description="SearchConfig fields over AccelOpt's defaults")
     models: dict[str, str] = Field(default_factory=dict, description="model name per role (LLM agent)")
     memory: bool = True

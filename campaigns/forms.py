@@ -10,12 +10,12 @@ from typing import Any
 
 from django import forms
 
-from benchmark.models import DEFAULT_SUITE, Backend, Platform
+from benchmark.models import DEFAULT_SUITE, Backend
 from benchmark.services.evaluations import backend_unavailable
 from campaigns.estimates import CampaignScale, campaign_scale
 from campaigns.models import BUDGET_FIELDS
 from campaigns.services import ACCELOPT_DEFAULTS
-from engine.platforms.registry import platform_choices
+from engine.platforms.registry import BACKENDS, DEFAULT_BACKEND, DEFAULT_PLATFORM, TESTING, platform_choices
 from engine.search.config import BEAM, CURATED, MEMORY_MODES, STRATEGIES
 from optimizer import conf
 from optimizer.forms import (
@@ -36,7 +36,7 @@ class CampaignForm(AgentModelsAndBudgets):
     suite = forms.ChoiceField(required=False, help_text="Every problem of this suite; or choose problems below.")
     problems = forms.MultipleChoiceField(required=False, help_text="Problems to optimize (instead of a suite).")
     case = forms.ChoiceField(initial="mini", help_text="Shapes: mini evaluates in seconds.")
-    platform = forms.ChoiceField(choices=platform_choices, initial=Platform.TRN1)
+    platform = forms.ChoiceField(choices=platform_choices, initial=DEFAULT_PLATFORM)
     agent = forms.ChoiceField(choices=AgentKind.choices, initial=AgentKind.OFFLINE)
     iterations = forms.IntegerField(min_value=1, max_value=100, initial=ACCELOPT_DEFAULTS["iterations"])
     beam_width = forms.IntegerField(min_value=1, max_value=32, initial=ACCELOPT_DEFAULTS["beam_width"])
@@ -76,13 +76,13 @@ class CampaignForm(AgentModelsAndBudgets):
         self.problem_rows = problems
         # Choices that cannot work on this server are shown disabled with the reason (as on the run form).
         self.unavailable = {
-            "backend": {b: reason for b in Backend.values if (reason := backend_unavailable(b, Platform.TRN1))},
+            "backend": {b: reason for b in Backend.values if (reason := backend_unavailable(b, DEFAULT_PLATFORM))},
             "platform": platform_reasons(),
         }
         self.fields["platform"].widget = TaggedSelect(self.unavailable["platform"], platform_tags())
         self.fields["platform"].widget.choices = self.fields["platform"].choices
         self.fields["backend"] = forms.ChoiceField(
-            choices=[(b, label) for b, label in Backend.choices if b != Backend.NULL], initial=Backend.SIMULATOR,
+            choices=[(b, label) for b, label in Backend.choices if BACKENDS[b].latency != TESTING], initial=DEFAULT_BACKEND,
             widget=ReasonedSelect(self.unavailable["backend"]), help_text=backend_help(),
         )
         for role, spec in conf.llm_roles().items():

@@ -19,7 +19,7 @@ from django.http import Http404
 from accounts import quotas
 from accounts.roles import can_write_owned, is_engineer, visible_owned
 from benchmark import services as benchmark_services
-from benchmark.models import Backend, Platform, Problem
+from benchmark.models import DEFAULT_BACKEND, DEFAULT_PLATFORM, Backend, Platform, Problem
 from campaigns.models import Campaign, CampaignEntry, CampaignStatus
 from campaigns.scheduler import advance, stop_campaign
 from engine.search import SearchConfig
@@ -188,8 +188,8 @@ def create_campaign(
     case: str = "",
     name: str = "",
     agent: str = AgentKind.OFFLINE,
-    platform: str = Platform.TRN1,
-    backend: str = Backend.SIMULATOR,
+    platform: str = DEFAULT_PLATFORM,
+    backend: str = DEFAULT_BACKEND,
     search: dict[str, Any] | None = None,
     models: dict[str, str] | None = None,
     memory: bool = True,

@@ -17,7 +17,7 @@ from ninja.errors import HttpError
 
 from accounts.auth import api_role
 from accounts.roles import CURATOR, ENGINEER
-from engine.platforms.registry import NKI, TRITON
+from engine.platforms.registry import language_choices
 from memory import services
 from memory.models import EntryStatus, MemoryEntry, Polarity
 
@@ -163,8 +163,9 @@ def list_entries(
         raise HttpError(400, f"unknown polarity {polarity!r}; expected one of {', '.join(Polarity.values)}")
     if status and status not in EntryStatus.values:
         raise HttpError(400, f"unknown status {status!r}; expected one of {', '.join(EntryStatus.values)}")
-    if language and language not in (NKI, TRITON):
-        raise HttpError(400, f"unknown language {language!r}; expected one of {NKI}, {TRITON}")
+    known = [value for value, _ in language_choices()]
+    if language and language not in known:
+        raise HttpError(400, f"unknown language {language!r}; expected one of {', '.join(known)}")
     entries = services.filter_entries(
         services.visible_entries(request.auth), text=q, family=family, polarity=polarity, status=status,
         min_speedup=min_speedup, max_speedup=max_speedup, source_run_id=run, problem_id=problem, language=language,

@@ -6,7 +6,7 @@ from typing import Any
 
 from django import forms
 
-from engine.platforms.registry import NKI, TRITON
+from engine.platforms.registry import language_choices
 from memory.models import EntryStatus, MemoryEntry, Polarity
 
 MAX_IMPORT_BYTES = 20 * 1024 * 1024
@@ -17,7 +17,7 @@ class EntryFilterForm(forms.Form):
     family = forms.ChoiceField(required=False)
     polarity = forms.ChoiceField(required=False, choices=[("", "any polarity"), *Polarity.choices])
     # The kernel language a lesson was learned in (a Planner sees its own language's, and transferring ones).
-    language = forms.ChoiceField(required=False, choices=[("", "any language"), (NKI, "NKI"), (TRITON, "Triton")])
+    language = forms.ChoiceField(required=False, choices=lambda: [("", "any language"), *language_choices()])
     status = forms.ChoiceField(required=False, choices=[("", "active and pinned"), *EntryStatus.choices, ("all", "all")])
     min_speedup = forms.FloatField(required=False, min_value=0, label="Speedup from")
     max_speedup = forms.FloatField(required=False, min_value=0, label="to")

@@ -16,7 +16,15 @@ from django.utils.html import format_html
 from benchmark import services as benchmark_services
 from benchmark.models import Backend, Platform, Problem
 from benchmark.services.evaluations import backend_unavailable, platform_unavailable
-from engine.platforms.registry import DEFINITIONS, get_definition, platform_choices
+from engine.platforms.registry import (
+    BACKENDS,
+    DEFAULT_BACKEND,
+    DEFAULT_PLATFORM,
+    DEFINITIONS,
+    TESTING,
+    get_definition,
+    platform_choices,
+)
 from engine.search import BUDGET_FIELDS
 from engine.search.config import BEAM, STRATEGIES
 from optimizer import conf, services
@@ -107,7 +115,7 @@ class RunForm(AgentModelsAndBudgets):
         label="New kernel source", required=False, widget=forms.Textarea(attrs={"rows": 8, "spellcheck": "false"}),
         help_text="Only used when the starting kernel is “upload new”.",
     )
-    platform = forms.ChoiceField(choices=platform_choices, initial=Platform.TRN1)
+    platform = forms.ChoiceField(choices=platform_choices, initial=DEFAULT_PLATFORM)
     agent = forms.ChoiceField(choices=AgentKind.choices, initial=AgentKind.OFFLINE)
     iterations = forms.IntegerField(min_value=1, max_value=100, initial=FORM_SEARCH_DEFAULTS["iterations"])
     beam_width = forms.IntegerField(min_value=1, max_value=32, initial=FORM_SEARCH_DEFAULTS["beam_width"])
@@ -166,14 +174,14 @@ class RunForm(AgentModelsAndBudgets):
         # Offered only where they can work (issue 20): the others are shown disabled, with the reason the
         # service would refuse them with (services.llm_unavailable, backend_unavailable).
         self.unavailable = {
-            "backend": {b: reason for b in Backend.values if (reason := backend_unavailable(b, Platform.TRN1))},
+            "backend": {b: reason for b in Backend.values if (reason := backend_unavailable(b, DEFAULT_PLATFORM))},
             "platform": platform_reasons(),
             "agent": {AgentKind.LLM.value: reason} if (reason := self._llm_unavailable()) else {},
         }
         self.fields["platform"].widget = TaggedSelect(self.unavailable["platform"], platform_tags())
         self.fields["platform"].widget.choices = self.fields["platform"].choices
         self.fields["backend"] = forms.ChoiceField(
-            choices=[(b, label) for b, label in Backend.choices if b != Backend.NULL], initial=Backend.SIMULATOR,
+            choices=[(b, label) for b, label in Backend.choices if BACKENDS[b].latency != TESTING], initial=DEFAULT_BACKEND,
             widget=ReasonedSelect(self.unavailable["backend"]), help_text=backend_help(),
         )
         self.fields["agent"].widget = ReasonedSelect(self.unavailable["agent"])

@@ -12,7 +12,7 @@ below; each lives in the module of its concern, and the modules depend on each o
     evaluations   the evaluation lifecycle and its executor: request_evaluation, check_platform_for, run_evaluation_now,
                   get/set_executor, save_result, cancel_evaluations, cancel_pending_evaluations, wait_for_evaluations, evaluation_is_stale,
                   evaluate_source, backend_version, limits_for, reference_limits, reference_size,
-                  evaluation_request_for, finished_result
+                  evaluation_request_for, finished_result, backend_options (a kernel page's backend choices)
     identical     the normalized-source cache: IdenticalSources (a twin's stored result), copy_evaluation
                   (uses evaluations)
     kernels       storing kernels and users' problems: create_kernel, create_custom_problem, upload_kernel,
@@ -54,6 +54,7 @@ from benchmark.services.access import (
 )
 from benchmark.services.evaluations import (
     CANCELLED_PREFIX,
+    backend_options,
     backend_version,
     cancel_evaluations,
     cancel_pending_evaluations,
@@ -111,7 +112,7 @@ __all__ = [
     "MigratedKernel", "migrate_kernel", "migration_of", "source_audience", "shareable_kernels", "mini_sibling", "finished_result", "IdenticalSources", "copy_evaluation",
     "FLASHINFER_SUITE", "FlashInferImportSummary", "FlashInferItems", "export_solution", "exportable_kernel",
     "flashinfer_items_from_paths", "flashinfer_items_from_payload", "flashinfer_items_from_texts", "import_flashinfer",
-    "CUSTOM_SUITE", "IMPORTED_SUITE", "ImportSummary", "LoadSummary", "backend_version", "best_evaluation",
+    "CUSTOM_SUITE", "IMPORTED_SUITE", "ImportSummary", "LoadSummary", "backend_options", "backend_version", "best_evaluation",
     "CANCELLED_PREFIX", "cancel_evaluations", "cancel_pending_evaluations", "check_platform_for",
     "best_of", "can_create_kernels", "create_custom_problem", "create_kernel", "current_evaluations",
     "evaluate_source", "evaluation_is_stale", "evaluation_request_for", "find_kernels", "find_problems",

@@ -37,12 +37,18 @@ from benchmark.services.solutions import solution_document
 from engine import evaluator as pipeline
 from engine.evaluator.executors import local_cuda_unavailable
 from engine.evaluator.result import ErrorKind
-from engine.platforms.registry import DEFAULT_PLATFORM, FLASHINFER_FORMAT, Backend, Platform, get_definition
-from engine.platforms.triton.request import TritonEvaluationRequest
+from engine.platforms.registry import (
+    DEFAULT_PLATFORM,
+    FLASHINFER_FORMAT,
+    TESTING,
+    Backend,
+    Platform,
+    get_definition,
+    load_part,
+)
 
 if TYPE_CHECKING:
     from engine.evaluator import EvaluationResult, Limits
-    from engine.platforms.triton.request import TritonEvaluationRequest
 
 logger = logging.getLogger(__name__)
 
@@ -98,17 +104,21 @@ def request_for(evaluation: Evaluation) -> Any:
     """What the executor runs for this evaluation, by how its platform's problems are stored (the registry's
     `problem_format`): a FlashInfer-Bench definition's request, or the reference pipeline's."""
     if get_definition(evaluation.platform).problem_format == FLASHINFER_FORMAT:
-        return triton_request_for(evaluation)
+        return flashinfer_request_for(evaluation.kernel, evaluation.platform, evaluation.backend)
     return pipeline.EvaluationRequest(**evaluation_request_for(evaluation))
 
 
-def triton_request_for(evaluation: Evaluation) -> TritonEvaluationRequest:
-    """A Triton kernel's evaluation: its FlashInfer-Bench solution against its problem's definition and
-    workloads (which of them a backend runs: `engine.platforms.triton.request`)."""
-    kernel, problem = evaluation.kernel, evaluation.kernel.problem
-    return TritonEvaluationRequest(
+def flashinfer_request_for(kernel: Kernel, platform: str, backend: str, seeds: Sequence[int] | None = None) -> Any:
+    """The evaluation of a kernel of a problem stored as a FlashInfer-Bench definition: its solution against the
+    definition and workloads, as the request class the platform's language registers (`flashinfer_request`:
+    Triton's is `engine.platforms.triton.request.TritonEvaluationRequest`, which picks the workloads a backend
+    runs)."""
+    problem = kernel.problem
+    request = load_part(get_definition(platform).language, "flashinfer_request")
+    return request(
         solution=solution_document(kernel), definition=problem.definition, workloads=tuple(problem.workloads),
-        platform=evaluation.platform, backend=evaluation.backend, limits=limits_for(problem),
+        platform=platform, backend=backend, seeds=list(seeds) if seeds is not None else None,
+        limits=limits_for(problem),
     )
 
 
@@ -295,10 +305,31 @@ def platform_unavailable(platform: str) -> str | None:
     """Why no backend can evaluate `platform` kernels here (None: at least one can), in the words of its default
     backend's refusal. The forms show such a platform disabled with this reason."""
     definition = get_definition(platform)
-    reasons = {b: backend_unavailable(b, platform) for b in definition.backends if b != Backend.NULL}
+    reasons = {b: backend_unavailable(b, platform) for b in definition.backends if b.definition.latency != TESTING}
     if not reasons or not all(reasons.values()):
         return None
     return reasons.get(definition.default_backend) or next(iter(reasons.values()))
+
+
+@dataclass(frozen=True)
+class BackendOption:
+    """A backend a kernel page offers for evaluating a problem's kernels."""
+
+    value: str
+    label: str
+    default: bool  # the problem's default platform's default backend: chosen unless the user picks another
+    unavailable: str | None  # why it cannot run on this server (`backend_unavailable`); None: it can
+
+
+def backend_options(problem: Problem) -> list[BackendOption]:
+    """The backends of the problem's platforms (pipeline-test ones left out), each with why it cannot run here,
+    judged on the problem's default platform."""
+    platform, default = problem.default_platform, problem.default_backend
+    return [
+        BackendOption(backend.value, backend.definition.label, backend == default,
+                      backend_unavailable(backend.value, platform))
+        for backend in problem.backends if backend.definition.latency != TESTING
+    ]
 
 
 def _cuda_unavailable() -> str | None:
@@ -361,7 +392,7 @@ def run_evaluation_now(evaluation: Evaluation) -> Evaluation:
     _mark_running(evaluation)
     try:
         if get_definition(evaluation.platform).problem_format == FLASHINFER_FORMAT:
-            result = triton_request_for(evaluation).run()
+            result = flashinfer_request_for(evaluation.kernel, evaluation.platform, evaluation.backend).run()
         else:  # through engine.evaluator.evaluate, which tests stand in for
             result = pipeline.evaluate(**evaluation_request_for(evaluation))
     except Exception as exc:  # our own pipeline failed: record it as ours, to be retried
@@ -586,12 +617,8 @@ def evaluate_source(
         raise ValueError("evaluate_source needs a problem or a reference source")
     if problem is not None and get_definition(platform).problem_format == FLASHINFER_FORMAT:
         kernel = Kernel(problem=problem, source=kernel_source, sha256="0" * 64, entry_point="")
-        backend = backend or get_definition(platform).default_backend
-        return TritonEvaluationRequest(
-            solution=solution_document(kernel), definition=problem.definition, workloads=tuple(problem.workloads),
-            platform=platform, backend=backend, seeds=list(seeds) if seeds is not None else None,
-            limits=limits_for(problem),
-        ).run()
+        return flashinfer_request_for(kernel, platform, backend or get_definition(platform).default_backend,
+                                      seeds).run()
     kwargs = _evaluate_kwargs(
         kernel_source,
         problem.reference_source if problem is not None else reference_source,

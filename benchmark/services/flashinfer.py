@@ -31,7 +31,7 @@ from benchmark.services.kernels import create_kernel, kernel_source_limit
 from benchmark.services.queue import check_evaluation_quota
 from benchmark.services.solutions import solution_document
 from benchmark.sizes import human_bytes
-from engine.platforms.registry import TRITON, Backend, get_definition
+from engine.platforms.registry import FLASHINFER_FORMAT, MEASURED, get_definition, platforms_storing
 
 # Where imported definitions go unless told otherwise, and the case naming "all of its workloads".
 FLASHINFER_SUITE = "flashinfer"
@@ -169,9 +169,9 @@ def _parse(kind: str, data: Any, label: str) -> Any:
         raise ValidationError(f"{label}: {error}") from None
 
 
-def _problem_fields(definition: Any) -> dict[str, Any]:
+def _problem_fields(definition: Any, language: str) -> dict[str, Any]:
     return {
-        "language": TRITON,
+        "language": language,
         "family": definition.op_type[:64],
         "title": definition.name[:200],
         "description": definition.description,
@@ -195,11 +195,12 @@ def _check_workload(definition: Any, workload: Any) -> None:
                          f"(variable axes are {sorted(definition.var_axes)})")
 
 
-def _solution_parts(solution: Any) -> tuple[str, str, dict[str, Any]]:
-    """A solution as what a Kernel row holds: its entry file's source, its entry point, and the rest (for
-    evaluation and export): the other files under "sources", every path in order under "order"."""
-    if solution.language != TRITON:
-        raise ValueError(f"spec.language: {solution.language!r} solutions are not supported; only triton")
+def _solution_parts(solution: Any, language: str) -> tuple[str, str, dict[str, Any]]:
+    """A solution in the kernel `language` of its platform as what a Kernel row holds: its entry file's source, its
+    entry point, and the rest (for evaluation and export): the other files under "sources", every path in order
+    under "order"."""
+    if solution.language != language:
+        raise ValueError(f"spec.language: {solution.language!r} solutions are not supported; only {language}")
     for index, path in enumerate(solution.sources):
         why = _fib().unimportable_source(path)
         if why:
@@ -236,11 +237,13 @@ def import_flashinfer(
     if not len(items):
         raise ValidationError("nothing to import: give FlashInfer-Bench definitions, workloads or solutions")
     try:
-        if get_definition(platform).language != TRITON:
-            raise ValidationError(f"{platform} runs {get_definition(platform).language} kernels; import "
-                                  "FlashInfer-Bench problems for a GPU platform running Triton")
+        language = get_definition(platform).language
     except ValueError as error:
         raise ValidationError(str(error)) from None
+    if get_definition(platform).problem_format != FLASHINFER_FORMAT:
+        fitting = ", ".join(platforms_storing(FLASHINFER_FORMAT)) or "none"
+        raise ValidationError(f"{platform} runs {language} kernels on problems that are not FlashInfer-Bench "
+                              f"definitions; import them for one of {fitting}")
     if evaluate:
         # Checked before storing anything: an import asked to evaluate what cannot run here stores nothing.
         unavailable = backend_unavailable(get_definition(platform).default_backend.value, platform)
@@ -255,9 +258,9 @@ def import_flashinfer(
         check_evaluation_quota(user, adding=len(items.solutions))
     summary = FlashInferImportSummary(suite=suite, platform=platform)
     with transaction.atomic():
-        problems = _import_definitions(items, summary, user, suite)
+        problems = _import_definitions(items, summary, user, suite, language)
         _import_workloads(items, problems, summary, user, suite)
-        _import_solutions(items, problems, summary, user, suite)
+        _import_solutions(items, problems, summary, user, suite, language)
     if evaluate:
         summary.evaluations = [request_evaluation(kernel, platform, user=user) for kernel in summary.kernels]
     return summary
@@ -268,7 +271,7 @@ def _problem_named(problems: dict[str, Problem], name: str, suite: str, label: s
     if name in problems:
         return problems[name]
     problem = Problem.objects.select_for_update().filter(suite=suite, slug=name, case=WORKLOADS_CASE).first()
-    if problem is None or not problem.is_triton:
+    if problem is None or not problem.is_flashinfer:
         raise ValidationError(f"{label}: definition {name!r} is neither in this import nor imported into {suite!r}")
     problems[name] = problem
     return problem
@@ -282,7 +285,7 @@ def _editable(problem: Problem, user: Any, label: str) -> Problem:
 
 
 def _import_definitions(items: FlashInferItems, summary: FlashInferImportSummary, user: Any,
-                        suite: str) -> dict[str, Problem]:
+                        suite: str, language: str) -> dict[str, Problem]:
     problems: dict[str, Problem] = {}
     for label, raw in items.definitions:
         definition = _parse("definition", raw, label)
@@ -293,11 +296,11 @@ def _import_definitions(items: FlashInferItems, summary: FlashInferImportSummary
                                   "_ and -, at most 100)")
         problem = Problem.objects.select_for_update().filter(suite=suite, slug=definition.name,
                                                               case=WORKLOADS_CASE).first()
-        if problem is not None and not problem.is_triton:
+        if problem is not None and (not problem.is_flashinfer or problem.language != language):
             raise ValidationError(f"{label}: {problem.address} is an existing {problem.language} problem")
         if problem is not None:
             _editable(problem, user, label)  # a re-import replaces the reference: only its owner's
-        fields = _problem_fields(definition)
+        fields = _problem_fields(definition, language)
         if problem is None:
             problem = Problem.objects.create(suite=suite, slug=definition.name, case=WORKLOADS_CASE,
                                              owner=user if getattr(user, "is_authenticated", False) else None,
@@ -340,7 +343,7 @@ def _import_workloads(items: FlashInferItems, problems: dict[str, Problem], summ
 
 
 def _import_solutions(items: FlashInferItems, problems: dict[str, Problem], summary: FlashInferImportSummary,
-                      user: Any, suite: str) -> None:
+                      user: Any, suite: str, language: str) -> None:
     for label, raw in items.solutions:
         solution = _parse("solution", raw, label)
         problem = _problem_named(problems, solution.definition, suite, label)
@@ -348,7 +351,7 @@ def _import_solutions(items: FlashInferItems, problems: dict[str, Problem], summ
             raise ValidationError(f"{label}: definition {solution.definition!r} has no workloads to evaluate "
                                   "the solution on; import its workloads (.jsonl) with it")
         try:
-            source, entry_point, meta = _solution_parts(solution)
+            source, entry_point, meta = _solution_parts(solution, language)
         except ValueError as error:
             raise ValidationError(f"{label}: {error}") from None
         kernel, created = create_kernel(problem, source, origin=KernelOrigin.IMPORTED, author=user,
@@ -376,16 +379,17 @@ def _import_solutions(items: FlashInferItems, problems: dict[str, Problem], summ
 
 
 def exportable_kernel(problem: Problem, user: Any = None) -> tuple[Kernel, Evaluation]:
-    """Our best kernel for a Triton problem among those `user` may see (None: an anonymous visitor): the
-    fastest measured on a GPU (any of its platforms), else the newest the interpreter judged correct.
-    ValidationError when there is none, or for an NKI problem."""
-    if not problem.is_triton:
-        raise ValidationError(f"{problem.address} is an {problem.language} problem; only Triton problems export "
-                              "as FlashInfer-Bench solutions")
+    """Our best kernel for a FlashInfer-Bench problem among those `user` may see (None: an anonymous visitor): the
+    fastest measured by a backend whose latency is measured (Triton's: a GPU), on any of its platforms, else the
+    newest any backend judged correct. ValidationError when there is none, or for a problem stored otherwise."""
+    if not problem.is_flashinfer:
+        raise ValidationError(f"{problem.address} is an {problem.language} problem; only problems stored as "
+                              "FlashInfer-Bench definitions export as FlashInfer-Bench solutions")
     platforms = [p.value for p in problem.platforms]
+    measured = [b.value for b in problem.backends if b.definition.latency == MEASURED]
     best = (
         visible_evaluations(user, Evaluation.objects.rankable())
-        .filter(kernel__problem=problem, backend=Backend.CUDA, platform__in=platforms)
+        .filter(kernel__problem=problem, backend__in=measured, platform__in=platforms)
         .select_related("kernel").order_by("latency_ms", "id").first()
     )
     if best is not None:
@@ -405,6 +409,6 @@ def export_solution(problem: Problem, kernel: Kernel | None = None, *, user: Any
     What an imported solution said (name, author, description, target hardware, dependencies) comes back."""
     if kernel is None:
         kernel, _ = exportable_kernel(problem, user)
-    elif kernel.problem_id != problem.pk or not problem.is_triton:
-        raise ValidationError(f"kernel {kernel.pk} is not a kernel of the Triton problem {problem.address}")
+    elif kernel.problem_id != problem.pk or not problem.is_flashinfer:
+        raise ValidationError(f"kernel {kernel.pk} is not a kernel of the FlashInfer-Bench problem {problem.address}")
     return solution_document(kernel)

@@ -16,7 +16,15 @@ from django.db.models import Count, Max, Prefetch, QuerySet
 from benchmark.models import Evaluation, Kernel, KernelOrigin, Problem
 from benchmark.services.access import visible_kernels, visible_problems
 from benchmark.services.evaluations import backend_version
-from engine.platforms.registry import DEFAULT_BACKEND, DEFAULT_PLATFORM, NKI, get_definition, platforms_for
+from engine.platforms.registry import (
+    DEFAULT_BACKEND,
+    DEFAULT_PLATFORM,
+    NKI,
+    PREDICTED,
+    TESTING,
+    get_definition,
+    platforms_for,
+)
 
 
 def best_evaluation(problem: Problem, platform: str = DEFAULT_PLATFORM, backend: str | None = None) -> Evaluation | None:
@@ -103,16 +111,17 @@ def problem_kernel_rows(problem: Problem, user: Any = None) -> list[dict[str, An
     language (`best`) and one cell per such platform (that result, else the latest evaluation, so failing or
     pending kernels show something), fastest on the problem's default platform first.
 
-    NKI problems show the default backend's results (the simulator); Triton ones every Triton backend's
-    (the interpreter's correct-only results, and a GPU's measured ones, which rank). Only kernels `user` may
-    see are listed (None: an anonymous visitor), so a private run's kernels stay off the page."""
+    Where the problem's default backend predicts latency (NKI's simulator), only its results: a model's
+    latency and a measured one are not compared in one cell. Otherwise every backend's but a pipeline test's
+    (Triton's: the interpreter's correct-only results, and a GPU's measured ones, which rank). Only kernels
+    `user` may see are listed (None: an anonymous visitor), so a private run's kernels stay off the page."""
     platforms = [p.value for p in problem.platforms]
-    if problem.language == NKI:
-        evaluations = current_evaluations()
+    if problem.default_backend.definition.latency == PREDICTED:
+        evaluations = current_evaluations(backend=problem.default_backend)
     else:
+        backends = [b for b in problem.backends if b.definition.latency != TESTING]
         evaluations = Evaluation.objects.filter(
-            backend__in=[b.value for b in get_definition(platforms[0]).backends],
-            backend_version__in=_current_versions(get_definition(platforms[0]).backends),
+            backend__in=[b.value for b in backends], backend_version__in=_current_versions(backends),
         )
     kernels = visible_kernels(user).filter(problem=problem).select_related("author", "problem").prefetch_related(
         Prefetch("evaluations", queryset=evaluations, to_attr="current_evaluations")

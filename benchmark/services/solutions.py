@@ -9,7 +9,6 @@ from __future__ import annotations
 from typing import Any
 
 from benchmark.models import Kernel
-from engine.platforms.registry import TRITON
 
 # A Triton kernel is one file whose `run` is the entry point, as FlashInfer-Bench names it.
 TRITON_ENTRY_POINT = "main.py::run"
@@ -33,7 +32,7 @@ def solution_document(kernel: Kernel) -> dict[str, Any]:
         name=meta.get("name") or f"accelopt_{problem.slug}_{kernel.sha256[:10]}",
         definition=problem.definition.get("name") or problem.slug,
         author=meta.get("author") or EXPORT_AUTHOR,
-        language=TRITON,
+        language=problem.language,
         target_hardware=tuple(meta.get("target_hardware") or (p.value.upper() for p in problem.platforms)),
         entry_point=entry_point,
         sources={path: kernel.source if path == entry_file else others[path] for path in order},

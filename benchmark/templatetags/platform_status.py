@@ -5,12 +5,13 @@ from __future__ import annotations
 from django import template
 
 from benchmark.services.evaluations import backend_unavailable
-from engine.platforms.registry import Backend
+from engine.platforms.registry import get_definition
 
 register = template.Library()
 
 
 @register.simple_tag
-def triton_unavailable() -> str:
-    """Why Triton kernels cannot be evaluated here (the missing packages and the install command), or ""."""
-    return backend_unavailable(Backend.TRITON_INTERPRETER.value, "h100") or ""
+def default_backend_unavailable(platform: str) -> str:
+    """Why `platform`'s default backend cannot evaluate kernels here (for Triton's: the missing packages and the
+    install command), or ""."""
+    return backend_unavailable(get_definition(platform).default_backend.value, platform) or ""

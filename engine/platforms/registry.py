@@ -38,6 +38,10 @@ class Backend(OpenChoices):
     TRITON_INTERPRETER = "triton-interpreter", "Triton interpreter (CPU, correctness only)"
     CUDA = "cuda", "NVIDIA GPU (measured)"
 
+    @property
+    def definition(self) -> BackendDefinition:
+        return BACKENDS[self]
+
 
 class Platform(OpenChoices):
     """The target an evaluation is for: stored as `Evaluation.platform`, part of the evaluation cache key. The
@@ -177,12 +181,16 @@ def get_backend_definition(backend: str) -> BackendDefinition:
 #              evaluate(kernel_source, reference_source, *, platform, backend, ...) -> EvaluationResult
 #   prompts    what the agents' prompts say about the language (`engine.agents.prompting.LanguagePrompts`)
 #   rewrites   the offline agent's catalog of rewrites (a tuple of `engine.agents.rewrites.Rewrite`)
+#   flashinfer_request
+#              the evaluation of a kernel of a FLASHINFER_FORMAT problem, as the request an executor runs:
+#              Class(solution=, definition=, workloads=, platform=, backend=, limits=, seeds=None) with run() and key
 LANGUAGE_PARTS: dict[str, dict[str, str]] = {
     NKI: {"evaluate": "engine.platforms.nki.pipeline:evaluate",
           "prompts": "engine.platforms.nki.prompting:PROMPTS",
           "rewrites": "engine.platforms.nki.rewrites.catalog:CATALOG"},
     TRITON: {"prompts": "engine.platforms.triton.prompting:PROMPTS",
-             "rewrites": "engine.platforms.triton.rewrites.catalog:TRITON_CATALOG"},
+             "rewrites": "engine.platforms.triton.rewrites.catalog:TRITON_CATALOG",
+             "flashinfer_request": "engine.platforms.triton.request:TritonEvaluationRequest"},
 }
 
 
@@ -209,6 +217,18 @@ def load_reference(reference: str) -> Any:
 def platforms_for(language: str) -> tuple[Platform, ...]:
     """The platforms whose kernels are written in `language` ("nki", "triton"), in registration order."""
     return tuple(Platform(p) for p, d in DEFINITIONS.items() if d.language == language)
+
+
+def language_choices() -> list[tuple[str, str]]:
+    """Every kernel language some platform runs now, with the name its definitions give it: ("nki", "NKI"), ...
+    (a form's choices; a language a later registration adds is one too)."""
+    return list({d.language: d.language_name for d in DEFINITIONS.values()}.items())
+
+
+def platforms_storing(problem_format: str) -> tuple[Platform, ...]:
+    """The platforms whose problems are stored in `problem_format` (FLASHINFER_FORMAT: those a FlashInfer-Bench
+    import may target), in registration order."""
+    return tuple(Platform(p) for p, d in DEFINITIONS.items() if d.problem_format == problem_format)
 
 
 def register_backend(backend: BackendDefinition) -> Backend:

@@ -21,7 +21,7 @@ def test_an_imported_solution_is_judged_correct_on_the_interpreter(pages: Pages,
     workloads.write_text(json.dumps(json.loads((SAMPLES / "workloads" / "rmsnorm_h128_b7.json").read_text())) + "\n")
     page = pages.open("erin")
     page.goto("/problems/import-flashinfer/")
-    assert page.locator("[data-testid=triton-unavailable]").count() == 0, "the Triton extra is not installed"
+    assert page.locator("[data-testid=evaluation-unavailable]").count() == 0, "the Triton extra is not installed"
     page.set_input_files("input[type=file]", [str(SAMPLES / "definitions" / "rmsnorm_h128.json"), str(workloads),
                                               str(SOLUTION)])
     page.select_option("select[name=platform]", "h100")

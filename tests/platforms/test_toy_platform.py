@@ -101,6 +101,15 @@ def test_a_registered_toy_platform_is_uploaded_evaluated_optimized_offline_and_r
     assert f'data-problem="{problem.address}"' in html and faster.kernel.display_name in html
     assert "NKIBench" not in html
 
+    # Its pages name its language as its registration does, and offer what its one backend is.
+    client.force_login(engineer)
+    problem_page = client.get(problem.get_absolute_url()).content.decode()
+    assert '<dd data-testid="problem-language">toy numpy, on toy-cpu</dd>' in problem_page
+    assert "NKI, on" not in problem_page and "export-solution" not in problem_page
+    kernel_page = client.get(baseline.get_absolute_url()).content.decode()
+    assert '<select name="backend"' not in kernel_page  # one backend: nothing to choose
+    assert "with the current performance model is reused" in kernel_page
+
 
 def test_a_platform_naming_a_backend_nobody_registered_is_refused(toy_platform):
     stray = PlatformDefinition(platform="stray", language=toy.LANGUAGE, language_name="toy numpy",

@@ -41,7 +41,7 @@ def test_with_the_extra_installed_nothing_is_missing():
 def test_the_import_page_says_what_to_install_before_anything_is_queued(client, engineer, no_torch):
     assert client.login(username=engineer.username, password=TEST_PASSWORD)
     html = client.get("/problems/import-flashinfer/").content.decode()
-    assert 'data-testid="triton-unavailable"' in html
+    assert 'data-testid="evaluation-unavailable"' in html
     assert "PyTorch (`torch`)" in html and "pip install -e &#x27;.[triton]&#x27;" in html
     with (FIXTURES / "studio_axpy_h16.json").open("rb") as d, (FIXTURES / "studio_axpy_blocked.solution.json").open("rb") as s:
         response = client.post("/problems/import-flashinfer/", {"files": [d, s], "platform": "h100", "evaluate": "on"})
@@ -60,7 +60,7 @@ def test_a_triton_problem_page_says_it_and_an_evaluation_is_refused(client, engi
 
 def test_an_nki_problem_page_says_nothing_of_triton(client, engineer, nki_problem, no_torch):
     assert client.login(username=engineer.username, password=TEST_PASSWORD)
-    assert "triton-unavailable" not in client.get(nki_problem.get_absolute_url()).content.decode()
+    assert "evaluation-unavailable" not in client.get(nki_problem.get_absolute_url()).content.decode()
 
 
 def test_an_evaluation_meeting_a_missing_package_is_a_configuration_error_tried_once(no_torch, triton_problem,

@@ -122,6 +122,23 @@ def test_the_api_describes_a_problems_language_and_defaults_to_its_platform(clie
     assert response.json()["kernel"]["entry_point"] == "main.py::run"
 
 
+def test_a_kernel_page_offers_the_backends_of_its_problems_platforms(client, engineer, triton_problem, nki_problem,
+                                                                    monkeypatch, tmp_path):
+    monkeypatch.setenv("ACCELOPT_NEURON_DEV_DIR", str(tmp_path))  # no Neuron device here, whatever the host has
+    client.force_login(engineer)
+    triton_page = client.get(triton_problem.baseline_kernel.get_absolute_url()).content.decode()
+    assert '<option value="triton-interpreter" selected>Triton interpreter (CPU, correctness only)' in triton_page
+    assert '<option value="cuda"' in triton_page and "NVIDIA GPU (measured)" in triton_page
+    assert "simulator" not in triton_page and "with the current backend version is reused" in triton_page
+    # An NKI kernel: the simulator by default, the hardware offered but greyed out where it cannot run.
+    nki_page = client.get(_kernel(nki_problem, "# an nki kernel\n").get_absolute_url()).content.decode()
+    assert '<option value="simulator" selected>Simulator (CPU, predicted latency)</option>' in nki_page
+    assert '<option value="neuron" disabled title="the neuron backend cannot run here: no Neuron device' in nki_page
+    assert "Neuron hardware (measured) (unavailable here)" in nki_page
+    assert "triton-interpreter" not in nki_page and '<option value="null"' not in nki_page
+    assert "with the current performance model is reused" in nki_page
+
+
 @pytest.mark.skipif(bool(__import__("glob").glob("/dev/nvidia[0-9]*")), reason="this host has an NVIDIA GPU")
 def test_a_gpu_measurement_is_refused_on_a_host_without_a_gpu(client, triton_problem, engineer):
     with pytest.raises(ValidationError, match="no NVIDIA GPU"):

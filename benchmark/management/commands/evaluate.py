@@ -19,7 +19,7 @@ from benchmark import services
 from benchmark.display import PROFILE_FIELD_HELP, format_counter
 from benchmark.models import Backend, Platform
 from engine.evaluator.inputs import MIN_SEEDS
-from engine.platforms.registry import get_definition
+from engine.platforms.registry import BACKENDS, DEFAULT_PLATFORM, PREDICTED, get_definition
 
 
 def _read_source(path: str, what: str) -> str:
@@ -82,7 +82,7 @@ class Command(BaseCommand):
                 raise CommandError(str(error)) from None
         else:
             reference_source = _read_source(options["reference"], "reference")
-        options["platform"] = options["platform"] or (problem.default_platform if problem else Platform.TRN1).value
+        options["platform"] = options["platform"] or (problem.default_platform if problem else DEFAULT_PLATFORM).value
         options["backend"] = options["backend"] or get_definition(options["platform"]).default_backend.value
         try:
             if problem is not None:
@@ -119,7 +119,8 @@ class Command(BaseCommand):
             write(f"relative L2 error per output (worst over seeds {data.get('seeds', [])}): {shown}"
                   f" (tolerance {data.get('tolerance')})")
         if data.get("latency_ms") is not None:
-            simulated = " (predicted by the performance model)" if data.get("backend") == Backend.SIMULATOR else ""
+            backend = BACKENDS.get(data.get("backend", ""))
+            simulated = " (predicted by the performance model)" if backend and backend.latency == PREDICTED else ""
             write(f"latency_ms: {data['latency_ms']:.6g}{simulated}")
         if data.get("peak_fraction") is not None:
             write(f"peak_fraction: {data['peak_fraction']:.4f} (theoretical peak {data.get('theoretical_peak_ms'):.6g} ms)")

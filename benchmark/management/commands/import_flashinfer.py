@@ -8,7 +8,7 @@ from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from benchmark import services
-from engine.platforms.registry import TRITON, platforms_for
+from engine.platforms.registry import FLASHINFER_FORMAT, platforms_storing
 
 
 class Command(BaseCommand):
@@ -21,7 +21,7 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("paths", nargs="+", help="files or directories")
-        gpus = [p.value for p in platforms_for(TRITON)]
+        gpus = [p.value for p in platforms_storing(FLASHINFER_FORMAT)]
         parser.add_argument("--platform", choices=gpus, default=gpus[0], help="the GPU the problems are for")
         parser.add_argument("--suite", default=services.FLASHINFER_SUITE, help="suite to import into")
         parser.add_argument("--evaluate", action="store_true",

@@ -19,7 +19,7 @@ from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.http import Http404
 
-from benchmark.models import Backend, Platform
+from benchmark.models import DEFAULT_BACKEND, DEFAULT_PLATFORM, Backend, Platform
 from campaigns import services
 from campaigns.models import BUDGET_FIELDS, Campaign
 from campaigns.progress import campaign_rows, headline
@@ -67,8 +67,8 @@ class Command(BaseCommand):
         parser.add_argument("--problems", default="", help="comma-separated [SUITE/]SLUG[:CASE] or ids")
         parser.add_argument("--case", choices=("mini", "full"), default="", help="shapes (default mini)")
         parser.add_argument("--name", default="")
-        parser.add_argument("--platform", choices=Platform.values, default=Platform.TRN1)
-        parser.add_argument("--backend", choices=Backend.values, default=Backend.SIMULATOR)
+        parser.add_argument("--platform", choices=Platform.values, default=DEFAULT_PLATFORM)
+        parser.add_argument("--backend", choices=Backend.values, default=DEFAULT_BACKEND)
         parser.add_argument("--agent", choices=AgentKind.values, default=AgentKind.OFFLINE)
         parser.add_argument("--model", action="append", default=[], metavar="ROLE=MODEL",
                             help=f"model for a role ({', '.join(conf.ROLES)}); repeat per role")
