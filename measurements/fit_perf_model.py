@@ -39,7 +39,6 @@ from engine.platforms.nki.perf.calibration import (  # noqa: E402
 
 GRID: dict[str, list[float]] = {
     "reciprocal_cycles_per_elem": [3.0, 3.5, 4.0],
-    "nl_binary_cycles_per_elem": [1.2, 1.33, 1.5],
     "tensor_efficiency": [0.65, 0.7, 0.75, 0.8, 1.0],
     "engine_dispatch_cycles": [0, 32, 64],
     "dma_efficiency": [0.7, 0.85, 1.0],

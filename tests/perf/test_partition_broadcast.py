@@ -99,8 +99,8 @@ def test_a_broadcast_wider_than_a_psum_bank_costs_more_than_the_same_work_tiled_
     Scalar Engine does the copies the tiled one does not."""
     wide, _ = _run(2 * BANK, 2 * BANK)
     tiled, _ = _run(2 * BANK, BANK)
-    per_row = (_cycles(2 * BANK, TRN1.tensor_tensor_cycles_per_elem) + _cycles(2 * BANK, TRN1.nl_binary_cycles_per_elem)
-               - 2 * (_cycles(BANK, 1.0) + _cycles(BANK, TRN1.nl_binary_cycles_per_elem)))
+    per_row = (_cycles(2 * BANK, TRN1.tensor_tensor_cycles_per_elem) + _cycles(2 * BANK, TRN1.tensor_tensor_cycles_per_elem)
+               - 2 * (_cycles(BANK, 1.0) + _cycles(BANK, TRN1.tensor_tensor_cycles_per_elem)))
     assert wide.latency_ms - tiled.latency_ms == pytest.approx(K * per_row / TRN1.engine_clock_hz * 1e3, rel=0.1)
     copies_s = K * 2 * _cycles(BANK, 1.0) / TRN1.scalar_clock_hz
     wide_s, tiled_s = (r.profile["scalar_engine_active_time_percent"] * r.latency_ms * 1e-3 for r in (wide, tiled))

@@ -66,6 +66,24 @@ def test_a_field_the_parent_did_not_ask_for_is_refused():
     assert "latency_ms" in result.error_message
 
 
+def test_an_output_the_definition_does_not_declare_is_refused_before_it_is_read():
+    """rmsnorm has one output: a second one, listed with its dtype, is an array nobody asked for (it used to be
+    read, then judged `incorrect` by the reference)."""
+    result = _evaluate(_PATCHES_ITS_RUN.format(
+        edit='reply["dtypes"].append(reply["dtypes"][0]); data["out1"] = data["out0"]'))
+    assert not result.correct and result.error_kind is ErrorKind.RUNTIME_ERROR, result.error_message
+    assert "at most 1 dtype names" in result.error_message and result.attempts == 1
+
+
+def test_an_output_larger_than_the_definition_declares_is_refused_before_it_is_read():
+    """The reply's budget is the declared outputs' bytes: an output four times its declared size (within the old
+    budget of eight times) is refused, not read."""
+    result = _evaluate(_PATCHES_ITS_RUN.format(
+        edit='data["out0"] = torch.sys.modules["numpy"].concatenate([data["out0"]] * 4)'))
+    assert not result.correct and result.error_kind is ErrorKind.RUNTIME_ERROR, result.error_message
+    assert "array 'out0' of" in result.error_message and "the definition declares" in result.error_message
+
+
 # -- the cuda backend's timing, through pipeline._measure and a child that replies what it is given ------------
 
 

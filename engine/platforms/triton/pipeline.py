@@ -36,6 +36,7 @@ from engine.platforms.triton.machine import ERROR_KINDS
 from engine.platforms.triton.replies import (
     ReplyCheck,
     compile_check,
+    declared_output_bytes,
     load_check,
     measure_check,
     run_check,
@@ -120,6 +121,8 @@ def _fail(kind: ErrorKind, message: str, context: dict[str, Any], **flags: Any) 
 
 # A kernel child's reply but its outputs (load, compile, measure: small headers and timing samples), read at most.
 KERNEL_REPLY_BYTES = 64 * 1024**2
+# A `run` reply's header and its array listing, beyond the outputs' bytes.
+KERNEL_HEADER_BYTES = 64 * 1024
 
 
 def _ask(child: ChildProcess, request: dict[str, Any], context: dict[str, Any], who: str,
@@ -173,15 +176,16 @@ def _attempt(solution: Mapping[str, Any], header: dict[str, Any], config: dict[s
         measured = backend == Backend.CUDA.value
         _ask(kernel, {"op": "load", "solution": dict(solution), **blind}, context, "kernel",
              check=load_check(measured))
+        # The outputs the definition declares, at their declared sizes, and a header: never the 2 GiB a kernel's
+        # process could otherwise make the parent read.
+        declared = declared_output_bytes(header["definition"], header["workload"])
+        budget = sum(declared) + KERNEL_HEADER_BYTES
         ran = {"compiled": True}
         for seed in seeds:
             expected, _ = _ask(reference, {"op": "expect", "seed": seed}, context, "reference", **ran)
             counts = {"flops": expected["flops"], "bytes": expected["bytes"]}
-            # The outputs, up to 8 times their size (a wrong dtype, float64 for fp8, is reported as incorrect,
-            # not refused): never the 2 GiB a kernel's process could otherwise make the parent read.
-            budget = 8 * int(expected["output_bytes"]) + 1024**2
             produced, arrays = _ask(kernel, {"op": "run", "seed": seed}, context, "kernel",
-                                    max_reply_bytes=budget, check=run_check(measured), **ran)
+                                    max_reply_bytes=budget, check=run_check(measured, declared), **ran)
             ran = {"compiled": True, "runnable": True}
             compared, _ = _ask(reference, {"op": "compare", "dtypes": produced["dtypes"]}, context, "reference",
                                arrays, **ran)

@@ -19,6 +19,7 @@ import statistics
 from collections.abc import Callable
 from typing import Any
 
+from engine.platforms.triton.flashinfer import DTYPE_BYTES, parse_definition, parse_workload
 from engine.platforms.triton.timing import MAX_GPU_SPREAD, MAX_REPS, group_spread
 
 Layout = list[tuple[str, Any, tuple[int, ...]]]
@@ -33,7 +34,6 @@ _KERNEL_KINDS = frozenset({"rejected", "compile_error", "runtime_error", "resour
 # build, timing refused): retried, bounded, never a verdict (pipeline.evaluate_triton).
 _MEASURED_KINDS = _KERNEL_KINDS | {"infrastructure_error"}
 _MAX_TEXT = 64 * 1024
-_MAX_OUTPUTS = 64
 _ENVIRONMENT_FIELDS = frozenset({"gpu", "sm_count", "memory_bytes", "l2_bytes", "capability", "torch", "cuda", "triton",
                                  "nvidia_smi"})
 _TIMING_FIELDS = frozenset({"median_ms", "spread", "reps", "stable", "wall_s", "flush_ms", "min_ms", "max_ms"})
@@ -69,23 +69,36 @@ def load_check(measured: bool) -> ReplyCheck:
     return check
 
 
-def run_check(measured: bool) -> ReplyCheck:
-    """`run`: the dtype name of each output it sends and the outputs as out0, out1, ... (how many, and whether
-    their values are right, the reference child judges: every output of the definition, whatever is listed)."""
+def declared_output_bytes(definition: dict[str, Any], workload: dict[str, Any]) -> list[int]:
+    """The bytes of each output the definition declares, at the workload's axes (the kernel runner sends nothing
+    else: runner._check_outputs holds every output to its declared shape and dtype)."""
+    parsed = parse_definition(definition)
+    axes = parsed.axis_values(parse_workload(workload))
+    return [math.prod(parsed.shape(spec, axes)) * DTYPE_BYTES[spec.dtype] for spec in parsed.outputs.values()]
+
+
+def run_check(measured: bool, declared: list[int]) -> ReplyCheck:
+    """`run`: the dtype name of each output it sends and the outputs as out0, out1, ..., at most the outputs the
+    definition declares (`declared`: their bytes), none larger than its declaration. Whether their values, dtypes
+    and shapes are right, and whether one is missing, the reference child judges."""
     def check(header: dict[str, Any], layout: Layout) -> str | None:
         if header.get("ok") is not True:
             return failure_problem(header, layout, measured)
         if set(header) != {"ok", "dtypes"}:
             return _extra(header, {"ok", "dtypes"}, [])
         dtypes = header["dtypes"]
-        if not (isinstance(dtypes, list) and len(dtypes) <= _MAX_OUTPUTS
+        if not (isinstance(dtypes, list) and len(dtypes) <= len(declared)
                 and all(isinstance(d, str) and len(d) <= 64 for d in dtypes)):
-            return "dtypes that are not a short list of dtype names"
+            return f"dtypes that are not a list of at most {len(declared)} dtype names (the definition's outputs)"
         names = [name for name, _dtype, _shape in layout]
         allowed = {f"out{k}" for k in range(len(dtypes))}
         stray = [name for name in names if name not in allowed]
         if stray or len(set(names)) != len(names):
             return f"arrays it was not asked for: {sorted(set(stray))[:4] or 'one named twice'}"
+        for name, dtype, shape in layout:
+            size, limit = math.prod(shape) * dtype.itemsize, declared[int(name[len("out"):])]
+            if size > limit:
+                return f"array {name!r} of {size} bytes; the definition declares {limit}"
         return None
     return check
 

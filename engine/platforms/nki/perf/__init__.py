@@ -50,7 +50,10 @@ from engine.platforms.nki.simulator.trace import Engine, Trace
 # every kernel (up to perf-10 only in the pairs the NKI tutorials measured: pairs.SOURCE_SPECS, gone); the
 # mechanisms that were off on every platform and the constants fitted to 0 are removed (predictions unchanged by
 # those); constants unchanged.
-PERF_MODEL_VERSION = "perf-12"
+# perf-13 (issue 35): a binary costs the same whichever label it carries (tensor_tensor or its ALU op, the kernel's
+# choice): on two SBUF tiles the ISA's 2 cycles per element (`nl_binary_cycles_per_elem`, 1.2 for the nl labels, is
+# gone), with its other operand broadcast along the free axis ([P, 1]) one, as the tensor_scalar it is.
+PERF_MODEL_VERSION = "perf-13"
 
 __all__ = ["PERF_MODEL_VERSION", "COUNTER_NAMES", "Breakdown", "PerfReport", "PreparedTrace", "estimate", "lowered",
            "prepare"]

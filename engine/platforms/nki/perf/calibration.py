@@ -308,7 +308,6 @@ CALIBRATION_COLUMNS = ("problem", "shape", "latency_ms", *COMPARED_COUNTERS)  # 
 
 FIT_GRID: dict[str, tuple[float, ...]] = {
     "reciprocal_cycles_per_elem": (3.0, 3.5, 4.0),
-    "nl_binary_cycles_per_elem": (1.2, 1.33, 1.5),
     "tensor_efficiency": (0.65, 0.7, 0.75, 0.8, 1.0),
     "engine_dispatch_cycles": (0.0, 32.0, 64.0),
     # perf-3: a fraction of the DMA engines' documented rate, between the two pages' figures (hardware.py).

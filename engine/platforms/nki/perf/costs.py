@@ -93,6 +93,25 @@ def _reads_psum(trace: Trace) -> np.ndarray:
     return out
 
 
+def _free_axis_broadcast(trace: Trace) -> np.ndarray:
+    """Per instruction: whether one of its reads spans all its partitions but less than half the bytes per
+    partition of its widest read (an operand broadcast along the free axis, [P, 1]; a partition broadcast, one
+    partition wide, is not one)."""
+    n = len(trace)
+    acc = trace.access
+    if len(acc["tensor"]) == 0:
+        return np.zeros(n, dtype=bool)
+    owner = np.repeat(np.arange(n), np.asarray(trace.columns["access_count"], dtype=np.int64))
+    reads = acc["is_write"] == 0
+    span = (acc["byte_hi"] - acc["byte_lo"]).astype(np.int64)
+    widest = np.zeros(n, dtype=np.int64)
+    np.maximum.at(widest, owner[reads], span[reads])
+    partitions = np.asarray(trace.columns["partitions"], dtype=np.int64)
+    full_height = (acc["part_hi"] - acc["part_lo"]).astype(np.int64) >= partitions[owner]
+    narrow = reads & full_height & (2 * span < widest[owner])
+    return np.bincount(owner[narrow], minlength=n) > 0
+
+
 def _large_inputs(trace: Trace) -> np.ndarray:
     """Per instruction: number of read accesses at least half as large as its largest read (tile operands)."""
     n = len(trace)
@@ -117,13 +136,16 @@ def instruction_costs(trace: Trace, platform: NeuronCoreSpec) -> InstructionCost
 
     # --- Vector / Scalar / GpSimd: rate * N, floored at MIN_II ----------------------------------------
     rate = np.ones(len(trace), dtype=np.float64)
-    is_binary = _per_op(trace, _BINARY_OPS) > 0
-    # An unnamed elementwise op reading two full tiles is a tensor_tensor as far as cost goes.
+    # A binary is priced by its operands, never by which of its labels (tensor_tensor, add, ...) it carries
+    # (semantics/ops.py): reading two full tiles it is a tensor_tensor; with its other operand broadcast along the
+    # free axis ([P, 1]) it is a tensor_scalar on the device, one cycle per element like any elementwise op (a
+    # partition broadcast is a full tile by then: lowering.py). An unnamed elementwise op reading two full tiles on
+    # the Vector Engine is a tensor_tensor too.
+    is_binary = (_per_op(trace, _BINARY_OPS) > 0) & ~_free_axis_broadcast(trace)
     is_binary |= (_large_inputs(trace) >= 2) & (engine == Engine.VECTOR)
-    # tensor_tensor: 1 cycle/elem if one operand is in PSUM, else the slower SBUF+SBUF rate.
-    is_isa_tt = _per_op(trace, {"tensor_tensor"}) > 0
-    sbuf_rate = np.where(is_isa_tt, platform.tensor_tensor_cycles_per_elem, platform.nl_binary_cycles_per_elem)
-    tt_rate = np.where(_reads_psum(trace), 1.0, sbuf_rate)
+    # [ISA] tensor_tensor: 1 cycle/elem if one operand is in PSUM, else the slower SBUF+SBUF rate (perf-13: nl.add
+    # & co. had a rate of their own, 1.2, that the tensor_tensor label did not get).
+    tt_rate = np.where(_reads_psum(trace), 1.0, platform.tensor_tensor_cycles_per_elem)
     rate = np.where(is_binary & (engine != Engine.SCALAR), tt_rate, rate)
     rate = np.where(_per_op(trace, _TWO_CYCLE_OPS) > 0, 2.0, rate)
     # [ISA] tensor_tensor_scan: 2N, as a tensor_tensor with both inputs in SBUF.

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from engine.platforms.nki.simulator.semantics import alu
 from engine.platforms.nki.simulator.trace import Engine
 
 # nl.sum and friends: their ALU combine operator (semantics.py's reduce runs `combine`); mean divides by a count.
@@ -71,11 +72,9 @@ COST_CLASSES: dict[str, frozenset[str]] = {
     "two_cycle": frozenset({"scalar_tensor_tensor", "tensor_copy_predicated"}),  # two cycles per element
     # plus MIN_II for the accumulator read-out
     "reduce_extra": frozenset({"activation_reduce", "tensor_scalar_reduce"}),
-    "binary": frozenset({
-        "tensor_tensor", "add", "subtract", "multiply", "divide", "maximum", "minimum", "power", "equal",
-        "not_equal", "greater", "greater_equal", "less", "less_equal", "logical_and", "logical_or",
-        "bitwise_and", "bitwise_or", "bitwise_xor", "mod", "fmod",
-    }),
+    # nisa.tensor_tensor and every ALU op an nl binary is labelled with (it is that instruction on the device):
+    # one rate, whichever label (engine/platforms/nki/perf/costs.py)
+    "binary": frozenset({"tensor_tensor", "fmod", *alu.BINARY}),
     # (nl.rand's constant tile is a GpSimd instruction like iota's; the engine gives it the start already)
     "gpsimd_start": frozenset({"iota", "rand", "affine_select", "local_gather"}),
     # nl.sum & co. are tensor_reduce on the device (one `reduce` kind in the replay), so they cost the same
@@ -139,11 +138,12 @@ def cost_classes(op: str) -> frozenset[str]:
 
 def interchangeable_labels(kind: str) -> list[frozenset[str]]:
     """The groups of labels that `label_allowed` accepts for one instruction of `kind` with the same parameters
-    and stores, and that run on compute engines: each group must be priced alike (one cost-class set).
-    Not yet alike (docs/evaluation.md, "Its limits"): a `binary` labelled `tensor_tensor` against its ALU op's
-    name (`add`), which costs.py prices at the ISA's rate and at the rate fitted to nl ops respectively."""
+    and stores, and that run on compute engines: each group must be priced alike (tests/nki/test_op_labels.py
+    prices every label of a group on the same row)."""
     if kind == "reduce":
         return [frozenset({"tensor_reduce"} | {op for op in LANGUAGE_REDUCES if op != "mean"})]
+    if kind == "binary":  # nisa.tensor_tensor(op=nl.add) and nl.add run the same instruction
+        return [frozenset({"tensor_tensor", op}) for op in sorted(alu.BINARY)]
     fixed = FIXED_LABELS.get(kind, frozenset())
     return [frozenset(fixed - DMA_LABELS)] if len(fixed - DMA_LABELS) > 1 else []
 
