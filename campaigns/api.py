@@ -42,6 +42,8 @@ class CampaignIn(Schema):
     )
     max_concurrent_runs: int | None = None
     is_public: bool = False
+    current_generation: bool = Field(False, description="NKI problems: every run returns kernels in NKI 0.6 (the nki "
+                                     "package) even from a legacy neuronxcc.nki baseline, as POST /api/runs does")
 
 
 class CampaignOut(Schema):

@@ -23,6 +23,7 @@ from optimizer.forms import (
     ReasonedSelect,
     TaggedSelect,
     backend_help,
+    current_generation_field,
     platform_reasons,
     platform_tags,
 )
@@ -54,6 +55,7 @@ class CampaignForm(AgentModelsAndBudgets):
         help_text="Checked: the Planner is shown memory entries (as “Memory shown” says) and each run adds what it "
         "learns. Unchecked: it is shown none and none are written (the paper's no-memory ablation).")
     seed = forms.IntegerField(min_value=0, initial=0)
+    current_generation = current_generation_field()  # every run of the campaign gets it (campaigns.services)
     max_concurrent_runs = forms.IntegerField(required=False, min_value=1, max_value=64, label="Runs at once",
                                              help_text="Default: what the worker drives at once.")
     is_public = forms.BooleanField(required=False, label="Public", help_text="Anyone may watch it.")
@@ -130,6 +132,7 @@ class CampaignForm(AgentModelsAndBudgets):
             "models": {role: data.get(f"{role}_model") or "" for role in conf.ROLES} if data["agent"] == AgentKind.LLM
             else {},
             "memory": bool(data.get("memory")),
+            "current_generation": bool(data.get("current_generation")),
             "budgets": {name: data.get(name) for name in BUDGET_FIELDS},
             "max_concurrent_runs": data.get("max_concurrent_runs"),
             "is_public": bool(data.get("is_public")),

@@ -38,7 +38,8 @@ class Campaign(models.Model):
     agent = models.CharField(max_length=16, default="offline")
     suite = models.CharField(max_length=64, blank=True, help_text="Set when the whole suite was chosen.")
     case = models.CharField(max_length=32, blank=True, help_text="Set when one case was chosen for all problems.")
-    # {"search": SearchConfig as a dict, "models": {role: model name}}: what every run of the campaign gets.
+    # {"search": SearchConfig as a dict, "models": {role: model name}, "memory": bool, "budget_notes": [...], and
+    # "current_generation": true when asked}: what every run of the campaign gets.
     config = models.JSONField(default=dict, blank=True)
 
     max_tokens = models.PositiveBigIntegerField(null=True, blank=True)

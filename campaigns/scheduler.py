@@ -126,6 +126,7 @@ def _launch(campaign: Campaign, entry: CampaignEntry, caps: dict[str, Any]) -> R
         is_public=campaign.is_public,
         budget=caps,
         quota=False,  # the campaign's max_concurrent_runs bounds its runs (no more than the quota: services)
+        current_generation=bool(config.get("current_generation")),
     )
 
 

@@ -27,7 +27,7 @@ from engine.search.budget import Budget, launch_notes
 from optimizer import conf as optimizer_conf
 from optimizer.models import AgentKind, Run
 from optimizer.run_links import RunLink
-from optimizer.services import estimate_llm_cost, max_agent_calls
+from optimizer.services import check_current_generation, estimate_llm_cost, max_agent_calls
 
 __all__ = [
     "ACCELOPT_DEFAULTS",
@@ -196,13 +196,15 @@ def create_campaign(
     budgets: dict[str, Any] | None = None,
     max_concurrent_runs: int | None = None,
     is_public: bool = False,
+    current_generation: bool = False,
 ) -> Campaign:
     """Store a campaign and launch its first runs: the one path for the form, the API and the command.
 
     `search` holds SearchConfig fields over AccelOpt's defaults (ACCELOPT_DEFAULTS), `models` a model per role
     (LLM agent), `budgets` any of max_tokens, max_cost_usd, max_wall_time_s, max_evaluations for the
     whole campaign. `max_concurrent_runs` bounds the campaign's runs queued or running at once (default: the
-    worker's concurrency). `user` None is a management command: the campaign has no owner.
+    worker's concurrency). `current_generation` (NKI problems only): every run returns kernels in NKI 0.6, as
+    optimizer.services.create_run does it. `user` None is a management command: the campaign has no owner.
     """
     if user is not None and user.is_authenticated and not is_engineer(user):
         raise PermissionDenied("only engineers can launch campaigns")
@@ -215,6 +217,8 @@ def create_campaign(
     chosen = resolve_problems(user, suite=suite, problems=problems, case=case)
     for problem in chosen:  # one platform for all: every problem must be in a language it runs
         benchmark_services.check_platform_for(problem, platform)
+        if current_generation:
+            check_current_generation(problem)
     params = search_parameters(search, agent=agent, memory=memory)
     role_models = {role: model for role, model in (models or {}).items() if model}
     unknown_roles = sorted(set(role_models) - set(optimizer_conf.ROLES))
@@ -248,7 +252,8 @@ def create_campaign(
             agent=agent,
             suite=suite,
             case=case,
-            config={"search": params, "models": role_models, "memory": memory, "budget_notes": notes},
+            config={"search": params, "models": role_models, "memory": memory, "budget_notes": notes,
+                    **({"current_generation": True} if current_generation else {})},
             max_concurrent_runs=concurrency,
             **caps,
         )

@@ -290,10 +290,14 @@ def launch_campaign(
     problems: Annotated[list[str] | None, Field(description="problem addresses, or give a suite instead")] = None,
     suite: str = "", case: Annotated[str, Field(description="mini or full")] = "", name: str = "",
     search: dict[str, Any] | None = None, budgets: dict[str, float] | None = None, is_public: bool = False,
+    current_generation: Annotated[bool, Field(description="NKI problems: every run returns kernels in NKI 0.6 (the "
+                                                          "nki package) even from a legacy neuronxcc.nki baseline")]
+    = False,
 ) -> dict[str, Any]:
     require_engineer(user, "launching a campaign")
     campaign = campaigns.create_campaign(user, problems=problems or [], suite=suite, case=case, name=name,
-                                         search=search or {}, budgets=budgets or {}, is_public=is_public)
+                                         search=search or {}, budgets=budgets or {}, is_public=is_public,
+                                         current_generation=current_generation)
     return campaign_progress(user, campaign.pk)
 
 

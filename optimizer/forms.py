@@ -91,6 +91,16 @@ def platform_reasons() -> dict[str, str]:
     return {p.value: reason for p in Platform if (reason := platform_unavailable(p.value))}
 
 
+def current_generation_field() -> forms.BooleanField:
+    """The option to return kernels in the current NKI generation, as the run form and the campaign form offer it."""
+    return forms.BooleanField(
+        required=False, label="Return kernels in the current NKI generation (NKI 0.6, the nki package)",
+        help_text="NKI only. From a legacy neuronxcc.nki kernel too: the agents are told to write NKI 0.6, the offline "
+        "agent migrates the kernel first, and a legacy reply is migrated or refused. Neuron SDK 2.28 and later "
+        "refuse neuronxcc.nki.",
+    )
+
+
 class AgentModelsAndBudgets(forms.Form):
     """The fields a run and a campaign share: a model per agent role (blank: the server's configured one) and
     the four budgets (blank: no cap)."""
@@ -137,12 +147,7 @@ class RunForm(AgentModelsAndBudgets):
         help_text="For a full-size problem with a mini case: a candidate that fails there is not evaluated at full "
         "size (the full-size result is the one that counts). Turn it off for rewrites that fit only the full shapes.",
     )
-    current_generation = forms.BooleanField(
-        required=False, label="Return kernels in the current NKI generation (NKI 0.6, the nki package)",
-        help_text="NKI only. From a legacy neuronxcc.nki kernel too: the agents are told to write NKI 0.6, the offline "
-        "agent migrates the kernel first, and a legacy reply is migrated or refused. Neuron SDK 2.28 and later "
-        "refuse neuronxcc.nki.",
-    )
+    current_generation = current_generation_field()
     is_public = forms.BooleanField(required=False, label="Public", help_text="Anyone may watch it, signed in or not.")
 
     SEARCH_FIELDS = ("iterations", "beam_width", "plans_per_candidate", "samples_per_plan", "memory_size", "seed",

@@ -103,10 +103,8 @@ def create_run(
         raise ValidationError(
             f"kernel {start_kernel.pk} belongs to problem {start_kernel.problem.address}, not {problem.address}"
         )
-    if current_generation and problem.language != NKI:
-        raise ValidationError(f"returning kernels in the current NKI generation is an option of NKI problems; "
-                              f"{problem.address} is a {problem.language} problem")
     if current_generation:
+        check_current_generation(problem)
         start_kernel = _start_in_current_generation(user, start_kernel, agent)
     search = dict(search or {})
     if agent == AgentKind.OFFLINE:
@@ -143,6 +141,14 @@ def create_run(
         )
         record_events(run.pk, [("run.queued", {"agent": agent, "platform": platform, "search": config.to_dict()})])
     return run
+
+
+def check_current_generation(problem: Problem) -> None:
+    """A ValidationError naming `problem` unless it can return kernels in the current NKI generation (an NKI
+    problem): the one check of the option, for a run and for each problem of a campaign."""
+    if problem.language != NKI:
+        raise ValidationError(f"returning kernels in the current NKI generation is an option of NKI problems; "
+                              f"{problem.address} is a {problem.language} problem")
 
 
 def runs_in_flight(user: Any) -> QuerySet[Run]:

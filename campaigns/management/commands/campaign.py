@@ -86,6 +86,8 @@ class Command(BaseCommand):
         parser.add_argument("--mini-first", action=argparse.BooleanOptionalAction, default=None,
                             help="check candidates on each problem's mini case before full size (default: on where a "
                                  "full-size problem has a mini case)")
+        parser.add_argument("--current-generation", action="store_true",
+                            help="NKI problems: every run returns kernels in NKI 0.6 (the nki package)")
         parser.add_argument("--max-tokens", type=int)
         parser.add_argument("--max-dollars", "--max-cost-usd", type=float, dest="max_cost_usd")
         parser.add_argument("--max-wall-s", "--max-wall-time-s", type=float, dest="max_wall_time_s",
@@ -120,6 +122,7 @@ class Command(BaseCommand):
                 budgets={name: options[name] for name in BUDGET_FIELDS if options.get(name) is not None},
                 max_concurrent_runs=options["concurrency"],
                 is_public=options["public"],
+                current_generation=options["current_generation"],
             )
         except (ValueError, Http404) as error:
             raise CommandError(str(error)) from None
