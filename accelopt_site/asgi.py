@@ -32,6 +32,7 @@ from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E40
 
 from accelopt_site.health import HealthzFront  # noqa: E402
 from accelopt_site.routing import websocket_urlpatterns  # noqa: E402
+from accelopt_site.sync_threads import KeptSyncThreads  # noqa: E402
 from accelopt_site.uploads import UploadSizeLimit, cap_daphne_uploads  # noqa: E402
 from accelopt_site.watchdog import start_server_watchdog  # noqa: E402
 from mcp_server.http import McpFront  # noqa: E402
@@ -45,8 +46,9 @@ application = EmbeddedWorkerMiddleware(
     ProtocolTypeRouter(
         {
             # Over-sized uploads are refused before anything reads their body (accelopt_site/uploads.py), /mcp's
-            # too; /mcp: the MCP server for coding agents (mcp_server/http.py), before Django's URL routing.
-            "http": UploadSizeLimit(McpFront(HealthzFront(django_http_application))),
+            # too; /mcp: the MCP server for coding agents (mcp_server/http.py), before Django's URL routing;
+            # Django's sync code runs on kept threads (accelopt_site/sync_threads.py).
+            "http": UploadSizeLimit(McpFront(HealthzFront(KeptSyncThreads(django_http_application)))),
             "websocket": AllowedHostsOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
         }
     )
