@@ -39,21 +39,24 @@ def _autogroup(pid: int) -> str:
 
 
 def test_an_evaluation_child_runs_below_the_servers_priority() -> None:
+    has_autogroup = os.path.exists("/proc/self/autogroup")
+    server_before = _autogroup(os.getpid()) if has_autogroup else ""
+    niceness_before = os.nice(0)
     child = ChildProcess("reference", {}, Limits(wall_seconds=30))
     try:
         deadline = time.monotonic() + 10
-        while (pid := _interpreter_of(child.lease.uid)) is None or _niceness(pid) == 0:
+        while (pid := _interpreter_of(child.lease.uid)) is None or _niceness(pid) == niceness_before:
             assert time.monotonic() < deadline, "the child never started, or never lowered its priority"
             time.sleep(0.02)
-        assert _niceness(pid) == CHILD_NICENESS
+        assert _niceness(pid) == min(19, niceness_before + CHILD_NICENESS)  # below the server's, wherever it is
         # Empty where the scheduler groups this process by cgroup rather than by autogroup (as in many CI
         # containers): there server and child share one group, and niceness alone counts.
-        server_group = _autogroup(os.getpid()) if os.path.exists("/proc/self/autogroup") else ""
+        server_group = _autogroup(os.getpid()) if has_autogroup else ""
         if server_group:
             child_group = _autogroup(pid)
             assert child_group.endswith(f"nice {CHILD_NICENESS}")
             assert child_group.split()[0] != server_group.split()[0]
-            assert server_group.endswith("nice 0")
-        assert os.nice(0) == 0
+            assert server_group == server_before  # the server's group kept its own niceness, whatever it is
+        assert os.nice(0) == niceness_before
     finally:
         child.close()
