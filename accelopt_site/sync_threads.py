@@ -37,8 +37,12 @@ class KeptSyncThreads:
         try:
             async with ThreadSensitiveContext(executor=executor):
                 await self.app(scope, receive, send)
-        finally:
-            self._give_back(executor)
+        except BaseException:
+            # Cancelled (the client left) or failed: its thread may still be running this request's sync code,
+            # which the next request must not queue behind. It ends by itself once that code returns.
+            executor.shutdown(wait=False)
+            raise
+        self._give_back(executor)
 
     def _take(self) -> ThreadPoolExecutor:
         with self._lock:

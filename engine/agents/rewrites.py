@@ -55,7 +55,7 @@ class Rewrite:
         return source
 
 
-@functools.lru_cache(maxsize=2048)
+@functools.lru_cache(maxsize=1024)  # a catalog of 14 over ~70 sources of at most 256 KiB
 def _sites_of(rewrite: Rewrite, source: str) -> tuple[Site, ...]:
     """A rewrite's sites in a source, remembered: the offline Planner asks every rewrite about the same few
     kernels again and again (each run's start kernel, a beam's survivors), and each answer costs parses and

@@ -14,7 +14,7 @@ import hashlib
 from collections.abc import Iterable
 
 
-@functools.lru_cache(maxsize=1024)  # a parse and a tree dump per call, asked again for every cached candidate
+@functools.lru_cache(maxsize=256)  # a parse and a tree dump per call, asked again for every cached candidate
 def normalized_source_key(source: str) -> str | None:
     """A digest of the source's syntax tree with each node's line numbers; None if it does not parse.
 

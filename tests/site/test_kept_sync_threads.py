@@ -19,6 +19,7 @@ async def get(path: str) -> int:
     start = await communicator.receive_output(10)
     while (await communicator.receive_output(10)).get("more_body", False):
         pass
+    await communicator.wait(10)  # the application returns, as under daphne, rather than being cancelled
     return start["status"]
 
 

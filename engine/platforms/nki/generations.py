@@ -29,7 +29,7 @@ LEGACY_NOTE = (
 )
 
 
-@functools.lru_cache(maxsize=1024)
+@functools.lru_cache(maxsize=256)
 def kernel_generation(source: str) -> str | None:
     """LEGACY, CURRENT, or None for a source that imports neither namespace or does not parse. Remembered:
     pages label every kernel they list, and a parse holds the server's GIL."""
