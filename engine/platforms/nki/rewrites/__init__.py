@@ -17,6 +17,7 @@ The package, read in this order:
     kernel.py     Kernel (the parsed kernel the visitors work on) and the shared AST helpers (what a
                   rewrite is, `Rewrite` and `Site`, is the agents' own: engine/agents/rewrites.py)
     fusion.py     fold_scale_into_activation, fuse_scale_and_add, reduce_inside_activation
+    scalar_reduce.py  fuse_scalar_reduce (NKI 0.6 kernels only: nisa.tensor_scalar_reduce)
     loads.py      hoist_invariant_loads, reuse_loaded_tiles
     loops.py      larger_free_tiles, smaller_free_tiles, interchange_loops
     transfers.py  drop_hbm_round_trip, drop_psum_copy

@@ -12,6 +12,7 @@ from engine.platforms.nki.rewrites.fusion import (
 )
 from engine.platforms.nki.rewrites.loads import visit_hoist_loads, visit_reuse_loads
 from engine.platforms.nki.rewrites.loops import visit_interchange, visit_larger_tiles, visit_smaller_tiles
+from engine.platforms.nki.rewrites.scalar_reduce import visit_tensor_scalar_reduce
 from engine.platforms.nki.rewrites.stores import visit_batch_stores
 from engine.platforms.nki.rewrites.transfers import visit_hbm_round_trip, visit_psum_copy
 
@@ -60,6 +61,12 @@ CATALOG: tuple[Rewrite, ...] = (
             "A row sum of an activation's output was a separate Vector Engine reduction. nisa.activation_reduce "
             "accumulates the sum while the Scalar Engine writes the activation, removing a pass over the tile.",
             visit_activation_reduce),
+    Rewrite("fuse_scalar_reduce", "Reduce rows inside the tensor_scalar that computes them (NKI 0.6)",
+            "An elementwise operation with a scalar (a scale, an offset) was followed by a separate Vector Engine "
+            "reduction of its result along the free axis (a row max or row sum). NKI 0.6's "
+            "nisa.tensor_scalar_reduce computes both in one instruction, reading the tile once instead of twice. "
+            "It applies to current-generation (nki package) kernels whose tile is a float32 2-D tile, where the "
+            "fused reduction gives exactly the same values.", visit_tensor_scalar_reduce),
     Rewrite("larger_free_tiles", "Use larger free-dimension tiles",
             "Each instruction and each DMA has a fixed cost; larger tiles along the free dimension amortize it, "
             "as long as the tiles fit in SBUF and the shape divides evenly.", visit_larger_tiles, repeatable=False),
