@@ -106,3 +106,19 @@ def test_where_the_values_could_differ_it_does_not_apply(change, why):
     source = NL_FORM.replace(*change)
     assert source != NL_FORM
     assert FUSE.sites(source) == [], why
+
+
+DECLARED_MAX = "                row_max = nl.ndarray((rows, 1), dtype=nl.float32, buffer=nl.sbuf)\n"
+
+
+@pytest.mark.parametrize("change, why", [
+    ((DECLARED_MAX, DECLARED_MAX.replace("float32", "bfloat16")), "the row max is rounded to bfloat16"),
+    (("scores = nl.ndarray((rows, seq), dtype=nl.float32", "scores = nl.ndarray((rows, seq), dtype=nl.bfloat16"),
+     "the scores are rounded before they are reduced"),
+    ((DECLARED_MAX, DECLARED_MAX + "                nisa.memset(dst=row_max, value=0.0)\n"),
+     "the row max is written between the two"),
+])
+def test_in_the_destination_first_form_it_does_not_apply_where_the_values_could_differ(change, why):
+    source = ATTENTION.replace(*change)
+    assert source != ATTENTION
+    assert FUSE.sites(source) == [], why

@@ -124,16 +124,20 @@ class _Tiles:
         value = self.only_definition(name)
         return value is not None and self.nl_call(value, TILE_CONSTRUCTORS) is not None
 
+    def declared_float32(self, name: str) -> bool:
+        value = self.only_definition(name)
+        if value is None or self.nl_call(value, TILE_CONSTRUCTORS) is None:
+            return False
+        dtype = {k.arg: k.value for k in value.keywords}.get("dtype", value.args[1] if len(value.args) > 1 else None)
+        return dtype is not None and dotted(dtype) == f"{self.nl}.float32"
+
     def float32_matrix(self, name: str, depth: int = 0) -> bool:
         value = self.only_definition(name)
         if value is None or depth > MAX_DERIVATION:
             return False
         if self.nl_call(value, TILE_CONSTRUCTORS):
-            keywords = {k.arg: k.value for k in value.keywords}
-            shape = value.args[0] if value.args else keywords.get("shape")
-            dtype = keywords.get("dtype", value.args[1] if len(value.args) > 1 else None)
-            return (isinstance(shape, ast.Tuple) and len(shape.elts) == 2 and dtype is not None
-                    and dotted(dtype) == f"{self.nl}.float32")
+            shape = value.args[0] if value.args else {k.arg: k.value for k in value.keywords}.get("shape")
+            return isinstance(shape, ast.Tuple) and len(shape.elts) == 2 and self.declared_float32(name)
         operands = self.scalar_operation(value)
         return operands is not None and self.float32_matrix(operands[0], depth + 1)
 
@@ -185,13 +189,10 @@ def _reduction_of(tiles: _Tiles, nisa: str, stmt: ast.stmt, tile: str) -> _Reduc
         operator = dotted(kw["op"]).removeprefix(f"{tiles.nl}.")
         dst = kw["dst"]
         base = dst.value if isinstance(dst, ast.Subscript) else dst
+        # a float32 destination: there both keep the float32 reduction unrounded
         if not (dotted(kw["data"]) == tile and _is_free_axis(kw["axis"]) and operator in REDUCTIONS.values()
-                and isinstance(base, ast.Name) and tiles.is_declared(base.id)):
+                and isinstance(base, ast.Name) and tiles.declared_float32(base.id)):
             return None
-        declaration = tiles.only_definition(base.id)
-        dtype = {k.arg: k.value for k in declaration.keywords}.get("dtype")
-        if dtype is None or dotted(dtype) != f"{tiles.nl}.float32":
-            return None  # the reduction is written in the destination's dtype; the fused one reduces in float32
         return _Reduction(stmt, dst, base.id, operator, declared=True)
     if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name):
         op = tiles.nl_call(stmt.value, set(REDUCTIONS))
