@@ -100,7 +100,7 @@ class _Tiles:
 
     def __init__(self, kernel: Kernel, nl: str) -> None:
         self.kernel, self.nl = kernel, nl
-        self.definitions: dict[str, list[ast.expr]] = {}
+        self.definitions: dict[str, list[ast.AST]] = {}  # an expression, or the loop or with that binds it
         for node in walk_kernel(kernel):
             if isinstance(node, ast.Assign):
                 for target in node.targets:
