@@ -33,8 +33,10 @@ from __future__ import annotations
 # and nc_matmul takes perf_mode double_row (fp8, NeuronCore-v3+). Results of kernels that ran did not move.
 # 1.6 (issue 34): the last names of the NKI 0.6 reference run (NkiInstruction, dma_compute, rand_get_state /
 # rand_set_state, topk, core_barrier, sendrecv, quantize_mx, nc_matmul_mx, the packed MX types), so a failure cached
-# under 1.5 may be wrong; destination-first nki.isa calls return an NkiInstruction (they returned None). Results of
-# kernels that ran did not move.
+# under 1.5 may be wrong; destination-first nki.isa calls return an NkiInstruction (they returned None). An
+# elementwise or free-axis reduction instruction may read never-written partitions whose result partitions land
+# where nothing was written (they stay unwritten: semantics.PARTITION_LOCAL), and a masked reduction's window
+# follows the result's axes. Results of kernels that ran did not move (the 14 NKIBench digests are unchanged).
 SIMULATOR_VERSION = "1.6"
 
 from engine.platforms.nki.simulator import errors  # noqa: E402

@@ -21,6 +21,7 @@ from engine.platforms.nki.simulator.semantics.operands import (
     broadcast_full_shape,
     free_axes,
     mask_window,
+    reduced_window,
     result_dtype,
 )
 from engine.platforms.nki.simulator.semantics.runtime import active, instruction
@@ -356,8 +357,9 @@ def _reduce_op(name: str, combine: str, mean: bool = False) -> Any:
                 full[ax] = 1
             else:
                 del full[ax]
-        return sim.result(out, d, engine=Engine.VECTOR, reads=[a], window=win, full_shape=tuple(full),
-                          free=a.free, flops=a.size)
+        return sim.result(out, d, engine=Engine.VECTOR, reads=[a], window=reduced_window(win, len(a.full_shape), axes,
+                                                                                   bool(keepdims)),
+                          full_shape=tuple(full), free=a.free, flops=a.size)
 
     op.__name__ = name
     return op
