@@ -84,6 +84,9 @@ def instruction(name: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]
     return wrap
 
 
+_CURRENT = object()  # Simulator.write's default: the current instruction's garbage partitions
+
+
 @dataclass(slots=True, eq=False)
 class Garbage:
     """Which partitions of an instruction's result were computed from never-written elements (`rows`, or all of
@@ -423,7 +426,7 @@ class Simulator:
             raise NKICompileError(op, f"{d.kind} needs a tile")
         return d.view(src, self.read(src, op), window, op)
 
-    def read(self, acc: Any, op: str | None = None) -> Any:
+    def read(self, acc: Any, op: str | None = None, partition_local: bool = False) -> Any:
         if not isinstance(acc, Access):
             return acc
         if self.split is not None:
@@ -435,7 +438,8 @@ class Simulator:
                 self._uninitialised(acc, op)
             return acc.base[acc.index]
         if acc.init is not None and not acc.init.all():
-            self._uninitialised(acc, op)
+            if not (partition_local and self._read_partitions(acc, op)):
+                self._uninitialised(acc, op)
         return acc.array
 
     def compute(self, kind: str, params: tuple, operands: list[Any], op: str | None = None, *, raw: bool = False,
@@ -443,37 +447,27 @@ class Simulator:
         """Read the operands (Accesses; scalars and host arrays pass as they are) and compute `kind` of
         semantics.py on their values: the one implementation of what an instruction computes, which the
         program records for the replayer. `raw` reads storage without the initialisation check."""
-        if raw:
-            values = [o.array if isinstance(o, Access) else o for o in operands]
-        elif kind in semantics.PARTITION_LOCAL:
-            values = [self._read_partitions(o, op) if isinstance(o, Access) else o for o in operands]
-        else:
-            values = [self.read(o, op) if isinstance(o, Access) else o for o in operands]
+        local = kind in semantics.PARTITION_LOCAL
+        values = [(o.array if raw else self.read(o, op, local)) if isinstance(o, Access) else o for o in operands]
         out = semantics.KINDS[kind](params, values, tuple(isinstance(o, Access) for o in operands), **extra)
         if self.recorder is not None:
             self.recorder.compute(kind, params, operands, out, self.line_no)
         return out
 
-    def _read_partitions(self, acc: Access, op: str | None) -> Any:
-        """An operand of an instruction that computes partition by partition (semantics.PARTITION_LOCAL) may
-        hold never-written elements: what the device computes from them is garbage in the same result
-        partitions, which is harmless unless something reads it. Those partitions of the result are left
+    def _read_partitions(self, acc: Access, op: str | None) -> bool:
+        """An operand of an instruction that computes partition by partition (semantics.PARTITION_LOCAL) holds
+        never-written elements: what the device computes from them is garbage in the same result partitions,
+        which is harmless unless something reads it. Note those partitions (True); the result leaves them
         unwritten (`write`, `flush`), so a later read of them is the error. AWS's simulator runs such kernels
-        (nki/guides/nki_simulator.rst: never-written memory holds NaN sentinels, which reach the outputs only
-        if the kernel uses them); the correct ones run here too, and the others fail at the first read."""
-        if type(acc) is not Access or acc.init is None or acc.tensor.blocks is not None \
-                or acc.space == MemorySpace.HBM or acc.tensor.partition_axis != 0 or not acc.array.ndim:
-            return self.read(acc, op)
-        if self.split is not None:
-            self.split.read(acc)
-        if acc.tensor.deferred:
-            self.matmuls.run(acc.tensor)
-        if acc.init.all():
-            return acc.array
+        (nki/guides/nki_simulator.rst: never-written memory holds NaN sentinels, which reach the outputs only if
+        the kernel uses them); the correct ones run here too. False where the rule does not apply."""
+        if type(acc) is not Access or acc.tensor.blocks is not None or acc.space == MemorySpace.HBM \
+                or acc.tensor.partition_axis != 0 or not acc.init.ndim:
+            return False
         rows = ~acc.init.reshape(acc.init.shape[0], -1).all(axis=1)
         found = Garbage(rows, acc, op or self.op)
         self.garbage = found if self.garbage is None else self.garbage.union(found)
-        return acc.array
+        return True
 
     def _garbage_lands(self, garbage: Garbage, dst: Access, accumulate: Any) -> np.ndarray:
         """The destination partitions the garbage goes to: they must be a plain region nothing has written
@@ -603,11 +597,11 @@ class Simulator:
 
     # -- writes -------------------------------------------------------------------------------------
     def write(self, dst: Access, values: Any, op: str, *, accumulate: str | None = None,
-              nest: tuple | None = None, race_accumulate: bool = False, garbage: Any = "current") -> None:
+              nest: tuple | None = None, race_accumulate: bool = False, garbage: Any = _CURRENT) -> None:
         """`garbage`: the partitions of `values` computed from never-written ones (a pending result's own;
         by default the current instruction's)."""
         t = dst.tensor
-        if garbage == "current":
+        if garbage is _CURRENT:
             garbage = self.garbage
         rows = self._garbage_lands(garbage, dst, accumulate) if garbage is not None else None
         if self.split is not None:
