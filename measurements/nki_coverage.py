@@ -3,8 +3,8 @@
 Reads the API reference's stubs from an aws-neuron-sdk checkout (nki/api/nki/{language,isa}/__init__.py: every
 public function, class and constant, 134 + 67 names at SDK 2.32) and looks each name up in our top-level `nki`
 namespace (engine.platforms.nki.simulator.semantics.namespaces). A name is *simulated* when we define it, *refused* when calling it raises
-"unsupported by the CPU simulator". A name whose reference page says "Available only on NeuronCore-vN and newer"
-is refused on older platforms (isa_v06.require_core, for the instructions we simulate).
+"unsupported by the CPU simulator". A name whose reference page says "Available only on NeuronCore-vN and newer" (or
+"Supported arch versions: NeuronCore-vN+") is refused on older platforms (isa_v06.require_core, for the instructions we simulate).
 
     python measurements/nki_coverage.py --sdk PATH/aws-neuron-sdk [--markdown]
 
@@ -25,7 +25,7 @@ from engine.platforms.nki.simulator.semantics import namespaces  # noqa: E402
 
 PLATFORMS = ("trn1", "trn2", "trn3")
 CORE = {"trn1": 2, "trn2": 3, "trn3": 4}
-_ONLY = re.compile(r"Available only on NeuronCore-v(\d)")
+_ONLY = re.compile(r"Available only on NeuronCore-v(\d)|Supported arch versions: NeuronCore-v(\d)\+")
 
 
 def reference_names(sdk: Path, module: str) -> list[tuple[str, int]]:
@@ -45,7 +45,7 @@ def reference_names(sdk: Path, module: str) -> list[tuple[str, int]]:
         found = _ONLY.search(doc)
         for name in names:
             if not name.startswith("_"):
-                out.append((name, int(found.group(1)) if found else 2))
+                out.append((name, int(found.group(1) or found.group(2)) if found else 2))
     return out
 
 

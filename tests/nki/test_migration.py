@@ -100,7 +100,7 @@ def test_sub_kernels_lose_their_decorator_and_list_defaults_become_tuples():
     ("    t = nl.load(a, mask=(a.shape[0] > 0))\n", 7, ("mask=", "Deprecation of masking")),
     ("    t = nl.ndarray((4, nl.par_dim(128), 64), dtype=a.dtype)\n", 7, ("block dimension",
                                                                        "Removing block dimensions")),
-    ("    nisa.dma_copy(dst=out, src=a, dst_rmw_op=nl.add)\n", 7, ("dst_rmw_op", "dma_compute")),
+    ("    nisa.dma_copy(dst=out, src=a, dst_rmw_op=nl.add)\n", 7, ("dst_rmw_op", "dma_compute(dst, [dst, src]")),
     ("    r = nisa.tensor_reduce(nl.add, nl.load(a), axis=1)\n", 7, ("nisa.tensor_reduce", "declare the destination")),
     ("    t = nl.loop_reduce(nl.load(a), op=nl.add, loop_indices=[])\n", 7, ("nl.loop_reduce", "no loop_reduce")),
 ])

@@ -418,8 +418,9 @@ class _Migrator:
         for keyword in call.keywords:
             if name == "dma_copy" and keyword.arg == "dst_rmw_op" and not _is_none(keyword.value):
                 raise self.refuse(call, "nisa.dma_copy(dst_rmw_op=...)", "NKI 0.6 dma_copy has no read-modify-write; "
-                                  "use nisa.dma_compute(dst, [src], reduce_op=...) (guide: 'nisa.dma_copy — "
-                                  "dst_rmw_op and unique_indices removed')")
+                                  "use nisa.dma_compute(dst, [dst, src], reduce_op=...), which adds its sources "
+                                  "(guide: 'nisa.dma_copy — dst_rmw_op and unique_indices removed', its "
+                                  "accumulation example)")
 
     def _operand(self, call: ast.Call, keyword: str, position: int | None) -> ast.AST | None:
         for kw in call.keywords:

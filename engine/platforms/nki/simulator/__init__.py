@@ -31,7 +31,13 @@ from __future__ import annotations
 # 1.5 (issue 34): kernels that failed now run, so a failure cached under 1.3 may be wrong: a reshaped tile can be
 # indexed (`tile.reshape(shape)[a:b]`), an HBM tensor viewed as another dtype stored alike (`t.view(nl.float8_e5m2)`),
 # and nc_matmul takes perf_mode double_row (fp8, NeuronCore-v3+). Results of kernels that ran did not move.
-SIMULATOR_VERSION = "1.5"
+# 1.6 (issue 34): the last names of the NKI 0.6 reference run (NkiInstruction, dma_compute, rand_get_state /
+# rand_set_state, topk, core_barrier, sendrecv, quantize_mx, nc_matmul_mx, the packed MX types), so a failure cached
+# under 1.5 may be wrong; destination-first nki.isa calls return an NkiInstruction (they returned None). An
+# elementwise or free-axis reduction instruction may read never-written partitions whose result partitions land
+# where nothing was written (they stay unwritten: semantics.PARTITION_LOCAL), and a masked reduction's window
+# follows the result's axes. Results of kernels that ran did not move (the 14 NKIBench digests are unchanged).
+SIMULATOR_VERSION = "1.6"
 
 from engine.platforms.nki.simulator import errors  # noqa: E402
 from engine.platforms.nki.simulator.errors import NKICompileError, NKIError, NKIRuntimeError  # noqa: E402

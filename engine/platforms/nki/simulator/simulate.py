@@ -16,6 +16,7 @@ from engine.platforms.nki.hardware import CORE_SPECS, get_core_spec
 from engine.platforms.nki.simulator.errors import BlockRecyclingMiss, NKICompileError, NKIError
 from engine.platforms.nki.simulator.semantics import dtypes as dt
 from engine.platforms.nki.simulator.semantics import runtime
+from engine.platforms.nki.simulator.semantics.cores import Cores, NeedsCores
 from engine.platforms.nki.simulator.semantics.runtime import Simulator
 from engine.platforms.nki.simulator.semantics.tensors import SHARED_HBM, Tensor
 from engine.platforms.nki.simulator.speed.blas import single_threaded_blas
@@ -131,7 +132,14 @@ def simulate(kernel: Any, inputs: list[Any], *, platform: str = "trn1", record_t
     run = functools.partial(_run, func, code, inputs, names, platform, record_trace, kwargs, grid,
                             record_program=record_program)
     try:
-        sim, args, result = run(recycle=True, parallel=parallel)
+        try:
+            sim, args, result = run(recycle=True, parallel=parallel)
+        except NeedsCores:
+            # core_barrier / sendrecv: the programs must run side by side (cores.py); run the kernel again so,
+            # with plain storage (the recycler's liveness guesses assume one program at a time)
+            gc.collect()
+            run = functools.partial(run, cores=True)
+            sim, args, result = run(recycle=False)
     except BlockRecyclingMiss:
         rerun = True
     except ParallelFallback as err:
@@ -158,7 +166,7 @@ def simulate(kernel: Any, inputs: list[Any], *, platform: str = "trn1", record_t
 
 def _run(func: Any, code: Any, inputs: list[Any], names: list[str], platform: str, record_trace: bool,
          kwargs: dict[str, Any] | None, grid: tuple[int, ...], *, recycle: bool, record_program: bool = False,
-         parallel: dict[int, SplitLoop] | None = None) -> tuple[Simulator, list[Any], Any]:
+         parallel: dict[int, SplitLoop] | None = None, cores: bool = False) -> tuple[Simulator, list[Any], Any]:
     sim = Simulator(get_core_spec(platform), record_trace=record_trace, kernel_file=code.co_filename,
                     recycler=BlockRecycler() if recycle else None,
                     liveness=kernel_liveness(func) if recycle or parallel else None,
@@ -169,9 +177,13 @@ def _run(func: Any, code: Any, inputs: list[Any], names: list[str], platform: st
         try:
             programs = list(np.ndindex(*grid)) if grid else [()]
             result = None
-            for program in programs:
-                sim.start_program(program, grid)
-                result = func(*args, **(kwargs or {}))
+            if cores:
+                sim.cores = Cores(sim, programs, grid)  # type: ignore[attr-defined]
+                result = sim.cores.run(lambda: func(*args, **(kwargs or {})))  # type: ignore[attr-defined]
+            else:
+                for program in programs:
+                    sim.start_program(program, grid)
+                    result = func(*args, **(kwargs or {}))
             sim.finish()
         except BaseException as err:
             if sim.split is not None and sim.split.child:

@@ -88,6 +88,15 @@ float8_e8m0fnu = _PowerOfTwo("float8_e8m0fnu", np.dtype(np.float32), 1, mantissa
 _BY_NAME["float8_e8m0fnu"] = float8_e8m0fnu
 
 
+# The packed MX types of NKI 0.6 (nc_matmul_mx, quantize_mx on NeuronCore-v4): one element holds four float8
+# (32 bits) or four float4 (16 bits) values, lowest bits first. Held as their bits (uint32 / uint16), as the
+# device holds them; semantics/mx.py packs and unpacks.
+float8_e5m2_x4 = DType("float8_e5m2_x4", np.dtype(np.uint32), 4)
+float8_e4m3fn_x4 = DType("float8_e4m3fn_x4", np.dtype(np.uint32), 4)
+float4_e2m1fn_x4 = DType("float4_e2m1fn_x4", np.dtype(np.uint16), 2)
+_BY_NAME.update({d.name: d for d in (float8_e5m2_x4, float8_e4m3fn_x4, float4_e2m1fn_x4)})
+
+
 def as_dtype(value: Any) -> DType:
     """Accept an NKI dtype, a numpy dtype/type, or a name."""
     if isinstance(value, DType):

@@ -21,6 +21,7 @@ from engine.platforms.nki.simulator.semantics.operands import (
     broadcast_full_shape,
     free_axes,
     mask_window,
+    reduced_window,
     result_dtype,
 )
 from engine.platforms.nki.simulator.semantics.runtime import active, instruction
@@ -49,6 +50,9 @@ float8_e4m3 = dt.float8_e4m3
 float8_e5m2 = dt.float8_e5m2
 float8_e4m3fn = dt.float8_e4m3fn
 float8_e8m0fnu = dt.float8_e8m0fnu
+float8_e5m2_x4 = dt.float8_e5m2_x4
+float8_e4m3fn_x4 = dt.float8_e4m3fn_x4
+float4_e2m1fn_x4 = dt.float4_e2m1fn_x4
 int8, int16, int32, int64 = dt.int8, dt.int16, dt.int32, dt.int64
 uint8, uint16, uint32, uint64 = dt.uint8, dt.uint16, dt.uint32, dt.uint64
 bool_ = dt.bool_
@@ -353,8 +357,9 @@ def _reduce_op(name: str, combine: str, mean: bool = False) -> Any:
                 full[ax] = 1
             else:
                 del full[ax]
-        return sim.result(out, d, engine=Engine.VECTOR, reads=[a], window=win, full_shape=tuple(full),
-                          free=a.free, flops=a.size)
+        return sim.result(out, d, engine=Engine.VECTOR, reads=[a], window=reduced_window(win, len(a.full_shape), axes,
+                                                                                   bool(keepdims)),
+                          full_shape=tuple(full), free=a.free, flops=a.size)
 
     op.__name__ = name
     return op

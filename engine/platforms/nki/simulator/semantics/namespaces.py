@@ -14,6 +14,7 @@ from typing import Any
 from engine.platforms.nki.simulator.errors import NKICompileError
 from engine.platforms.nki.simulator.semantics import isa, isa_dst, language
 from engine.platforms.nki.simulator.semantics.isa_v06 import DESTINATION, FUNCTIONAL, LANGUAGE, language_ops
+from engine.platforms.nki.simulator.semantics.isa_v06_more import DESTINATION_MORE, returning_instruction
 from engine.platforms.nki.simulator.simulate import jit, simulate_kernel
 from engine.platforms.nki.simulator.trace import LoopKind
 
@@ -109,6 +110,15 @@ def _decorator(func: Any = None, **options: Any) -> Any:
     return jit(func, **options)
 
 
+def _instructions_return_handles(mod: types.ModuleType) -> None:
+    """0.6 destination-first instructions return an NkiInstruction (for `.depends_on`) rather than None."""
+    for attr in dir(mod):
+        value = getattr(mod, attr)
+        if getattr(value, "nki_name", None) is not None or (
+                isinstance(value, types.FunctionType) and value.__module__.endswith("isa_dst")):
+            setattr(mod, attr, returning_instruction(value))
+
+
 def _top(name: str) -> types.ModuleType:
     mod = types.ModuleType(name, "NKI CPU simulator (engine.platforms.nki.simulator)")
     mod.jit = jit  # type: ignore[attr-defined]
@@ -143,7 +153,8 @@ def build() -> dict[str, types.ModuleType]:
     new.language = _alias("nki.language", language, extra_language)  # type: ignore[attr-defined]
     for loop in ("affine_range", "sequential_range", "static_range"):
         setattr(new.language, loop, _unrolled)
-    new.isa = _alias("nki.isa", isa_dst, DESTINATION)  # type: ignore[attr-defined]
+    new.isa = _alias("nki.isa", isa_dst, {**DESTINATION, **DESTINATION_MORE})  # type: ignore[attr-defined]
+    _instructions_return_handles(new.isa)
     new.typing = _typing_module("nki.typing")  # type: ignore[attr-defined]
     new.compiler = _compiler_module("nki.compiler")  # type: ignore[attr-defined]
     new.collectives = _collectives_module("nki.collectives")  # type: ignore[attr-defined]

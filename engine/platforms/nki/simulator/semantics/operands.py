@@ -81,3 +81,18 @@ def free_axes(axis: Any, ndim: int, op: str) -> tuple[int, ...]:
         raise NKICompileError(op, "reductions run along free axes; axis 0 is the partition axis "
                                   "(transpose first, or use nisa.tensor_partition_reduce)")
     return axes
+
+
+def reduced_window(win: Any, ndim: int, axes: tuple[int, ...], keepdims: bool) -> Any:
+    """The mask window of a reduction's operand (positions counted from its last axis) on the result's axes: a
+    reduced axis leaves the window (all of it was reduced, or its one element kept), the others move up."""
+    if not win:
+        return win
+    kept = [ax for ax in range(ndim) if keepdims or ax not in axes]
+    out = {}
+    for pos, bounds in win.items():
+        axis = ndim + pos
+        if axis in axes or axis not in kept:
+            continue
+        out[kept.index(axis) - len(kept)] = bounds
+    return out or None

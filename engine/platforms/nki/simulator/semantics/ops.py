@@ -63,6 +63,15 @@ FIXED_LABELS: dict[str, frozenset[str]] = {
     "activate2": frozenset({"activate2"}),
     "nonzero": frozenset({"nonzero_with_count"}),
     "register": frozenset({"register_load", "set_rng_seed"}),
+    # the last names of the 0.6 reference (isa_v06_more.py)
+    "rng_state": frozenset({"rand_set_state"}),
+    "rng_words": frozenset({"rand_get_state"}),  # the state it writes is a constant tile the program carries
+    "dma_sum": frozenset({"dma_compute"}),
+    "barrier": frozenset({"core_barrier"}),
+    "exchange": frozenset({"sendrecv"}),
+    "topk": frozenset({"topk"}),
+    "mx_quantize": frozenset({"quantize_mx"}),
+    "mx_matmul": frozenset({"nc_matmul_mx"}),
 }
 
 

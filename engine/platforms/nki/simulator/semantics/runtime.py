@@ -84,6 +84,33 @@ def instruction(name: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]
     return wrap
 
 
+_CURRENT = object()  # Simulator.write's default: the current instruction's garbage partitions
+
+
+@dataclass(slots=True, eq=False)
+class Garbage:
+    """Which partitions of an instruction's result were computed from never-written elements (`rows`, or all of
+    them when a one-partition operand is broadcast), and the first such read (reported if it cannot stay)."""
+
+    rows: np.ndarray
+    source: Access
+    op: str
+
+    def rows_for(self, partitions: int) -> np.ndarray | None:
+        if len(self.rows) == partitions:
+            return self.rows
+        if len(self.rows) == 1:
+            return np.full(partitions, bool(self.rows[0]))
+        return None
+
+    def union(self, other: Garbage) -> Garbage:
+        n = max(len(self.rows), len(other.rows))
+        mine, theirs = self.rows_for(n), other.rows_for(n)
+        if mine is None or theirs is None:  # operands of different partition counts: keep the first
+            return self
+        return Garbage(mine | theirs, self.source, self.op)
+
+
 @dataclass(slots=True, eq=False)
 class Pending:
     """A functional instruction whose destination is not known yet."""
@@ -108,6 +135,7 @@ class Pending:
     native_acc: bool  # accumulates in place into PSUM (the Tensor Engine)
     compute: str | None
     reduce: str | None = None  # loop_reduce: the combining operator
+    garbage: Garbage | None = None  # result partitions computed from never-written ones (Simulator.compute)
 
 
 class SplitHalf(Protocol):
@@ -162,6 +190,7 @@ class Simulator:
         self.matmuls = MatmulQueue()
         self.pending: Pending | None = None
         self.op = ""
+        self.garbage: Garbage | None = None  # the current instruction's garbage partitions, if any
         self.line_no = 0
         self.lines: dict[tuple[Any, int], int] = {}  # (code, bytecode offset) -> kernel line
         self.instructions = 0
@@ -216,6 +245,7 @@ class Simulator:
             self.flush()
         self.op = op
         self.line_no = self.line()
+        self.garbage = None
         return self
 
     def fresh_name(self, prefix: str) -> str:
@@ -396,7 +426,7 @@ class Simulator:
             raise NKICompileError(op, f"{d.kind} needs a tile")
         return d.view(src, self.read(src, op), window, op)
 
-    def read(self, acc: Any, op: str | None = None) -> Any:
+    def read(self, acc: Any, op: str | None = None, partition_local: bool = False) -> Any:
         if not isinstance(acc, Access):
             return acc
         if self.split is not None:
@@ -408,7 +438,8 @@ class Simulator:
                 self._uninitialised(acc, op)
             return acc.base[acc.index]
         if acc.init is not None and not acc.init.all():
-            self._uninitialised(acc, op)
+            if not (partition_local and self._read_partitions(acc, op)):
+                self._uninitialised(acc, op)
         return acc.array
 
     def compute(self, kind: str, params: tuple, operands: list[Any], op: str | None = None, *, raw: bool = False,
@@ -416,11 +447,39 @@ class Simulator:
         """Read the operands (Accesses; scalars and host arrays pass as they are) and compute `kind` of
         semantics.py on their values: the one implementation of what an instruction computes, which the
         program records for the replayer. `raw` reads storage without the initialisation check."""
-        values = [(o.array if raw else self.read(o, op)) if isinstance(o, Access) else o for o in operands]
+        local = kind in semantics.PARTITION_LOCAL
+        values = [(o.array if raw else self.read(o, op, local)) if isinstance(o, Access) else o for o in operands]
         out = semantics.KINDS[kind](params, values, tuple(isinstance(o, Access) for o in operands), **extra)
         if self.recorder is not None:
             self.recorder.compute(kind, params, operands, out, self.line_no)
         return out
+
+    def _read_partitions(self, acc: Access, op: str | None) -> bool:
+        """An operand of an instruction that computes partition by partition (semantics.PARTITION_LOCAL) holds
+        never-written elements: what the device computes from them is garbage in the same result partitions,
+        which is harmless unless something reads it. Note those partitions (True); the result leaves them
+        unwritten (`write`, `flush`), so a later read of them is the error. AWS's simulator runs such kernels
+        (nki/guides/nki_simulator.rst: never-written memory holds NaN sentinels, which reach the outputs only if
+        the kernel uses them); the correct ones run here too. False where the rule does not apply."""
+        if type(acc) is not Access or acc.tensor.blocks is not None or acc.space == MemorySpace.HBM \
+                or acc.tensor.partition_axis != 0 or not acc.init.ndim:
+            return False
+        rows = ~acc.init.reshape(acc.init.shape[0], -1).all(axis=1)
+        found = Garbage(rows, acc, op or self.op)
+        self.garbage = found if self.garbage is None else self.garbage.union(found)
+        return True
+
+    def _garbage_lands(self, garbage: Garbage, dst: Access, accumulate: Any) -> np.ndarray:
+        """The destination partitions the garbage goes to: they must be a plain region nothing has written
+        (its written elements only ever grow, here and in the verifier's replay); else the read that made the
+        garbage is the error."""
+        if accumulate or type(dst) is not Access or dst.init is None or dst.tensor.blocks is not None \
+                or not dst.array.ndim:
+            self._uninitialised(garbage.source, garbage.op)
+        rows = garbage.rows_for(dst.array.shape[0])
+        if rows is None or dst.init[rows].any():
+            self._uninitialised(garbage.source, garbage.op)
+        return rows
 
     def _uninitialised(self, acc: Access, op: str | None) -> None:
         t = acc.tensor
@@ -447,7 +506,7 @@ class Simulator:
         whole = full == tuple(data.shape) and not window
         # The tile keeps `data` only if it owns it: an op may return a view of its operand (a copy, a
         # transpose), and a tile nobody claims gets its own copy in `flush`.
-        owns = whole and lazy is None and isinstance(data, np.ndarray) and data.flags.owndata
+        owns = whole and lazy is None and isinstance(data, np.ndarray) and data.flags.owndata and self.garbage is None
         tile = self.remember(Tensor.tile(self.fresh_name(self.op), full, dtype, default, data if owns else None,
                                          whole, self.scope))
         if default.space == MemorySpace.SBUF and tile.bytes_per_partition > self.platform.sbuf_bytes_per_partition:
@@ -457,6 +516,7 @@ class Simulator:
         size = math.prod(data.shape)
         parts = partitions if partitions is not None else (data.shape[0] if len(data.shape) else 1)
         self.pending = Pending(
+            garbage=self.garbage,
             op=self.op, engine=engine, dtype=compute or dtype.name, data=data, full_shape=full, window=window,
             reads=reads, line=self.line_no, ctx=self.ctx, nest=self.nest, partitions=parts, scope=self.scope,
             free=free if free is not None else (size // parts if parts else 0),
@@ -475,17 +535,20 @@ class Simulator:
         if isinstance(p.data, LazyMatmul):
             p.data = p.data.compute()
         if tile.data is None:  # a tile is stored only if nothing claimed it
-            if not p.window and tile.shape == np.shape(p.data):
+            if not p.window and tile.shape == np.shape(p.data) and p.garbage is None:
                 tile.data, tile.init = np.array(p.data, dtype=tile.dtype.storage), None
             else:
                 tile.allocate()
         windowed = bool(tile.data.shape != p.data.shape or p.window)
-        if windowed:
+        if windowed or tile.init is not None:
             acc = tile.access((Ellipsis,), p.window, p.op)
             if isinstance(acc, Access) and acc.array.size:
-                semantics.fill_tile(acc.array, p.data, True, tile.dtype, p.op)
+                rows = self._garbage_lands(p.garbage, acc, None) if p.garbage is not None else None
+                semantics.fill_tile(acc.array, p.data, windowed, tile.dtype, p.op)
                 if acc.init is not None:
                     acc.init[...] = True
+                    if rows is not None:
+                        acc.init[rows] = False
         else:
             acc = tile.whole(None, p.op)
             if tile.dtype.mantissa_bits:
@@ -524,7 +587,8 @@ class Simulator:
             self.emit_pending(p, dst, accumulate=True, reads=reads)
             return
         # Any other matmul is computed by the write (semantics.write): accumulated, reshaped or scattered.
-        self.write(dst, p.data, p.op, accumulate=accumulate, nest=p.nest, race_accumulate=race_accumulate)
+        self.write(dst, p.data, p.op, accumulate=accumulate, nest=p.nest, race_accumulate=race_accumulate,
+                   garbage=p.garbage)
         self.emit_pending(p, dst, accumulate=bool(accumulate), reads=reads)
 
     def emit_pending(self, p: Pending, dst: Access, *, accumulate: bool, reads: list[Any] | None = None) -> None:
@@ -533,8 +597,13 @@ class Simulator:
 
     # -- writes -------------------------------------------------------------------------------------
     def write(self, dst: Access, values: Any, op: str, *, accumulate: str | None = None,
-              nest: tuple | None = None, race_accumulate: bool = False) -> None:
+              nest: tuple | None = None, race_accumulate: bool = False, garbage: Any = _CURRENT) -> None:
+        """`garbage`: the partitions of `values` computed from never-written ones (a pending result's own;
+        by default the current instruction's)."""
         t = dst.tensor
+        if garbage is _CURRENT:
+            garbage = self.garbage
+        rows = self._garbage_lands(garbage, dst, accumulate) if garbage is not None else None
         if self.split is not None:
             self.split.wrote(dst)
         if t.deferred:
@@ -557,6 +626,8 @@ class Simulator:
         if dst.init is not None:
             if t.blocks is None:
                 dst.init[...] = True
+                if rows is not None:
+                    dst.init[rows] = False
             else:
                 t.recycler.mark_written(t, dst)  # type: ignore[union-attr]
         t.version += 1
@@ -597,6 +668,7 @@ class Simulator:
 
     # -- assignment: dst[items] = value -------------------------------------------------------------
     def assign(self, tensor: Tensor, items: Any, value: Any) -> None:
+        self.garbage = None  # a pending result carries its own (commit); a plain value has none
         accumulate = None
         if isinstance(value, Accumulate):
             accumulate = value.op

@@ -400,6 +400,12 @@ def derive(values: np.ndarray, kind: str, shape: tuple[int, ...], window: dict |
     return array, full
 
 
+# Kinds whose result partition p depends only on partition p of each operand (or on a one-partition operand
+# broadcast to all): elementwise ALU and activation functions, and reductions along the free axes. What they
+# compute from never-written elements stays in those partitions (runtime.Simulator._read_partitions).
+PARTITION_LOCAL = frozenset({"binary", "unary", "reduce", "activation", "tensor_scalar", "scalar_tensor_tensor",
+                             "reciprocal"})
+
 KINDS: dict[str, Kind] = {
     "convert": convert, "move": move, "scalar": scalar, "constant": constant, "binary": binary, "unary": unary,
     "reduce": reduce, "activation": activation, "tensor_scalar": tensor_scalar,

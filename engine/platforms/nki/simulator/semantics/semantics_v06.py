@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from engine.platforms.nki.simulator.errors import NKICompileError
-from engine.platforms.nki.simulator.semantics import alu, semantics
+from engine.platforms.nki.simulator.semantics import alu, mx, semantics
 from engine.platforms.nki.simulator.semantics import dtypes as dt
 from engine.platforms.nki.simulator.trace import Engine
 
@@ -394,6 +394,52 @@ def register(params: tuple, v: list[Any], tiles: tuple[bool, ...]) -> Any:
     return np.int64(values[0]) if values.size else np.int64(0)
 
 
+def dma_sum(params: tuple, v: list[Any], tiles: tuple[bool, ...]) -> Any:
+    """dma_compute: the sources added elementwise in float32 (each read in its own layout, laid out as dst),
+    cast to dst's dtype. params: (dst shape, dst dtype)."""
+    shape, d = params
+    s = _sem()
+    total = np.zeros(shape, dtype=np.float32)
+    for x in v:
+        total += np.asarray(s.as_fp32(x), dtype=np.float32).reshape(shape)
+    return s.to_dtype(total, dt.as_dtype(d))
+
+
+def topk(params: tuple, v: list[Any], tiles: tuple[bool, ...]) -> Any:
+    """topk: per group of 16 partitions, the first n elements of its snake (element j at partition j % 16,
+    column j // 16), their K largest in ascending order and the snake index of each; every partition of the
+    group gets the group's result. Among equal values the lower index is taken first. params: (n, K)."""
+    n, k = params
+    x = np.asarray(_sem().as_fp32(v[0]), dtype=np.float32)
+    groups = x.shape[0] // 16
+    snakes = x.reshape(groups, 16, x.shape[1]).transpose(0, 2, 1).reshape(groups, -1)[:, :n]
+    order = np.argsort(-snakes, axis=1, kind="stable")[:, :k][:, ::-1]
+    values = np.take_along_axis(snakes, order, axis=1)
+    top = np.repeat(values, 16, axis=0)
+    where = np.repeat(order.astype(np.uint32), 16, axis=0)
+    return _sem().to_dtype(top, dt.bfloat16), where
+
+
+def rng_state(params: tuple, v: list[Any], tiles: tuple[bool, ...]) -> Any:
+    """rand_set_state: the state words of a uint32 tile, which seed the generator. params: ()."""
+    return np.asarray(v[0]).astype(np.uint64).reshape(-1) & np.uint64(0xFFFFFFFF)
+
+
+def rng_words(params: tuple, v: list[Any], tiles: tuple[bool, ...]) -> Any:
+    """rand_get_state: the state words drawn when the kernel ran (a constant the program carries). params: ()."""
+    return np.asarray(v[0], dtype=np.uint32).copy()
+
+
+def barrier(params: tuple, v: list[Any], tiles: tuple[bool, ...]) -> Any:
+    """core_barrier: computes nothing (the cores' meeting is cores.py's). params: (the data tensor's dtype,)."""
+    return np.zeros(0, dtype=np.float32)
+
+
+def exchange(params: tuple, v: list[Any], tiles: tuple[bool, ...]) -> Any:
+    """sendrecv: the sender's src tile, as it is when both cores have met. params: ()."""
+    return np.array(v[0], copy=True)
+
+
 KINDS_V06 = {
     "scalar_reduce": scalar_reduce, "max8": max8, "find_index8": find_index8, "match_replace8": match_replace8,
     "keep_where": keep_where, "partition_reduce": partition_reduce, "bn_stats": bn_stats, "bn_aggr": bn_aggr,
@@ -401,7 +447,9 @@ KINDS_V06 = {
     "cumulative": cumulative, "select": select, "range_select": range_select, "affine_select": select,
     "composite": composite, "uniform": uniform, "shuffle": shuffle,
     "gather_free": gather_free, "sequence_bounds": sequence_bounds, "local_gather": local_gather,
-    "activate2": activate2, "nonzero": nonzero, "register": register,
+    "activate2": activate2, "nonzero": nonzero, "register": register, "dma_sum": dma_sum, "topk": topk,
+    "mx_quantize": mx.mx_quantize, "mx_matmul": mx.mx_matmul, "rng_state": rng_state,
+    "rng_words": rng_words, "barrier": barrier, "exchange": exchange,
 }
 semantics.KINDS.update(KINDS_V06)
 
@@ -428,10 +476,40 @@ _ROWS: dict[str, tuple[Engine, int, int]] = {
 }
 
 
+def _shape(x: Any) -> tuple[int, int, int]:
+    """(partitions, free elements per partition, elements) of an array."""
+    shape = np.shape(x)
+    size = int(np.prod(shape)) if shape else 1
+    parts = shape[0] if shape else 1
+    return parts, size // parts if parts else 0, size
+
+
+def _engines(*engines: Engine) -> frozenset[int]:
+    return frozenset(int(e) for e in engines)
+
+
+# The rows of the last names (isa_v06_more.py): (params, values, outputs, dst dtype) -> the row's fields.
+_LATE_ROWS: dict[str, Any] = {
+    "dma_sum": lambda p, v, o, d: (_engines(Engine.DMA), p[1], *_shape(o[0])[:2], _shape(o[0])[2] * max(1, len(v) - 1),
+                                   0),
+    "topk": lambda p, v, o, d: (_engines(Engine.GPSIMD), "bfloat16", _shape(v[0])[0], 4 * p[0] + p[1],
+                                _shape(v[0])[2], 0),
+    "mx_quantize": lambda p, v, o, d: (_engines(Engine.VECTOR), p[2], *_shape(v[0]), 0),
+    "mx_matmul": lambda p, v, o, d: (_engines(Engine.TENSOR), p[0], np.shape(v[0])[0], np.shape(v[1])[1],
+                                     8 * np.shape(v[0])[1] * np.shape(v[1])[1] * np.shape(v[0])[0], 0),
+    "barrier": lambda p, v, o, d: (_engines(Engine.GPSIMD), p[0], 1, 1, 1, 0),
+    "rng_state": lambda p, v, o, d: (_engines(Engine.GPSIMD, Engine.VECTOR), "uint32", *_shape(v[0]), 0),
+    "rng_words": lambda p, v, o, d: (_engines(Engine.GPSIMD, Engine.VECTOR), "uint32", *_shape(o[0]), 0),
+    "exchange": lambda p, v, o, d: (_engines(Engine.DMA), d, *_shape(o[0])[:2], 0, 0),
+}
+
+
 def expected_row(kind: str, params: tuple, values: list[Any], outputs: tuple,
                  dst_dtype: str | None) -> tuple | None:
     """(engines, dtype, partitions, free, flops, is_transpose) of the row a kind above records; None for other
     kinds."""
+    if kind in _LATE_ROWS:
+        return _LATE_ROWS[kind](params, values, outputs, dst_dtype)
     row = _ROWS.get(kind)
     if row is None:
         return None

@@ -14,7 +14,9 @@ values (addresses are recorded numbers), so one replay checks them for every see
   queued PSUM accumulation) must have been written by an earlier store. The one read the simulator allows
   is `keep_written` (nisa.nc_matmul into a partly written PSUM tile: unwritten elements start at zero), and
   its mask of written elements must be exactly what was written. Outputs may hold unwritten elements
-  (they read back NaN, and fail the comparison).
+  (they read back NaN, and fail the comparison). An instruction computing partition by partition
+  (semantics.PARTITION_LOCAL) may read partitions holding unwritten elements when those partitions of each
+  of its destinations are unwritten too; they stay unwritten (runtime.Simulator._read_partitions).
 * **The affine_range race rule** (races.py: the same `RaceCheck.file` the simulator calls). Every store of
   a region through `write` or `defer` is filed with its exact box in the coordinates of its buffer's trace
   tensor, with the loop nest of its cost-trace row and the loop kinds of the trace (what the performance
@@ -38,11 +40,21 @@ import numpy as np
 
 from engine.platforms.nki.simulator.errors import NKIRuntimeError
 from engine.platforms.nki.simulator.semantics.races import RaceCheck
+from engine.platforms.nki.simulator.semantics.semantics import PARTITION_LOCAL
 from engine.platforms.nki.simulator.trace import MemorySpace
 from engine.platforms.nki.simulator.verification.program import Program, ReplayError, spec_root
 from engine.platforms.nki.simulator.verification.trace_check import region_box
 
 UNWRITTEN = ("zeros", "nan")  # first contents that are not values a kernel may read
+
+
+def _rows_for(rows: np.ndarray, partitions: int) -> np.ndarray | None:
+    """Garbage partitions on `partitions` result partitions: the same, or one broadcast partition's to all."""
+    if len(rows) == partitions:
+        return rows
+    if len(rows) == 1:
+        return np.full(partitions, bool(rows[0]))
+    return None
 
 
 class AccessOrder:
@@ -61,6 +73,10 @@ class AccessOrder:
         self.known: dict[int, set[tuple]] = {}  # per buffer
         self.whole: set[int] = set()  # tracked buffers written whole (no mask)
         self.mark_log: dict[int, list[tuple]] = {}  # HBM buffers' writes not yet in a mask (`stored`)
+        # The current instruction's result partitions computed from unwritten ones: (rows, the read's spec,
+        # where, line), and the destination partitions they land in (`store`, for `stored`).
+        self.garbage: tuple | None = None
+        self.garbage_rows: np.ndarray | None = None
         self.trace = trace
         if trace is None:
             return
@@ -126,6 +142,7 @@ class AccessOrder:
     def reads(self, index: int, instruction: tuple) -> None:
         kind, _params, operands, _stores, row, line = instruction
         where = f"instruction {index} ({kind})"
+        self.garbage = None
         if self.trace is not None and row >= 0 and self.views:
             self._through_views(index, row, where, line)
         for k, spec in enumerate(operands):
@@ -143,13 +160,46 @@ class AccessOrder:
                     raise ReplayError(f"{where}: its mask of written elements is not what the program wrote", line)
                 self.opened[spec] = (index, line)  # the next store into it must be a matmul's
                 continue
+            if kind in PARTITION_LOCAL and self._garbage_read(spec, where, line):
+                continue
             self._require_written(spec, where, line)
+
+    def _garbage_read(self, spec: tuple, where: str, line: int) -> bool:
+        """A partly unwritten on-chip region read partition by partition: note its unwritten partitions."""
+        if spec[0] != "r" or not spec[3] or self.program.buffers[spec[1]][1] == int(MemorySpace.HBM):
+            return False
+        written = self._written(spec)
+        if written is None or written.all():
+            return False
+        rows = ~written.reshape(spec[3][0], -1).all(axis=1)
+        if self.garbage is None:
+            self.garbage = (rows, spec, where, line)
+        else:
+            mine = _rows_for(self.garbage[0], max(len(rows), len(self.garbage[0])))
+            theirs = _rows_for(rows, max(len(rows), len(self.garbage[0])))
+            if mine is not None and theirs is not None:
+                self.garbage = (mine | theirs, *self.garbage[1:])
+        return True
+
+    def _garbage_lands(self, mode: str, dst: tuple, extra: list) -> None:
+        """The destination partitions of garbage must be a plain region nothing wrote; else the read is refused."""
+        rows, spec, where, line = self.garbage  # type: ignore[misc]
+        accumulate = extra[0] if mode == "write" and extra else None
+        written = self._written(dst) if dst[0] == "r" and dst[3] else None
+        landing = _rows_for(rows, dst[3][0]) if written is not None else None
+        if mode not in ("write", "flush") or accumulate or landing is None \
+                or written.reshape(dst[3][0], -1)[landing].any():  # type: ignore[union-attr]
+            self._require_written(spec, where, line)  # raises: the garbage cannot stay where it lands
+        self.garbage_rows = landing
 
     def store(self, index: int, instruction: tuple, store: tuple) -> None:
         """Before `store` of instruction `index` lands: what it reads, and the race rule."""
         kind, _params, _operands, _stores, row, line = instruction
         mode, _slot, dst, *extra = store
         where = f"instruction {index} ({kind})"
+        self.garbage_rows = None
+        if self.garbage is not None:
+            self._garbage_lands(mode, dst, extra)
         if self.opened and kind != "keep_written" and dst in self.opened:
             # keep_written has no cost-trace row: the simulator issues it only as the first step of a matmul
             # into a PSUM tile (isa_dst.nc_matmul), so it must be one, not a free memset.
@@ -181,6 +231,13 @@ class AccessOrder:
     def stored(self, store: tuple) -> None:
         dst = store[2]
         bid = dst[1]
+        if self.garbage_rows is not None:  # only the partitions computed from written ones are written
+            self._written(dst)  # the mask (`_garbage_lands` found the buffer tracked, not written whole)
+            mask = self.masks[bid]
+            for row in np.flatnonzero(~self.garbage_rows):
+                self._cut(mask, (dst[0], bid, dst[2] + int(row) * dst[4][0], (1, *dst[3][1:]), *dst[4:]), True)
+            self.garbage_rows = None
+            return
         if not self.tracked[bid] or 0 in dst[3] or bid in self.whole or dst in self.known.get(bid, ()):
             return
         if bid not in self.masks and _covers(dst, self.program.buffers[bid][5]):

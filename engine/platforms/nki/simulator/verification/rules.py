@@ -84,7 +84,7 @@ def check(program: Program, trace: Any = None, platform: str = "trn1") -> None:
             if any(space_of(s) == HBM for s in tiles) or any(space_of(d) != HBM for d in dsts):
                 raise ReplayError(f"{where}: store writes an on-chip tile to HBM", line)
             continue
-        if op in ("dma_copy", "dma_transpose", "load_transpose2d"):  # DMAs (the last two: NKI 0.6, isa_v06.py)
+        if op in ("dma_copy", "dma_transpose", "load_transpose2d", "dma_compute"):  # DMAs (the last three: NKI 0.6)
             continue
         if any(space_of(s) == HBM for s in tiles) or any(space_of(d) == HBM for d in dsts):
             raise ReplayError(f"{where}: only load, store and dma_copy move data to or from HBM "

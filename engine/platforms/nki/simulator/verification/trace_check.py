@@ -211,8 +211,8 @@ def _check_box(program: Program, info: Any, layout: tuple, region: tuple, claime
     box = region_box(program, info, layout, region)
     if isinstance(box, str):
         raise ReplayError(f"trace row {row}: access {j} {box} tensor {info.name!r}", line)
-    if not box:
-        return
+    if not box or any(b_lo >= b_hi for b_lo, b_hi in box):
+        return  # an empty region (a mask that keeps nothing) touches no bytes to check a claim against
     axis = info.partition_axis
     lo = hi = 0
     for (b_lo, b_hi), stride in zip(box, _partition_strides(shape, axis), strict=True):
