@@ -81,3 +81,13 @@ def test_a_simulated_evaluation_starts_three_children(messages: list[tuple[str, 
     result = evaluate(KERNEL, ADD_REFERENCE, limits=FAST_LIMITS, seeds=SEEDS)
     assert result.correct, result.error_message
     assert sorted(role for role, what, _ in messages if what == "start") == ["kernel", "reference", "verify"]
+
+
+def test_the_verifier_prices_only_a_trace_it_has_checked() -> None:
+    # The pricing request carries no trace; before a program and trace were loaded and checked there is
+    # nothing to price, and the verifier says so rather than pricing an empty trace.
+    from engine.platforms.nki.roles import VerifyRole
+
+    reply, arrays = VerifyRole({"platform": "trn1", "backend": "simulator"}).profile({}, {})
+    assert not reply["ok"] and reply["kind"] == "infrastructure_error" and arrays == {}
+    assert "no checked trace was loaded" in reply["message"]
