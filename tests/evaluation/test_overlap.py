@@ -77,7 +77,7 @@ def test_the_next_seed_is_rendered_while_the_kernel_records_and_the_verifier_pri
 
 
 def test_a_simulated_evaluation_starts_three_children(messages: list[tuple[str, str, Any]]) -> None:
-    # No profile child: a fourth interpreter start-up (about 0.4 s of CPU) and a second copy of the trace.
+    # No profile child: a fourth interpreter start-up (0.34 s of CPU per mini evaluation) and a copy of the trace.
     result = evaluate(KERNEL, ADD_REFERENCE, limits=FAST_LIMITS, seeds=SEEDS)
     assert result.correct, result.error_message
     assert sorted(role for role, what, _ in messages if what == "start") == ["kernel", "reference", "verify"]
