@@ -2,6 +2,7 @@
 
     .venv/bin/python measurements/evaluation_phases.py                       # 14 mini baselines, 1 round
     .venv/bin/python measurements/evaluation_phases.py --case full --only silu,matmul --rounds 3
+    .venv/bin/python measurements/evaluation_phases.py --case mini --trees OLD NEW --rounds 3   # two checkouts
 
 Per problem and round, side by side (the order alternates each round, so load drift falls on both):
 
@@ -15,6 +16,13 @@ Per problem and round, side by side (the order alternates each round, so load dr
 
 Prints one JSON line per evaluation, then per problem the medians and the ratio evaluation / bare, and the
 phase totals over all problems. A phase's time includes moving its arrays through the pipes.
+
+`--trees OLD NEW` compares two checkouts (`git archive REV | tar -x -C DIR`) side by side: each round runs
+every problem once in each tree's own copy of this script (bare simulation and evaluation, in a fresh
+process), problem by problem, the trees' order swapped every round so load drift falls on both; then per
+problem the medians of evaluation wall and CPU seconds in each tree, NEW/OLD, and each tree's evaluation /
+bare. Both trees must reach the same verdicts (a problem that fails on a seed in both, as gqa_full's mini case
+does on its scaled seed, did the same work in both and is timed).
 """
 
 from __future__ import annotations
@@ -202,6 +210,57 @@ def evaluation(spec: Any, case: str, platform: str, clock: PhaseClock) -> dict[s
             "error": result.error_message[:200], "phases": phases, "cpu": cpu}
 
 
+def compare_trees(old: Path, new: Path, case: str, platform: str, slugs: list[str], rounds: int) -> None:
+    """Both checkouts' evaluation_phases.py, one problem at a time, interleaved (see the module's doc)."""
+    runs: dict[tuple[str, str], dict[str, list[float]]] = collections.defaultdict(lambda: collections.defaultdict(list))
+    verdicts: dict[str, set[tuple[bool, str]]] = collections.defaultdict(set)
+    trees = {"old": old.resolve(), "new": new.resolve()}
+    for round_ in range(rounds):
+        for slug in slugs:
+            for name in (("old", "new") if round_ % 2 == 0 else ("new", "old")):
+                proc = subprocess.run([sys.executable, "measurements/evaluation_phases.py", "--case", case,
+                                       "--platform", platform, "--only", slug], cwd=trees[name],
+                                      capture_output=True, text=True)
+                if proc.returncode != 0:
+                    raise SystemExit(f"{name} tree, {slug}:\n{proc.stderr[-3000:]}")
+                for line in proc.stdout.splitlines():
+                    if not line.startswith("{"):
+                        continue
+                    row = json.loads(line)
+                    got = runs[(slug, name)]
+                    if "wall_s" in row:
+                        verdicts[slug].add((row["correct"], row["error"]))
+                        if len(verdicts[slug]) > 1:
+                            raise SystemExit(f"{slug}: the trees' verdicts differ: {sorted(verdicts[slug])}")
+                        got["eval"].append(row["wall_s"])
+                        got["eval_cpu"].append(row["cpu_s"])
+                    else:
+                        got["bare"].append(sum(row["simulate_s"]))
+                        got["bare_cpu"].append(sum(row["simulate_cpu_s"]))
+                print(json.dumps({"round": round_ + 1, "tree": name, "problem": slug,
+                                  **{k: v[-1] for k, v in runs[(slug, name)].items()}}), flush=True)
+    print("\n| problem | old evaluation s (CPU s) | new evaluation s (CPU s) | new/old wall | new/old CPU "
+          "| old / bare wall (CPU) | new / bare wall (CPU) |\n| --- | --- | --- | --- | --- | --- | --- |")
+    sums: dict[str, float] = collections.defaultdict(float)
+    for slug in slugs:
+        m = {name: {k: statistics.median(v) for k, v in runs[(slug, name)].items()} for name in trees}
+        for name in trees:
+            for key, value in m[name].items():
+                sums[f"{name} {key}"] += value
+        mark = "" if next(iter(verdicts[slug]))[0] else " (incorrect in both)"
+        print(f"| {slug}{mark} | {m['old']['eval']:.2f} ({m['old']['eval_cpu']:.2f}) | {m['new']['eval']:.2f} "
+              f"({m['new']['eval_cpu']:.2f}) | {m['new']['eval'] / m['old']['eval']:.2f} | "
+              f"{m['new']['eval_cpu'] / m['old']['eval_cpu']:.2f} | "
+              + " | ".join(f"{m[n]['eval'] / m[n]['bare']:.2f} ({m[n]['eval_cpu'] / m[n]['bare_cpu']:.2f})"
+                           for n in ("old", "new")) + " |")
+    print(f"\nsums of per-problem medians over {len(slugs)} problems, {rounds} rounds: evaluation old "
+          f"{sums['old eval']:.1f} s (CPU {sums['old eval_cpu']:.1f} s), new {sums['new eval']:.1f} s (CPU "
+          f"{sums['new eval_cpu']:.1f} s): new/old wall {sums['new eval'] / sums['old eval']:.3f}, CPU "
+          f"{sums['new eval_cpu'] / sums['old eval_cpu']:.3f}; evaluation / bare: old "
+          f"{sums['old eval'] / sums['old bare']:.2f} (CPU {sums['old eval_cpu'] / sums['old bare_cpu']:.2f}), "
+          f"new {sums['new eval'] / sums['new bare']:.2f} (CPU {sums['new eval_cpu'] / sums['new bare_cpu']:.2f})")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--case", choices=sorted(LIMITS), default="mini")
@@ -209,6 +268,8 @@ def main() -> None:
     parser.add_argument("--only", default="", help="comma-separated slugs (default: all 14)")
     parser.add_argument("--rounds", type=int, default=1)
     parser.add_argument("--bare", metavar="SLUG", help=argparse.SUPPRESS)
+    parser.add_argument("--trees", nargs=2, type=Path, metavar=("OLD", "NEW"),
+                        help="compare two checkouts side by side, interleaved (see above)")
     args = parser.parse_args()
     if args.bare:
         print(json.dumps(bare(args.case, args.bare, SEEDS, args.platform)))
@@ -220,6 +281,9 @@ def main() -> None:
         if unknown:
             raise SystemExit(f"unknown problems {sorted(unknown)}; known: {sorted(s.slug for s in specs)}")
         specs = [s for s in specs if s.slug in wanted]
+    if args.trees:
+        compare_trees(*args.trees, args.case, args.platform, [s.slug for s in specs], args.rounds)
+        return
     clock = PhaseClock()
     clock.install()
     rows = []

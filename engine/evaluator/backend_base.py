@@ -108,7 +108,7 @@ class BackendImplementation:
         raise NotImplementedError(f"backend {self.name!r} has no trace")
 
     def decode_trace(self, meta: dict[str, Any], arrays: dict[str, np.ndarray]) -> Any:
-        """Backends with a trace: the trace `encode_trace` sent, rebuilt in the profile child."""
+        """Backends with a trace: the trace `encode_trace` sent, rebuilt where it is priced (the verifier)."""
         raise NotImplementedError(f"backend {self.name!r} has no trace")
 
     def classify(self, exc: BaseException) -> ErrorKind | None:

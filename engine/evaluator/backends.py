@@ -7,8 +7,8 @@ registry gives. The one platform-neutral backend is here:
 * `null`: calls the kernel as a plain Python function on numpy arrays, with no trace and no latency. It
   exists to test the sandbox and the pipeline without a simulator.
 
-`prepare`, `run` and `measure` execute inside the kernel child; `profile` and `measured_profile` inside the
-profile child; `version` and `placement` in the parent. Timing rules for measured backends are in
+`prepare`, `run` and `measure` execute inside the kernel child; `profile` inside the verifier child (a
+backend with a trace) and `measured_profile` inside the profile child; `version` and `placement` in the parent. Timing rules for measured backends are in
 `summarise_timings` (and docs/evaluation.md).
 """
 

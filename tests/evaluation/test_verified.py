@@ -71,7 +71,7 @@ def test_patching_the_model_the_backend_or_the_reply_in_the_kernels_process_chan
     honest = run(IMPORTS + HONEST_BODY)
     patched = run(PATCHES_THE_MODEL_AND_THE_RESULT, NO_GUARDS)
     assert patched.correct and patched.error_kind is None, patched.error_message
-    assert patched.latency_ms == honest.latency_ms > 1e-3  # the profile child priced the verified trace
+    assert patched.latency_ms == honest.latency_ms > 1e-3  # the verifier priced the trace it checked
     assert patched.profile == honest.profile
 
 

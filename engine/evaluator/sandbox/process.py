@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import fcntl
 import json
 import os
 import selectors
@@ -45,6 +46,9 @@ from engine.evaluator.sandbox.user import SETUP_COMMAND, UidLease, lease_uid
 _LEADER_CHECK_SECONDS = 0.5
 _REAP_SECONDS = 10.0
 _LEADER_EXIT_SECONDS = 1.0  # a leader whose child died reaps it and exits within milliseconds
+# The request and reply pipes hold this much (Linux's default is 64 KiB, the unprivileged maximum 1 MiB): a
+# full-size seed's arrays cross in 16 times fewer reads and wake-ups (silu full: about 23,000 at 64 KiB).
+PIPE_BYTES = 1 << 20
 
 # The whole environment a child sees. Nothing else from the parent's environment passes: no API keys, no
 # DATABASE_URL, no secret key, no proxy settings.
@@ -147,6 +151,13 @@ class Cancellation:
     def _forget(self, child: ChildProcess) -> None:
         with self._lock:
             self._children.discard(child)
+
+
+def _widen_pipe(fd: int) -> None:
+    """Let the pipe hold PIPE_BYTES. Where the host refuses (its pipe-max-size is lower, or this user's pipe
+    memory is spent), the pipe keeps its size: slower for large arrays, never wrong."""
+    with contextlib.suppress(OSError, AttributeError):  # AttributeError: a Python without F_SETPIPE_SZ
+        fcntl.fcntl(fd, fcntl.F_SETPIPE_SZ, PIPE_BYTES)
 
 
 def child_environment(private_dir: str, extras: isolation.SandboxExtras | None = None) -> dict[str, str]:
@@ -294,6 +305,8 @@ class ChildProcess:
         self.pgid = self.proc.pid  # start_new_session: the child (or its bwrap) leads its own session and group
         for stream in (self.proc.stdin, self.proc.stdout, self.proc.stderr):
             os.set_blocking(stream.fileno(), False)
+        for stream in (self.proc.stdin, self.proc.stdout):
+            _widen_pipe(stream.fileno())
         self.stderr = _StderrTail(self.proc.stderr.fileno())
         self.stderr.start()
         if self._cancellation is not None and not self._cancellation._register(self):

@@ -4,7 +4,7 @@ and a profile (`engine.platforms.nki.perf.estimate`). On the first seed the kern
 program instead (`record`), which the verifier child replays on every seed (`engine.platforms.nki.roles`).
 
 Found by the registry (`BackendDefinition.implementation`); `prepare`, `run` and `record` execute inside the
-kernel child, `profile` inside the profile child, `version` in the parent.
+kernel child, `profile` inside the verifier child (on the trace it checked), `version` in the parent.
 """
 
 from __future__ import annotations

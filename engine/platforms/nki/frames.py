@@ -1,7 +1,7 @@
 """The simulator's instruction trace as it crosses the pipes, and what the parent checks on it.
 
-The trace goes from the kernel child to the profile child (the performance model never runs next to untrusted
-code) and to the verifier: columns travel as arrays, the small tables as JSON (`encode_trace`, `decode_trace`;
+The trace goes from the kernel child to the verifier, which checks it and prices it (the performance model
+never runs next to untrusted code): columns travel as arrays, the small tables as JSON (`encode_trace`, `decode_trace`;
 the simulator backend's). The parent reads its dtype columns to refuse work done in lower precision than the
 reference's outputs (`check_trace_precision`).
 """

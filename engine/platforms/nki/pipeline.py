@@ -3,8 +3,9 @@
 The reference and the kernel run in different child processes; expected outputs never enter the kernel's.
 With the simulator the kernel child runs once, on the first seed, and records its program; a verifier child
 (our code only) checks it and replays it on every seed, and its outputs are what the parent compares with the
-reference's, slice by slice (engine/platforms/nki/roles.py). The verified trace goes to the profile child for
-the performance model, so the model never runs next to untrusted code. See docs/evaluation.md. Long because
+reference's, slice by slice (engine/platforms/nki/roles.py). The verifier then prices the trace it checked with
+the performance model, so the model never runs next to untrusted code; a measured backend's profile is read in a
+profile child. See docs/evaluation.md. Long because
 an evaluation is one sequence of stages and failure rules that reads best in one place.
 """
 
@@ -89,7 +90,7 @@ class _Attempt:
     errors: list[tuple[float | None, ...]] = field(default_factory=list)
     plan: tuple[str, ...] = ()
     zero_expected: list[tuple[bool, ...]] = field(default_factory=list)
-    # The profile request went out as soon as the first seed's trace was verified; its reply is read last.
+    # The pricing request went out with the last seed's replay (to the verifier); its reply is read last.
     profile_sent: bool = False
 
     # -- results ----------------------------------------------------------------------------------
@@ -143,8 +144,9 @@ class _Attempt:
     def run(self) -> EvaluationResult:
         config = {"backend": self.backend.name, "implementation": backend_reference(self.backend),
                   "platform": self.platform, "guards": self.guards}
-        # All children start together, so their interpreter start-ups overlap; the profile child (our code
-        # only) waits for the trace while the kernel runs.
+        # All children start together, so their interpreter start-ups overlap. Three with the simulator
+        # (reference, kernel, verifier: the verifier also prices the trace it checked); a measured backend's
+        # profile child (our code and the profiler only) waits for the kernel's files instead of a verifier.
         with contextlib.ExitStack() as children:
             # The backend's placement holds what the attempt runs on (the neuron backend: one NeuronCore) until
             # the children are gone, and says what the kernel and profile children share beyond the sandbox.
@@ -152,14 +154,15 @@ class _Attempt:
             reference = children.enter_context(ChildProcess("reference", config, self.limits))
             kernel = children.enter_context(ChildProcess("kernel", config, placement.kernel_limits,
                                                          placement.kernel_extras))
-            profiler = (children.enter_context(ChildProcess("profile", {"backend": self.backend.name,
-                                                                       "implementation": config["implementation"]},
-                                                            placement.profile_limits, placement.profile_extras))
-                        if self.backend.records_trace or self.backend.measures else None)
+            pricing = {"backend": self.backend.name, "implementation": config["implementation"]}
+            profiler = (children.enter_context(ChildProcess("profile", pricing, placement.profile_limits,
+                                                            placement.profile_extras))
+                        if self.backend.measures else None)
             # A backend with a trace (the simulator) records its program on the first seed; the verifier
-            # replays it on every seed, and only its outputs are judged (engine/platforms/nki/roles.py).
-            verifier = (children.enter_context(ChildProcess(VERIFY_ROLE, {"platform": self.platform}, self.limits,
-                                                           name="verify"))
+            # replays it on every seed, and only its outputs are judged (engine/platforms/nki/roles.py); then
+            # it prices the trace it checked.
+            verifier = (children.enter_context(ChildProcess(VERIFY_ROLE, {"platform": self.platform, **pricing},
+                                                           self.limits, name="verify"))
                         if self.backend.records_trace else None)
             self.load_reference(reference)
             self.load_kernel(kernel)
@@ -172,7 +175,7 @@ class _Attempt:
                 rendered = ahead if ahead is not None else self.render(reference, index)
                 if isinstance(rendered, _Stop):
                     raise rendered  # the next seed's failure, kept until this seed was judged
-                trace, ahead = self.check_seed(reference, kernel, rendered, verifier, profiler)
+                trace, ahead = self.check_seed(reference, kernel, rendered, verifier)
                 del rendered
                 if trace is not None and traces and "arrays" in trace:
                     # Only the first seed's trace is profiled; the others need their length only.
@@ -184,7 +187,7 @@ class _Attempt:
             if self.backend.measures:  # timed only once every seed is correct
                 traces = [self.measure(kernel, placement.artefacts)]
             kernel.close()
-            return self.profile(traces, profiler)
+            return self.profile(traces, profiler if profiler is not None else verifier)
 
     def place(self, children: contextlib.ExitStack) -> Placement:
         try:
@@ -259,14 +262,13 @@ class _Attempt:
             return stop
 
     def check_seed(self, reference: ChildProcess, kernel: ChildProcess, rendered: _Rendered,
-                   verifier: ChildProcess | None = None,
-                   profiler: ChildProcess | None = None) -> tuple[dict[str, Any] | None, _Rendered | _Stop | None]:
+                   verifier: ChildProcess | None = None) -> tuple[dict[str, Any] | None, _Rendered | _Stop | None]:
         """One seed's outputs, checked against the reference. Returns the seed's trace and, where it was
         rendered meanwhile, the next seed (or the failure that rendering it met)."""
         ahead = None
         if verifier is not None:
             request = {"input_count": rendered.reply["input_count"], "scalars": rendered.reply.get("scalars", [])}
-            outputs, trace, ahead = self.verified_outputs(kernel, verifier, reference, profiler, rendered, request)
+            outputs, trace, ahead = self.verified_outputs(kernel, verifier, reference, rendered, request)
         else:
             outputs, trace = self.kernel_outputs(kernel, rendered.reply, rendered.inputs, rendered.expected,
                                                  rendered.where)
@@ -304,11 +306,12 @@ class _Attempt:
         return outputs, {"latency_ms": float(ran["latency_ms"])} if ran.get("latency_ms") is not None else None
 
     def verified_outputs(self, kernel: ChildProcess, verifier: ChildProcess, reference: ChildProcess,
-                         profiler: ChildProcess | None, rendered: _Rendered, request: dict[str, Any],
+                         rendered: _Rendered, request: dict[str, Any],
                          ) -> tuple[list[np.ndarray], dict[str, Any] | None, _Rendered | _Stop | None]:
         """The verifier's outputs for one seed. On the first, the kernel child runs once and records its program;
         the verifier checks it, and the kernel's own outputs must equal the replay's bit for bit. While the kernel
-        records (first seed) or the verifier replays (later seeds), the reference renders the next seed."""
+        records (first seed) or the verifier replays (later seeds), the reference renders the next seed. With the
+        last seed's replay goes the request to price the trace, answered after it (`profile` reads it)."""
         index, inputs, expected, where = rendered.index, rendered.inputs, rendered.expected, rendered.where
         flags = {"compiled": True, "runnable": True}
         recorded, trace, ahead = None, None, None
@@ -349,9 +352,10 @@ class _Attempt:
                 check_trace_precision(trace_dtypes(trace), checks.reference_precision(expected))
             except checks.CheckFailed as exc:
                 raise self.fail(ErrorKind.INCORRECT, str(exc), line=exc.line, **flags) from None
-            self.send_profile(trace, profiler)
         try:
             verifier.send({"op": "replay", "check_rows": index == 0, **request}, inputs)
+            if index == len(self.seeds) - 1:
+                self.send_profile(verifier)
             if ahead is None:
                 ahead = self.render_ahead(reference, index + 1)
             replayed, produced = verifier.receive(max_reply_bytes=replay_reply_budget(expected))
@@ -372,14 +376,12 @@ class _Attempt:
                                 "not count", **flags)
         return outputs, trace, ahead
 
-    def send_profile(self, trace: dict[str, Any], profiler: ChildProcess | None) -> None:
-        """Hand the verified trace to the performance model now, so it prices it while the seeds are checked;
-        `profile` reads the reply once every seed is correct (and never, if one is not: the child is killed)."""
-        if profiler is None:
-            return
-        profiler.restart_clock()
+    def send_profile(self, verifier: ChildProcess) -> None:
+        """Ask the verifier to price the trace it checked, queued behind the last seed's replay, so the model
+        runs while the parent compares that seed; `profile` reads the reply once every seed is correct (and
+        never, if one is not: the child is killed). No trace goes with it: the verifier prices its own."""
         try:
-            profiler.send({"op": "profile", "platform": self.platform, "trace": trace["meta"]}, trace["arrays"])
+            verifier.send({"op": "profile"})
         except ChildError:
             return  # `profile` asks again, and reports what it meets
         self.profile_sent = True
@@ -477,6 +479,8 @@ class _Attempt:
                             correct=True)
 
     def profile(self, traces: list[dict[str, Any] | None], profiler: ChildProcess | None) -> EvaluationResult:
+        """The result, with the latency and profile from `profiler`: the verifier (simulator: it prices the
+        trace it checked) or a measured backend's profile child."""
         correct = {"compiled": True, "runnable": True, "correct": True}
         latency_ms, profile, timeline, breakdown = None, {}, None, None
         perf_version = self.context.get("perf_model_version", "")
@@ -495,13 +499,11 @@ class _Attempt:
                 raise self.fail(ErrorKind.INFRASTRUCTURE_ERROR, f"backend {self.backend.name!r} recorded a trace "
                                 "but has no profiler", **correct)
             try:
+                profiler.restart_clock()  # the pricing gets its own wall time, after the replays
                 if self.profile_sent:
-                    profiler.restart_clock()  # it waited for the seeds too
                     report, _ = profiler.receive()
                 else:
-                    profiler.restart_clock()
-                    report, _ = profiler.request({"op": "profile", "platform": self.platform,
-                                                  "trace": first["meta"]}, first["arrays"])
+                    report, _ = profiler.request({"op": "profile"})
             except ChildError as exc:
                 raise self.child_failed(exc, "profile", **correct) from None
             if not report["ok"]:

@@ -6,8 +6,8 @@ program beside the cost trace (`record`; engine.platforms.nki.simulator.verifica
 once (`Verifier.load`: structure, bounds, hardware rules, and the trace against the program,
 engine.platforms.nki.simulator.verification.replay.check_program), then every seed's inputs (`Verifier.replay`): it re-executes the program
 with numpy and returns the outputs, which are what the parent compares with the reference. The parent also
-requires the kernel child's own outputs for the first seed to equal the replay's bit for bit, and prices the
-verified trace in the profile child. See docs/evaluation.md ("Record, then verify").
+requires the kernel child's own outputs for the first seed to equal the replay's bit for bit; the verifier then
+prices the trace it checked (`VerifyRole.profile`). See docs/evaluation.md ("Record, then verify").
 
 A program crosses the pipes as arrays: its JSON (engine.platforms.nki.simulator.verification.program.wire) as bytes in `program.json`, its
 constants as `program.const<k>`; the trace as frames.encode_trace does it.
@@ -268,10 +268,18 @@ class Verifier:
 
 class VerifyRole:
     """The `verify` child (started by the pipeline as `engine.platforms.nki.roles:VerifyRole`): replays the
-    kernel's recorded program on every seed's inputs; only our code runs there, it never sees the kernel's source."""
+    kernel's recorded program on every seed's inputs, then prices the trace it checked with the backend's
+    performance model (`profile`); only our code runs there, it never sees the kernel's source."""
 
     def __init__(self, config: dict[str, Any]) -> None:
+        # late: the generic roles module, for the profile role's pricing (the same code a profile child runs)
+        from engine.evaluator.child import ProfileRole
+
         self.verifier = Verifier()
+        # Pricing here, not in a fourth child: this process already holds the checked trace and runs our code
+        # only, so a separate child would add a start-up (0.34 s of CPU per mini evaluation) and a copy of the trace.
+        self.pricer = ProfileRole(config) if config.get("implementation") or config.get("backend") else None
+        self.checked_trace: tuple[dict[str, Any], dict[str, np.ndarray]] | None = None
 
     def load(self, header: dict[str, Any], arrays: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
         try:
@@ -282,6 +290,8 @@ class VerifyRole:
             self.verifier.load(header["platform"], header["trace"], arrays, {line: kind for line, kind in stated})
         except VerificationFailed as exc:
             return {"ok": False, "kind": "incorrect", "message": str(exc), "line": exc.line}, {}
+        # Kept as received, so `profile` decodes exactly what a profile child would have been sent.
+        self.checked_trace = (header["trace"], {k: v for k, v in arrays.items() if k.startswith("trace.")})
         return {"ok": True, "instructions": len(self.verifier.program)}, {}
 
     def replay(self, header: dict[str, Any], arrays: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -296,3 +306,12 @@ class VerifyRole:
             return {"ok": False, "kind": "incorrect", "message": str(exc), "line": exc.line}, {}
         return ({"ok": True, "output_count": len(outputs), "modified_input": modified},
                 {f"out{i}": o for i, o in enumerate(outputs)})
+
+    def profile(self, header: dict[str, Any], arrays: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+        """The performance model's price for the trace this child loaded and checked; the request carries no
+        trace (the parent cannot substitute another) and is sent once every seed's replay was asked for."""
+        if self.pricer is None or self.checked_trace is None:
+            reason = "no backend was named" if self.pricer is None else "no checked trace was loaded"
+            return {"ok": False, "kind": "infrastructure_error", "message": f"cannot price: {reason}"}, {}
+        meta, trace_arrays = self.checked_trace
+        return self.pricer.profile({"trace": meta, "platform": self.verifier.platform}, trace_arrays)
