@@ -417,9 +417,30 @@ def _leaks(world: dict[str, Any], content: bytes) -> list[str]:
     return found + [trace for trace in traces if trace in text]
 
 
+# The matrix's placeholders and the schema's path parameters they fill.
+SCHEMA_PARAMETERS = (("{problem}", "{reference}"), ("{kernel}", "{kernel_id}"), ("{private_kernel}", "{kernel_id}"),
+                     ("{private_evaluation}", "{evaluation_id}"), ("{held}", "{evaluation_id}"),
+                     ("{private_held}", "{evaluation_id}"), ("{entry}", "{entry_id}"), ("{private_entry}", "{entry_id}"),
+                     ("{run}", "{run_id}"), ("{campaign}", "{campaign_id}"))
+
+
+def _schema_route(case: Case) -> tuple[str, str]:
+    """The (method, path) an API case calls, as the OpenAPI schema names it."""
+    template = case.path
+    for name, param in SCHEMA_PARAMETERS:
+        template = template.replace(name, param)
+    return case.method, template
+
+
+def _declared_statuses(case: Case) -> set[str]:
+    method, path = _schema_route(case)
+    return {str(status) for status in api.get_openapi_schema()["paths"][path][method.lower()]["responses"]}
+
+
 @pytest.mark.parametrize("case", CASES, ids=[case.name for case in CASES])
 def test_each_person_gets_what_their_role_allows(case: Case, world: dict[str, Any]) -> None:
     wrong = []
+    declared = _declared_statuses(case) if case.api else set()
     for role in ROLES:
         with transaction.atomic():
             client, headers = _client(world, role, case)
@@ -427,6 +448,8 @@ def test_each_person_gets_what_their_role_allows(case: Case, world: dict[str, An
             got = response.status_code
             if got != case.expected[role]:
                 wrong.append(f"{role}: {got}, expected {case.expected[role]} ({response.content[:160]!r})")
+            elif case.api and str(got) not in declared:
+                wrong.append(f"{role}: {got}, a status the OpenAPI schema does not list ({sorted(declared)})")
             elif got < 300 and role not in case.sees_private and (leaks := _leaks(world, response.content)):
                 wrong.append(f"{role}: the answer shows erin's private run's work: {leaks}")
             elif case.check is not None:
@@ -442,20 +465,34 @@ def test_the_matrix_covers_every_api_route() -> None:
     """A new endpoint must join the matrix: its schema's paths are the matrix's, no more, no fewer."""
     schema = api.get_openapi_schema()
     routes = {(method.upper(), path) for path, operations in schema["paths"].items() for method in operations}
-    covered = set()
-    for case in CASES:
-        if not case.api:
-            continue
-        template = case.path
-        for name, param in (("{problem}", "{reference}"), ("{kernel}", "{kernel_id}"),
-                            ("{private_kernel}", "{kernel_id}"), ("{private_evaluation}", "{evaluation_id}"),
-                            ("{held}", "{evaluation_id}"), ("{private_held}", "{evaluation_id}"),
-                            ("{entry}", "{entry_id}"), ("{private_entry}", "{entry_id}"), ("{run}", "{run_id}"), ("{campaign}", "{campaign_id}")):
-            template = template.replace(name, param)
-        covered.add((case.method, template))
+    covered = {_schema_route(case) for case in CASES if case.api}
     solution_path = ("GET", "/api/flashinfer/solutions/{reference}")
     assert routes - covered == set(), f"routes missing from the matrix: {sorted(routes - covered)}"
     assert solution_path in covered
+
+
+# Answers beyond the matrix's, each from a route that gives it (method, path, the schema's path, status): the
+# schema must list them too.
+API_ANSWERS = [
+    ("GET", "/api/runs?status=bogus", "/api/runs", 400),
+    ("GET", "/api/memory?polarity=bogus", "/api/memory", 400),
+    ("GET", "/api/problems/nkibench/:", "/api/problems/{reference}", 400),
+    ("GET", "/api/campaigns/{campaign}/export.csv", "/api/campaigns/{campaign_id}/export.csv", 200),  # finished
+    ("GET", "/api/runs/{run}/events?after=x", "/api/runs/{run_id}/events", 422),
+    ("GET", "/api/kernels/999999", "/api/kernels/{kernel_id}", 404),
+]
+
+
+@pytest.mark.parametrize(("method", "path", "route", "status"), API_ANSWERS, ids=[f"{m} {p}" for m, p, _, _ in API_ANSWERS])
+def test_the_schema_lists_what_the_api_answers(world: dict[str, Any], method: str, path: str, route: str,
+                                               status: int) -> None:
+    Campaign.objects.filter(pk=world["campaign"]).update(finished=timezone.now())
+    token = create_token(world["users"]["superuser"], "schema").secret
+    response = Client().generic(method, path.format(**world), "{}", content_type="application/json",
+                                headers={"Authorization": f"Bearer {token}"})
+    assert response.status_code == status, response.content
+    declared = api.get_openapi_schema()["paths"][route][method.lower()]["responses"]
+    assert status in {int(key) for key in declared}, f"{method} {path} answers {status}, unlisted in its schema"
 
 
 # --- the same source as a private run's kernel ------------------------------------------------------------
