@@ -11,7 +11,7 @@ from django.db.models import QuerySet
 
 from accounts import quotas
 from benchmark import services as benchmark_services
-from benchmark.models import Backend, Kernel, Platform, Problem
+from benchmark.models import Backend, Kernel, Platform, Problem, Visibility
 from benchmark.services.evaluations import backend_unavailable
 from engine.platforms.nki.generations import CURRENT, LEGACY, kernel_generation
 from engine.platforms.registry import CORRECTNESS_ONLY, NKI, get_backend_definition, get_definition
@@ -103,6 +103,8 @@ def create_run(
         raise ValidationError(
             f"kernel {start_kernel.pk} belongs to problem {start_kernel.problem.address}, not {problem.address}"
         )
+    if is_public:
+        check_public_start(problem, start_kernel)
     if current_generation:
         check_current_generation(problem)
         start_kernel = _start_in_current_generation(user, start_kernel, agent)
@@ -141,6 +143,18 @@ def create_run(
         )
         record_events(run.pk, [("run.queued", {"agent": agent, "platform": platform, "search": config.to_dict()})])
     return run
+
+
+def check_public_start(problem: Problem, start_kernel: Kernel | None) -> None:
+    """A public run shows everyone its problem's reference (in its prompts) and its starting kernel (its diff and
+    transcript pages): refused unless both are already everyone's to see, so a run never publishes a private
+    problem or the code a private run wrote."""
+    if problem.visibility != Visibility.PUBLIC:
+        raise ValidationError(f"{problem.address} is a private problem (its owner's own reference): a run on it "
+                              "cannot be public; launch it private")
+    if start_kernel is not None and not benchmark_services.visible_kernels(None).filter(pk=start_kernel.pk).exists():
+        raise ValidationError(f"kernel {start_kernel.pk} was written by a private run: a public run starting from "
+                              "it would show it to everyone; launch this run private, or start from another kernel")
 
 
 def check_current_generation(problem: Problem) -> None:

@@ -9,6 +9,7 @@ of the kernels it wrote (a marker line) or a link to them.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,12 +27,13 @@ from accelopt_site.api import api
 from accounts.roles import ADMIN, CURATOR, ENGINEER, grant_role
 from accounts.services import create_token
 from benchmark import services
-from benchmark.models import Evaluation, EvaluationStatus, Kernel, KernelOrigin, Review
+from benchmark.models import Evaluation, EvaluationStatus, Kernel, KernelOrigin, Review, Visibility
 from benchmark.services.kernels import source_sha256
 from campaigns.models import Campaign
 from memory.learning import learn
 from memory.models import MemoryEvidence, MergeProposal
 from memory.services import add_entry
+from memory.views import ACTIONS as MEMORY_ACTIONS
 from optimizer.models import Candidate, Iteration, Run
 
 pytestmark = pytest.mark.django_db
@@ -222,6 +224,8 @@ CASES = [
     Case("kernels of a private run", "GET", "/kernels/?run={run}", everyone(200)),
     Case("generated kernels", "GET", "/kernels/?origin=generated", everyone(200)),
     Case("upload page", "GET", "/kernels/upload/", page_role(200)),
+    Case("upload a kernel on the page", "POST", "/kernels/upload/", page_role(302), multipart=True,
+         body=lambda w: {"problem": str(w["problem"]), "platform": "h100", "source": "def run():\n    return 2\n"}),
     Case("public kernel page", "GET", "/kernels/{kernel}/", everyone(200)),
     Case("private run's kernel page", "GET", "/kernels/{private_kernel}/", private()),
     Case("evaluate a private run's kernel on the page", "POST", "/kernels/{private_kernel}/evaluate/",
@@ -239,6 +243,12 @@ CASES = [
     Case("leaderboard grid", "GET", "/leaderboard/grid/?platform=h100", everyone(200)),
     Case("runs page", "GET", "/runs/", everyone(200)),
     Case("run form", "GET", "/runs/new/", page_role(200)),
+    # Only her own kernels are a person's to start from (admins' too): to anyone else the form says it is not theirs.
+    Case("launch a run from a private run's kernel on the page", "POST", "/runs/new/",
+         {**page_role(200), "owner": 302}, body=lambda w: {
+             "problem": str(w["problem"]), "start": str(w["private_kernel"]), "platform": "h100",
+             "backend": "triton-interpreter", "agent": "offline", "iterations": 1, "beam_width": 1,
+             "plans_per_candidate": 1, "samples_per_plan": 1, "memory_size": 0, "seed": 0, "strategy": "beam"}),
     Case("run form from a private run's kernel", "GET", "/runs/new/?problem={problem}&kernel={private_kernel}",
          page_role(200)),
     Case("private run page", "GET", "/runs/{run}/", private()),
@@ -251,8 +261,9 @@ CASES = [
          {**own_write(302, page=True), "anonymous": 404, "viewer": 404}, body={}),
     *[Case(f"private run {part}", "GET", f"/runs/{{run}}/{part}/", private())
       for part in ("state", "chart", "badge", "tree", "memory", "queue")],
-    Case("cancel a private run on the page", "POST", "/runs/{run}/cancel/",
-         {**own_write(302, page=True), "anonymous": 404, "viewer": 404}, body={}),
+    *[Case(f"{action} a private run on the page", "POST", f"/runs/{{run}}/{action}/",
+           {**own_write(302, page=True), "anonymous": 404, "viewer": 404}, body={})
+      for action in ("cancel", "pause", "resume")],
     Case("private kernel diff", "GET", "/runs/{run}/kernels/{private_kernel}/diff/", private()),
     Case("private transcript", "GET", "/runs/{run}/kernels/{private_kernel}/transcript/", private()),
     Case("memory page", "GET", "/memory/", page_role(200)),
@@ -263,19 +274,29 @@ CASES = [
          {**private_lesson(302, page=True, curate=True), "other": 403}, body={}),
     Case("undo a private run's lesson's merge", "POST", "/memory/merges/{private_entry}/undo/",
          {**private_lesson(302, page=True, curate=True), "other": 403}, body={}),
-    Case("merge two of a private run's lessons", "POST", "/memory/proposals/{private_proposal}/accept/",
-         {**private_lesson(302, page=True, curate=True), "other": 403}, body={}),
+    *[Case(f"{decision} the merge of two of a private run's lessons", "POST",
+           f"/memory/proposals/{{private_proposal}}/{decision}/",
+           {**private_lesson(302, page=True, curate=True), "other": 403}, body={}) for decision in ("accept", "reject")],
     Case("prune a private run's lesson on the page", "POST", "/memory/{private_entry}/prune/",
          {**private_lesson(302, page=True, curate=True), "other": 403}, body={}),
+    *[Case(f"{action} on the page", "POST", f"/memory/{{entry}}/{action}/", page_role(302, CURATOR), body={})
+      for action in ("unpin", "restore", "accept", "transfers", "stays")],
     Case("memory edit page", "GET", "/memory/{entry}/edit/", page_role(200, CURATOR)),
+    Case("edit a memory entry on the page", "POST", "/memory/{entry}/edit/", page_role(302, CURATOR),
+         body={"title": "tile it better", "summary": "s"}),
     Case("memory import page", "GET", "/memory/import/", page_role(200, CURATOR)),
+    Case("import memory on the page", "POST", "/memory/import/", page_role(302, CURATOR), multipart=True,
+         body={"file": [("experience.json", b"[]")]}),
     Case("memory export download", "GET", "/memory/export/", page_role(200)),
     Case("memory bulk prune on the page", "POST", "/memory/prune/", page_role(302, CURATOR),
          body=lambda w: {"ids": [str(w["entry"])]}),
     Case("campaign form", "GET", "/campaigns/new/", page_role(200)),
+    # Without problems: the form again, saying what is missing, for whoever may launch one.
+    Case("launch a campaign on the page", "POST", "/campaigns/new/", page_role(200), body={"name": "mine"}),
     Case("campaign form's estimate", "GET", "/campaigns/new/estimate/", page_role(200)),
     Case("private campaign's progress", "GET", "/campaigns/{campaign}/progress/", private()),
-    Case("export an unfinished private campaign on the page", "GET", "/campaigns/{campaign}/export.json", private(409)),
+    *[Case(f"export an unfinished private campaign on the page as {fmt}", "GET",
+           f"/campaigns/{{campaign}}/export.{fmt}", private(409)) for fmt in ("json", "csv")],
     Case("campaign comparison", "GET", "/campaigns/compare/", everyone(200)),
     # Anyone signed in makes tokens of their own (the page shows the new one once).
     Case("new API token", "POST", "/accounts/tokens/", {**everyone(201), "anonymous": 302}, body={"name": "t"}),
@@ -286,6 +307,9 @@ CASES = [
          {**own_write(302, page=True), "anonymous": 404, "viewer": 404}, body={}),
     Case("profile", "GET", "/accounts/me/", {**everyone(200), "anonymous": 302}),
     Case("password form", "GET", "/accounts/password/", {**everyone(200), "anonymous": 302}),
+    # A wrong current password: the form again, for anyone signed in; nobody's password changes.
+    Case("change one's password", "POST", "/accounts/password/", {**everyone(200), "anonymous": 302},
+         body={"old_password": "wrong", "new_password1": "a-new-Passw0rd", "new_password2": "a-new-Passw0rd"}),
     # Only one's own tokens: anyone else's answers 404, admins' included (they revoke them in /admin/).
     Case("revoke erin's API token", "POST", "/accounts/tokens/{token}/revoke/",
          {**everyone(404), "anonymous": 302, "owner": 302}, body={}),
@@ -387,14 +411,13 @@ def _request(client: Client, headers: dict[str, str], case: Case, world: dict[st
     body = case.body(world) if callable(case.body) else case.body
     if case.method == "GET":
         return client.get(path, headers=headers)
-    if case.multipart:
-        data = {key: value for key, value in body.items() if key != "files"}
-        files = []
-        for name, content in body.get("files", []):
-            from django.core.files.uploadedfile import SimpleUploadedFile
+    if case.multipart:  # a field whose value is a list of (name, content) pairs holds files
+        from django.core.files.uploadedfile import SimpleUploadedFile
 
-            files.append(SimpleUploadedFile(name, content))
-        return client.post(path, {**data, "files": files}, headers=headers)
+        data = {key: [SimpleUploadedFile(name, content) for name, content in value]
+                if isinstance(value, list) and value and isinstance(value[0], tuple) else value
+                for key, value in body.items()}
+        return client.post(path, data, headers=headers)
     if case.api:
         return client.generic(case.method, path, json.dumps(body), content_type="application/json", headers=headers)
     return client.generic(case.method, path, _form(body), content_type="application/x-www-form-urlencoded",
@@ -601,6 +624,44 @@ def test_the_matrix_covers_every_page_route() -> None:
     assert not set(PAGES_NOT_IN_MATRIX) & covered, "a route both in the matrix and excused from it"
 
 
+# Routes whose last part names what they do (the keyword that holds it, and every value a view takes): each
+# value is a case of its own.
+ROUTE_ACTIONS = {
+    "runs/<int:pk>/<str:action>/": ("action", ("cancel", "pause", "resume")),  # optimizer.views.run_action
+    "memory/<int:pk>/<str:action>/": ("action", tuple(MEMORY_ACTIONS)),
+    "memory/proposals/<int:pk>/<str:decision>/": ("decision", ("accept", "reject")),
+    "campaigns/<int:pk>/export.<str:fmt>": ("fmt", ("json", "csv")),
+}
+
+
+def test_the_matrix_covers_every_page_action(make_user: Callable[..., Any]) -> None:
+    """Each method a page route answers (its 405's Allow header names them) and each action of a route that names
+    one must be a case: a form's POST is an action of its own, not covered by the GET that shows the form."""
+    from collections import defaultdict
+    from urllib.parse import urlsplit
+
+    from django.urls import resolve
+
+    client = Client()
+    client.force_login(get_user_model().objects.create_superuser("root", "root@example.com", "x"))
+    wanted = set()
+    for route in _page_routes() - set(PAGES_NOT_IN_MATRIX):
+        allow = client.options("/" + re.sub(r"<int:\w+>", "1", re.sub(r"<str:\w+>", "x", route))).headers.get("Allow")
+        assert allow, f"{route}: its view names no methods (require_GET, require_POST or require_http_methods)"
+        methods = {method.strip() for method in allow.split(",")} - {"HEAD", "OPTIONS", "PUT"}  # PUT: a form's POST
+        _, actions = ROUTE_ACTIONS.get(route, ("", ("",)))
+        wanted |= {(route, method, action) for method in methods for action in actions}
+    ids: defaultdict[str, int] = defaultdict(lambda: 1)
+    covered = set()
+    for case in CASES:
+        if not case.api:
+            match = resolve(urlsplit(case.path.format_map(ids)).path)
+            keyword, _ = ROUTE_ACTIONS.get(match.route, ("", ()))
+            covered.add((match.route, case.method, match.kwargs.get(keyword, "")))
+    missing = sorted(wanted - covered)
+    assert not missing, f"page actions missing from the matrix: {missing}"
+
+
 def test_private_runs_nobody_owns_share_their_kernels_and_no_one_elses(world: dict[str, Any]) -> None:
     """A management command's private runs (no owner) are seen by admins only, all of them: a repeated command
     campaign finds the first one's kernels and results; erin's private kernel stays hers."""
@@ -613,3 +674,34 @@ def test_private_runs_nobody_owns_share_their_kernels_and_no_one_elses(world: di
     assert services.create_kernel(problem, source, origin=KernelOrigin.GENERATED, run_id=second.pk)[0] == written
     theirs, _ = services.create_kernel(problem, private_kernel.source, origin=KernelOrigin.GENERATED, run_id=second.pk)
     assert theirs.pk != private_kernel.pk
+
+
+def test_a_public_run_never_shows_a_private_problem_or_a_private_runs_code(world: dict[str, Any]) -> None:
+    """A public run shows everyone its starting kernel (its diff and transcript pages) and its problem's reference
+    (its prompts): one from erin's private run's kernel, or on a private problem, is refused, saying why; launched
+    private, the same run is hers to start."""
+    token = create_token(world["users"]["owner"], "public run").secret
+    headers = {"Authorization": f"Bearer {token}"}
+
+    def launch(path: str, body: dict[str, Any]) -> Any:
+        return Client().post(path, json.dumps(body), content_type="application/json", headers=headers)
+
+    from_private_kernel = {**_run_from_private_kernel(world), "is_public": True}
+    refused = launch("/api/runs", from_private_kernel)
+    assert refused.status_code == 400
+    assert refused.json()["detail"] == (f"kernel {world['private_kernel']} was written by a private run: a public run "
+                                        "starting from it would show it to everyone; launch this run private, or "
+                                        "start from another kernel")
+    assert launch("/api/runs", {**from_private_kernel, "is_public": False}).status_code == 201
+
+    problem = world["problem_row"]
+    problem.visibility = Visibility.PRIVATE
+    problem.save(update_fields=["visibility"])
+    on_private_problem = {"problem": str(problem.pk), "platform": "h100", "backend": "triton-interpreter",
+                          "is_public": True}
+    refused = launch("/api/runs", on_private_problem)
+    assert refused.status_code == 400 and f"{problem.address} is a private problem" in refused.json()["detail"]
+    campaign = launch("/api/campaigns", {"problems": [str(problem.pk)], "platform": "h100",
+                                         "backend": "triton-interpreter", "is_public": True})
+    assert campaign.status_code == 400 and "cannot be public" in campaign.json()["detail"]
+    assert not Run.objects.filter(is_public=True).exists()
