@@ -705,3 +705,35 @@ def test_a_public_run_never_shows_a_private_problem_or_a_private_runs_code(world
                                          "backend": "triton-interpreter", "is_public": True})
     assert campaign.status_code == 400 and "cannot be public" in campaign.json()["detail"]
     assert not Run.objects.filter(is_public=True).exists()
+
+
+# What the Content-Security-Policy (script-src 'self') forbids a page: a script in the page itself (a JSON data block
+# is no script), an inline event handler (htmx's hx-on included), a javascript: address.
+INLINE_SCRIPT = re.compile(r"<script\b(?![^>]*\bsrc=)(?![^>]*\btype=[\"']application/json)[^>]*>", re.IGNORECASE)
+INLINE_HANDLER = re.compile(r"<[a-z][^>]*\s(on[a-z]+|hx-on[^\s=]*)\s*=", re.IGNORECASE)
+SCRIPT_ADDRESS = re.compile(r"\b(?:href|src|action|formaction)\s*=\s*[\"']?\s*javascript:", re.IGNORECASE)
+ADMIN_PAGES = ("/admin/", "/admin/auth/user/", "/admin/auth/user/{admin}/change/", "/admin/auth/group/add/",
+               "/admin/benchmark/kernel/{private_kernel}/change/")
+
+
+def test_no_page_needs_what_the_content_security_policy_forbids(world: dict[str, Any]) -> None:
+    """Every page the matrix reads, as a superuser sees it (everything shown), and the admin's forms: nothing on them
+    runs only if the policy allows inline script, so each works under it as it is."""
+    # A run with an iteration done: its page and chart fragment draw a Plotly figure.
+    Run.objects.filter(pk=world["run"]).update(start_latency_ms=0.01)
+    Iteration.objects.filter(run_id=world["run"], index=1).update(finished=timezone.now(), best_latency_ms=0.005)
+    client = Client()
+    client.force_login(world["users"]["superuser"])
+    paths = [case.path for case in CASES if not case.api and case.method == "GET"] + list(ADMIN_PAGES)
+    found, figures = [], 0
+    for path in paths:
+        response = client.get(path.format(**world))
+        if response.status_code != 200 or not response["Content-Type"].startswith("text/html"):
+            continue
+        assert "script-src 'self'" in response["Content-Security-Policy"], path
+        html = response.content.decode()
+        figures += html.count("data-plotly-figure")
+        found += [f"{path}: {match.group(0)[:80]}" for pattern in (INLINE_SCRIPT, INLINE_HANDLER, SCRIPT_ADDRESS)
+                  for match in pattern.finditer(html)]
+    assert not found, "what the policy blocks:\n" + "\n".join(found)
+    assert figures, "no page drew a Plotly figure: the check above saw none of them"
