@@ -396,7 +396,8 @@ def world(make_user: Callable[..., Any], monkeypatch: pytest.MonkeyPatch) -> dic
 
 
 def _client(world: dict[str, Any], role: str, case: Case) -> tuple[Client, dict[str, str]]:
-    client = Client()
+    # A script with a token never has a CSRF token: every API route must answer it with CSRF checks on.
+    client = Client(enforce_csrf_checks=case.api)
     if role == "anonymous":
         return client, {}
     user = world["users"][role]
