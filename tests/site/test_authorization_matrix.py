@@ -30,6 +30,7 @@ from benchmark import services
 from benchmark.models import Evaluation, EvaluationStatus, Kernel, KernelOrigin, Review, Visibility
 from benchmark.services.kernels import source_sha256
 from campaigns.models import Campaign
+from engine.evaluator.result import ErrorKind
 from memory.learning import learn
 from memory.models import MemoryEvidence, MergeProposal
 from memory.services import add_entry
@@ -738,3 +739,20 @@ def test_no_page_needs_what_the_content_security_policy_forbids(world: dict[str,
                   for match in pattern.finditer(html)]
     assert not found, "what the policy blocks:\n" + "\n".join(found)
     assert figures, "no page drew a Plotly figure: the check above saw none of them"
+
+
+def test_the_evaluation_queue_names_a_cancelled_private_run_only_to_who_may_see_it(world: dict[str, Any]) -> None:
+    """An evaluation stopped with erin's private run is listed on /ops/evaluations/ for everyone (the queue is
+    shared), but the reason naming her run only for those who may see it."""
+    # As benchmark's cancel_pending_evaluations stores it when the run is cancelled.
+    Evaluation.objects.filter(pk=world["private_evaluation"]).update(
+        error_kind=ErrorKind.INFRASTRUCTURE_ERROR, finished=timezone.now(),
+        error_message=f"{services.CANCELLED_PREFIX}run {world['run']} was cancelled")
+    for role in ROLES:
+        client = Client()
+        if role != "anonymous":
+            client.force_login(world["users"][role])
+        rows = client.get("/ops/evaluations/?format=json").json()["cancelled"]
+        assert len(rows) == 1
+        named = rows[0]["reason"] == f"run {world['run']} was cancelled"
+        assert named == (role in SEES_PRIVATE_RUN), f"{role}: {rows[0]}"
