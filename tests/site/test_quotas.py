@@ -126,3 +126,17 @@ def test_the_admin_sees_who_is_near_a_limit(client, engineer, teammate, site_adm
     assert "1 of 5" in tom_row and "near" not in tom_row
     assert page.index('data-user="erin"') < page.index('data-user="tom"')  # fullest first
     assert "ACCELOPT_QUOTA_RUNS_IN_FLIGHT</span> = 5" in page
+
+
+def test_the_evaluate_button_is_refused_past_the_quota_naming_it(client, engineer, make_token, silu, queue_only,
+                                                                 settings):
+    settings.ACCELOPT_QUOTA_QUEUED_EVALUATIONS = 1
+    headers = {"Authorization": f"Bearer {make_token(engineer)}"}
+    assert client.post("/api/kernels", {"problem": "silu:mini", "source": _kernel(1)},
+                       content_type="application/json", headers=headers).status_code == 201
+    unevaluated = client.post("/api/kernels", {"problem": "silu:mini", "source": _kernel(2), "evaluate": False},
+                              content_type="application/json", headers=headers).json()["kernel"]["id"]
+    client.force_login(engineer)
+    page = client.post(f"/kernels/{unevaluated}/evaluate/", follow=True)
+    assert "over the limit of 1 per person (ACCELOPT_QUOTA_QUEUED_EVALUATIONS)" in page.content.decode()
+    assert not Evaluation.objects.filter(kernel_id=unevaluated).exists()
