@@ -27,7 +27,12 @@ from engine.search.budget import Budget, launch_notes
 from optimizer import conf as optimizer_conf
 from optimizer.models import AgentKind, Run
 from optimizer.run_links import RunLink
-from optimizer.services import check_current_generation, check_public_start, estimate_llm_cost, max_agent_calls
+from optimizer.services import (
+    check_current_generation,
+    check_public_start,
+    estimate_llm_cost,
+    max_agent_calls,
+)
 
 __all__ = [
     "ACCELOPT_DEFAULTS",
