@@ -33,6 +33,7 @@ from typing import Any
 
 from asgiref.sync import async_to_sync, sync_to_async
 from channels.layers import get_channel_layer
+from django.contrib.auth import get_user_model
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import transaction
 from django.db.models import F
@@ -100,6 +101,8 @@ def _owner_room(campaign: Campaign, entries: list[CampaignEntry]) -> int | None:
     most = quotas.limit(quotas.RUNS_IN_FLIGHT)
     if not most or campaign.owner_id is None:
         return None
+    # As create_run counts: after any other launch of the owner's has ended (their row's lock on PostgreSQL).
+    list(get_user_model().objects.select_for_update().filter(pk=campaign.owner_id).values_list("pk", flat=True))
     used = optimizer_services.runs_in_flight(campaign.owner).count()
     # The limit first: the campaign page shows a note's first 60 characters.
     note = (f"waiting for a place ({quotas.RUNS_IN_FLIGHT} = {most}): its owner has {used} optimization runs "

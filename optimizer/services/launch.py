@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.contrib.auth import get_user_model
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import transaction
 from django.db.models import QuerySet
@@ -128,6 +129,8 @@ def create_run(
             raise ValidationError(unavailable)
         role_models = conf.public_role_settings(conf.llm_roles(models))
     with transaction.atomic():
+        if quota:  # again, now that no other launch of theirs is half done (checked above before storing anything)
+            check_run_quota(user, hold=True)
         run = Run.objects.create(
             problem=problem,
             start_kernel=start_kernel,
@@ -170,11 +173,17 @@ def runs_in_flight(user: Any) -> QuerySet[Run]:
     return Run.objects.filter(owner=user, status__in=[RunStatus.QUEUED, RunStatus.RUNNING])
 
 
-def check_run_quota(user: Any, *, exclude: int | None = None) -> None:
+def check_run_quota(user: Any, *, exclude: int | None = None, hold: bool = False) -> None:
     """QuotaExceeded (a ValidationError naming the limit) if one more run queued would take `user` past
-    ACCELOPT_QUOTA_RUNS_IN_FLIGHT; nothing for commands (no user)."""
+    ACCELOPT_QUOTA_RUNS_IN_FLIGHT; nothing for commands (no user).
+
+    `hold`, inside the transaction that then queues the run: first wait for any other such transaction of theirs
+    to end (their user row's lock on PostgreSQL; SQLite's IMMEDIATE transactions hold the whole database), so
+    this count sees the run it queued and two launches at once cannot both take the last place."""
     if user is None or not user.is_authenticated:
         return
+    if hold and quotas.limit(quotas.RUNS_IN_FLIGHT):
+        list(get_user_model().objects.select_for_update().filter(pk=user.pk).values_list("pk", flat=True))
     runs = runs_in_flight(user)
     if exclude is not None:
         runs = runs.exclude(pk=exclude)
