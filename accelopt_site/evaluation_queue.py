@@ -129,7 +129,9 @@ def cancelled_rows(user: Any) -> list[dict[str, Any]]:
             "problem": kernel.problem.address if shown else None,
             "run_ids": [kernel.run_id] if kernel.run_id in visible else [],
             "platform": evaluation.platform, "backend": evaluation.backend,
-            "reason": evaluation.error_message.removeprefix(services.CANCELLED_PREFIX),
+            # The reason names the run or campaign cancelled: only for whoever may see what it wrote.
+            "reason": evaluation.error_message.removeprefix(services.CANCELLED_PREFIX) if shown
+            else "its run or campaign, which you may not see, was cancelled",
             "finished": evaluation.finished.isoformat() if evaluation.finished else None,
         })
     return rows

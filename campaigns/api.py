@@ -16,7 +16,7 @@ from accounts.auth import api_optional_auth, api_role
 from accounts.roles import ENGINEER
 from benchmark.models import DEFAULT_BACKEND, DEFAULT_PLATFORM
 from campaigns import services
-from campaigns.reports import campaign_csv, campaign_report, require_finished
+from campaigns.reports import CSV_COLUMNS, campaign_csv, campaign_report, require_finished
 from optimizer.models import AgentKind
 
 router = Router()
@@ -103,7 +103,10 @@ def cancel_campaign(request: HttpRequest, campaign_id: int) -> dict[str, Any]:
 
 
 @router.get("/campaigns/{int:campaign_id}/export.csv", auth=api_optional_auth, response={400: ErrorOut, 404: ErrorOut},
-            summary="A finished campaign as CSV, one line per problem")
+            summary="A finished campaign as CSV, one line per problem",
+            # The CSV itself is no JSON schema: its answer is declared here, with its columns.
+            openapi_extra={"responses": {200: {"description": "One line per problem: " + ", ".join(CSV_COLUMNS),
+                                               "content": {"text/csv": {"schema": {"type": "string"}}}}}})
 def export_csv(request: HttpRequest, campaign_id: int) -> HttpResponse:
     campaign = services.get_campaign_for_user(request.auth, campaign_id)
     require_finished(campaign)

@@ -17,6 +17,11 @@ totals with its budgets: once one is reached it launches nothing more and skips 
 still going stops itself at its own cap on that budget, and one without such a cap (or on wall time) is
 cancelled between steps. Either way everything it found is kept.
 
+Quota. A campaign's runs count against its owner's runs quota (ACCELOPT_QUOTA_RUNS_IN_FLIGHT) like any other of
+their runs: the scheduler launches no more than the owner has room for, whatever else they have queued or running
+(single runs, other campaigns), and a problem left waiting says so in its note. A run of theirs that leaves the
+queue wakes their campaigns that wait.
+
 Triggers: create_campaign, and `on_run_events`, which optimizer.events awaits after each publish
 (registered in CampaignsConfig.ready), in whatever process drives the run.
 """
@@ -28,11 +33,13 @@ from typing import Any
 
 from asgiref.sync import async_to_sync, sync_to_async
 from channels.layers import get_channel_layer
+from django.contrib.auth import get_user_model
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
+from accounts import quotas
 from benchmark import services as benchmark_services
 from benchmark.models import Evaluation, EvaluationStatus
 from campaigns.models import Campaign, CampaignEntry, CampaignStatus, EntryStatus
@@ -44,6 +51,8 @@ from optimizer.models import Run, RunStatus
 logger = logging.getLogger(__name__)
 
 ACTIVE_RUN_STATUSES = (RunStatus.QUEUED, RunStatus.RUNNING)
+# Events of a run leaving the queue, for good or for a while: a place in its owner's runs quota is free again.
+QUOTA_FREEING_EVENTS = frozenset({"run.finished", "run.failed", "run.cancelled", "run.stopped", "run.paused"})
 
 
 def campaign_budget_reached(campaign: Campaign) -> BudgetReached | None:
@@ -86,9 +95,31 @@ def advance(campaign_id: int) -> bool:
     return changed
 
 
+def _owner_room(campaign: Campaign, entries: list[CampaignEntry]) -> int | None:
+    """How many more runs the campaign's owner may have queued or running (None: no limit, or no owner); the
+    pending entries get a note naming the limit while there is no room."""
+    most = quotas.limit(quotas.RUNS_IN_FLIGHT)
+    if not most or campaign.owner_id is None:
+        return None
+    # As create_run counts: after any other launch of the owner's has ended (their row's lock on PostgreSQL).
+    list(get_user_model().objects.select_for_update().filter(pk=campaign.owner_id).values_list("pk", flat=True))
+    used = optimizer_services.runs_in_flight(campaign.owner).count()
+    # The limit first: the campaign page shows a note's first 60 characters.
+    note = (f"waiting for a place ({quotas.RUNS_IN_FLIGHT} = {most}): its owner has {used} optimization runs "
+            "queued or running, the most one person may have; it starts when one of them ends")
+    for entry in entries:
+        if entry.status == EntryStatus.PENDING and entry.note != (note if used >= most else ""):
+            entry.note = note if used >= most else ""
+            entry.save(update_fields=["note"])
+    return max(0, most - used)
+
+
 def _release(campaign: Campaign, entries: list[CampaignEntry]) -> bool:
     active = [e.run for e in entries if e.run is not None and e.run.status in ACTIVE_RUN_STATUSES]
     free = campaign.max_concurrent_runs - len(active)
+    room = _owner_room(campaign, entries) if free > 0 else None
+    if room is not None:
+        free = min(free, room)
     launching = min(free, sum(1 for e in entries if e.status == EntryStatus.PENDING))
     caps = _shares(campaign, active, launching) if launching > 0 else {}
     if caps is None:
@@ -207,13 +238,29 @@ def campaign_of_run(run_id: int) -> int | None:
     return CampaignEntry.objects.filter(run_id=run_id).values_list("campaign_id", flat=True).first()
 
 
+def campaigns_waiting_for(run_id: int) -> list[int]:
+    """The running campaigns of the run's owner with problems not launched yet: they may be waiting for a place
+    in the owner's runs quota, which this run just gave back."""
+    if not quotas.limit(quotas.RUNS_IN_FLIGHT):
+        return []
+    owner_id = Run.objects.filter(pk=run_id).values_list("owner_id", flat=True).first()
+    if owner_id is None:
+        return []
+    return list(Campaign.objects.filter(owner_id=owner_id, status=CampaignStatus.RUNNING, finished__isnull=True,
+                                        entries__status=EntryStatus.PENDING).distinct().order_by("pk")
+                .values_list("pk", flat=True))
+
+
 async def on_run_events(run_id: int, events: list[Any]) -> None:
-    """optimizer.events' listener: a campaign's run moved, so advance the campaign and refresh its page."""
+    """optimizer.events' listener: a campaign's run moved, so advance the campaign and refresh its page; a run
+    that left the queue also advances its owner's campaigns waiting for a place in the runs quota."""
     campaign_id = await sync_to_async(campaign_of_run)(run_id)
-    if campaign_id is None:
-        return
-    await sync_to_async(advance)(campaign_id)
-    await notify_async(campaign_id)
+    campaign_ids = [campaign_id] if campaign_id is not None else []
+    if any(getattr(event, "kind", "") in QUOTA_FREEING_EVENTS for event in events):
+        campaign_ids += [pk for pk in await sync_to_async(campaigns_waiting_for)(run_id) if pk != campaign_id]
+    for pk in campaign_ids:
+        await sync_to_async(advance)(pk)
+        await notify_async(pk)
 
 
 async def notify_async(campaign_id: int) -> None:

@@ -27,7 +27,12 @@ from engine.search.budget import Budget, launch_notes
 from optimizer import conf as optimizer_conf
 from optimizer.models import AgentKind, Run
 from optimizer.run_links import RunLink
-from optimizer.services import check_current_generation, estimate_llm_cost, max_agent_calls
+from optimizer.services import (
+    check_current_generation,
+    check_public_start,
+    estimate_llm_cost,
+    max_agent_calls,
+)
 
 __all__ = [
     "ACCELOPT_DEFAULTS",
@@ -219,6 +224,8 @@ def create_campaign(
         benchmark_services.check_platform_for(problem, platform)
         if current_generation:
             check_current_generation(problem)
+        if is_public:  # its runs will be public: none may show a private problem or a private run's code
+            check_public_start(problem, problem.baseline_kernel)
     params = search_parameters(search, agent=agent, memory=memory)
     role_models = {role: model for role, model in (models or {}).items() if model}
     unknown_roles = sorted(set(role_models) - set(optimizer_conf.ROLES))

@@ -144,7 +144,8 @@ def _entry_for(request: HttpRequest, entry_id: int, *, write: bool = False) -> M
     return services.get_entry_for_user(request.auth, entry_id, write=write)
 
 
-@router.get("/memory", auth=api_role(ENGINEER), response=list[EntryOut], summary="Search the optimization memory")
+@router.get("/memory", auth=api_role(ENGINEER), response={200: list[EntryOut], 400: ErrorOut},
+            summary="Search the optimization memory")
 def list_entries(
     request: HttpRequest,
     q: str = "",

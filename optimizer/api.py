@@ -182,7 +182,8 @@ def create_run(request: HttpRequest, payload: RunIn) -> Status:
     return Status(201, _run_out(request, services.get_run_for_user(request.auth, run.pk)))
 
 
-@router.get("/runs", auth=api_optional_auth, response=list[RunOut], summary="List the runs you may see")
+@router.get("/runs", auth=api_optional_auth, response={200: list[RunOut], 400: ErrorOut},
+            summary="List the runs you may see")
 def list_runs(
     request: HttpRequest, status: str = "", problem: str = "", mine: bool = False, limit: int = 50, offset: int = 0
 ) -> list[dict[str, Any]]:

@@ -32,11 +32,13 @@ from optimizer.services.estimates import ASSUMED_TOKENS_PER_CALL, estimate_llm_c
 from optimizer.services.launch import (
     check_budget,
     check_current_generation,
+    check_public_start,
     create_run,
     launchable_problems,
     llm_unavailable,
     own_kernels,
     parse_budget,
+    runs_in_flight,
 )
 from optimizer.services.lifecycle import cancel_run, continue_refusal, continue_run, pause_run, resume_run
 from optimizer.services.reads import (
@@ -60,7 +62,8 @@ from optimizer.services.reads import (
 __all__ = [
     "ASSUMED_TOKENS_PER_CALL", "RUN_SCOPES", "RUN_SEARCH_DEFAULTS",
     "can_launch_runs", "can_write_run", "find_runs", "get_run_for_user", "run_scope", "visible_runs",
-    "check_budget", "check_current_generation", "create_run", "launchable_problems", "llm_unavailable", "own_kernels", "parse_budget",
+    "check_budget", "check_current_generation", "check_public_start", "create_run", "launchable_problems", "llm_unavailable", "own_kernels", "parse_budget",
+    "runs_in_flight",
     "cancel_run", "continue_refusal", "continue_run", "pause_run", "resume_run",
     "EvaluationSavings", "evaluation_savings", "chart_points", "current_beam", "evaluation_versions", "event_page", "get_candidate", "get_run_kernel",
     "get_run_with_kernels", "iteration_plans", "lineage", "run_lineage", "run_memory", "RunLesson", "run_queue",

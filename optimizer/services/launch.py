@@ -5,13 +5,14 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.contrib.auth import get_user_model
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import transaction
 from django.db.models import QuerySet
 
 from accounts import quotas
 from benchmark import services as benchmark_services
-from benchmark.models import Backend, Kernel, Platform, Problem
+from benchmark.models import Backend, Kernel, Platform, Problem, Visibility
 from benchmark.services.evaluations import backend_unavailable
 from engine.platforms.nki.generations import CURRENT, LEGACY, kernel_generation
 from engine.platforms.registry import CORRECTNESS_ONLY, NKI, get_backend_definition, get_definition
@@ -103,6 +104,8 @@ def create_run(
         raise ValidationError(
             f"kernel {start_kernel.pk} belongs to problem {start_kernel.problem.address}, not {problem.address}"
         )
+    if is_public:
+        check_public_start(problem, start_kernel)
     if current_generation:
         check_current_generation(problem)
         start_kernel = _start_in_current_generation(user, start_kernel, agent)
@@ -126,6 +129,8 @@ def create_run(
             raise ValidationError(unavailable)
         role_models = conf.public_role_settings(conf.llm_roles(models))
     with transaction.atomic():
+        if quota:  # again, now that no other launch of theirs is half done (checked above before storing anything)
+            check_run_quota(user, hold=True)
         run = Run.objects.create(
             problem=problem,
             start_kernel=start_kernel,
@@ -143,6 +148,18 @@ def create_run(
     return run
 
 
+def check_public_start(problem: Problem, start_kernel: Kernel | None) -> None:
+    """A public run shows everyone its problem's reference (in its prompts) and its starting kernel (its diff and
+    transcript pages): refused unless both are already everyone's to see, so a run never publishes a private
+    problem or the code a private run wrote."""
+    if problem.visibility != Visibility.PUBLIC:
+        raise ValidationError(f"{problem.address} is a private problem (its owner's own reference): a run on it "
+                              "cannot be public; launch it private")
+    if start_kernel is not None and not benchmark_services.visible_kernels(None).filter(pk=start_kernel.pk).exists():
+        raise ValidationError(f"kernel {start_kernel.pk} was written by a private run: a public run starting from "
+                              "it would show it to everyone; launch this run private, or start from another kernel")
+
+
 def check_current_generation(problem: Problem) -> None:
     """A ValidationError naming `problem` unless it can return kernels in the current NKI generation (an NKI
     problem): the one check of the option, for a run and for each problem of a campaign."""
@@ -156,11 +173,17 @@ def runs_in_flight(user: Any) -> QuerySet[Run]:
     return Run.objects.filter(owner=user, status__in=[RunStatus.QUEUED, RunStatus.RUNNING])
 
 
-def check_run_quota(user: Any, *, exclude: int | None = None) -> None:
+def check_run_quota(user: Any, *, exclude: int | None = None, hold: bool = False) -> None:
     """QuotaExceeded (a ValidationError naming the limit) if one more run queued would take `user` past
-    ACCELOPT_QUOTA_RUNS_IN_FLIGHT; nothing for commands (no user)."""
+    ACCELOPT_QUOTA_RUNS_IN_FLIGHT; nothing for commands (no user).
+
+    `hold`, inside the transaction that then queues the run: first wait for any other such transaction of theirs
+    to end (their user row's lock on PostgreSQL; SQLite's IMMEDIATE transactions hold the whole database), so
+    this count sees the run it queued and two launches at once cannot both take the last place."""
     if user is None or not user.is_authenticated:
         return
+    if hold and quotas.limit(quotas.RUNS_IN_FLIGHT):
+        list(get_user_model().objects.select_for_update().filter(pk=user.pk).values_list("pk", flat=True))
     runs = runs_in_flight(user)
     if exclude is not None:
         runs = runs.exclude(pk=exclude)

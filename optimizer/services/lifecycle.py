@@ -57,9 +57,9 @@ def pause_run(run: Run, user: Any = None) -> Run:
 
 def resume_run(run: Run, user: Any = None) -> Run:
     """Queue a paused run again (a pause still pending on a running run is withdrawn)."""
-    if run.status == RunStatus.PAUSED and run.owner_id:
-        check_run_quota(run.owner, exclude=run.pk)  # queued again, it counts again
     with transaction.atomic():
+        if run.status == RunStatus.PAUSED and run.owner_id:
+            check_run_quota(run.owner, exclude=run.pk, hold=True)  # queued again, it counts again
         queued = Run.objects.filter(pk=run.pk, status=RunStatus.PAUSED).update(
             status=RunStatus.QUEUED, pause_requested=False, claimed_by=""
         )
@@ -97,10 +97,10 @@ def continue_run(run: Run, user: Any = None, budget: dict[str, Any] | None = Non
         if limit is not None and limit <= usage.used(name):
             raise ValidationError(f"invalid budget: {name} ({label}) must be above what the run already spent "
                                   f"({usage.used(name):g} {unit}); leave it empty for no cap")
-    if run.owner_id:
-        check_run_quota(run.owner, exclude=run.pk)
     checkpoint = reopen_stopped(run.checkpoint)
     with transaction.atomic():
+        if run.owner_id:
+            check_run_quota(run.owner, exclude=run.pk, hold=True)
         if not Run.objects.filter(pk=run.pk, status=RunStatus.STOPPED).update(
             status=RunStatus.QUEUED, checkpoint=checkpoint, stopped_by_budget="", error_message="", finished=None,
             claimed_by="", cancel_requested=False, pause_requested=False, **caps.to_dict(),

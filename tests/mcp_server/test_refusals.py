@@ -111,6 +111,41 @@ def test_another_users_private_kernel_is_not_visible(engineer, teammate, make_to
     assert explained["kernel_id"] == kernel.pk and source == kernel.source
 
 
+def test_a_private_runs_kernel_and_progress_are_not_visible(engineer, teammate, make_token, fake_pipeline, silu_mini):
+    """What the teammate's private run wrote is as private as the run over MCP too (issue 36): no tool or resource
+    reads it, starts from it or ranks lessons for it; the teammate's own token reads all of it."""
+    from benchmark.models import KernelOrigin
+    from optimizer.models import Run
+
+    baseline = silu_mini.baseline_kernel
+    run = Run.objects.create(problem=silu_mini, start_kernel=baseline, owner=teammate, is_public=False)
+    source = baseline.source + "\n# the teammate's private run wrote this\n"
+    kernel = Kernel.objects.create(problem=silu_mini, source=source, sha256=services.source_sha256(source),
+                                   origin=KernelOrigin.GENERATED, run_id=run.pk, author=teammate, parent=baseline)
+    services.request_evaluation(kernel, "trn1", user=teammate, wait=True)
+
+    async def scenario(token: str) -> list[str]:  # each answer's text, a tool error's or a result's
+        async with http_client(token) as client:
+            calls = [("explain_kernel", {"kernel_id": kernel.pk}), ("search_memory", {"kernel_id": kernel.pk}),
+                     ("launch_run", {"problem": "silu:mini", "start_kernel_id": kernel.pk}),
+                     ("run_progress", {"run_id": run.pk}), ("leaderboard", {"platform": "trn1", "case": "mini"})]
+            answers = [(await client.call_tool(tool, arguments)).content[0].text for tool, arguments in calls]
+            try:
+                answers.append((await client.read_resource(f"studio://kernels/{kernel.pk}")).contents[0].text)
+            except MCPError as error:
+                answers.append(str(error))
+            return answers
+
+    mine, theirs = make_token(engineer), make_token(teammate)
+    refused = drive(lambda: scenario(mine))
+    assert [f"no kernel with id {kernel.pk}" in text for text in refused[:3]] == [True, True, True], refused
+    assert f"no run with id {run.pk}" in refused[3]
+    assert f'"kernel_id": {kernel.pk}' not in refused[4] and f"no kernel with id {kernel.pk}" in refused[5]
+    answered = drive(lambda: scenario(theirs))
+    assert f'"kernel_id": {kernel.pk}' in answered[0] and '"lessons"' in answered[1] and answered[5] == source
+    assert f'"run_id": {run.pk}' in answered[3] and f'"kernel_id": {kernel.pk}' in answered[4]
+
+
 def test_bad_input_gets_the_apis_messages_as_tool_errors(engineer, make_token, fake_pipeline, silu_mini):
     token = make_token(engineer)
     too_large = "# x\n" * (MAX_SOURCE_BYTES // 4 + 1)

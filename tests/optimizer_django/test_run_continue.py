@@ -7,6 +7,7 @@ import pytest
 from asgiref.sync import async_to_sync
 from django.core.exceptions import ValidationError
 
+from accounts.services import create_token
 from optimizer import services
 from optimizer.models import IterationStatus, Run, RunStatus
 from optimizer.worker import RunWorker
@@ -150,3 +151,21 @@ def test_the_optimize_command_continues_a_stopped_run(fake_pipeline, problem, mo
         call_command("optimize", "--continue", str(run.pk), stdout=StringIO())
     with pytest.raises(CommandError, match="give --problem"):
         call_command("optimize", stdout=StringIO())
+
+
+def test_continuing_counts_against_the_runs_quota(client, fake_pipeline, problem, owner, fake_agents_factory,
+                                                  settings):
+    """Queued again, a continued run is in flight again: past ACCELOPT_QUOTA_RUNS_IN_FLIGHT it is refused with the
+    limit named (API 429, the run page's message), and stays stopped (issue 36)."""
+    run = stopped_run(owner, fake_pipeline, fake_agents_factory)
+    settings.ACCELOPT_QUOTA_RUNS_IN_FLIGHT = 1
+    services.create_run(owner, run.problem, search=SMALL_SEARCH)  # the one run owner may have in flight
+    client.force_login(owner)
+    page = client.post(f"/runs/{run.pk}/continue/", {"max_evaluations": str(2 * N)}, follow=True)
+    assert "over the limit of 1 per person (ACCELOPT_QUOTA_RUNS_IN_FLIGHT)" in page.content.decode()
+    refused = client.post(f"/api/runs/{run.pk}/continue", {"budget": {"max_evaluations": 2 * N}},
+                          content_type="application/json",
+                          headers={"Authorization": f"Bearer {create_token(owner, 'quota').secret}"})
+    assert refused.status_code == 429 and "(ACCELOPT_QUOTA_RUNS_IN_FLIGHT)" in refused.json()["detail"]
+    run.refresh_from_db()
+    assert run.status == RunStatus.STOPPED

@@ -9,6 +9,7 @@ of the kernels it wrote (a marker line) or a link to them.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,12 +27,14 @@ from accelopt_site.api import api
 from accounts.roles import ADMIN, CURATOR, ENGINEER, grant_role
 from accounts.services import create_token
 from benchmark import services
-from benchmark.models import Evaluation, EvaluationStatus, Kernel, KernelOrigin, Review
+from benchmark.models import Evaluation, EvaluationStatus, Kernel, KernelOrigin, Review, Visibility
 from benchmark.services.kernels import source_sha256
 from campaigns.models import Campaign
+from engine.evaluator.result import ErrorKind
 from memory.learning import learn
 from memory.models import MemoryEvidence, MergeProposal
 from memory.services import add_entry
+from memory.views import ACTIONS as MEMORY_ACTIONS
 from optimizer.models import Candidate, Iteration, Run
 
 pytestmark = pytest.mark.django_db
@@ -222,6 +225,8 @@ CASES = [
     Case("kernels of a private run", "GET", "/kernels/?run={run}", everyone(200)),
     Case("generated kernels", "GET", "/kernels/?origin=generated", everyone(200)),
     Case("upload page", "GET", "/kernels/upload/", page_role(200)),
+    Case("upload a kernel on the page", "POST", "/kernels/upload/", page_role(302), multipart=True,
+         body=lambda w: {"problem": str(w["problem"]), "platform": "h100", "source": "def run():\n    return 2\n"}),
     Case("public kernel page", "GET", "/kernels/{kernel}/", everyone(200)),
     Case("private run's kernel page", "GET", "/kernels/{private_kernel}/", private()),
     Case("evaluate a private run's kernel on the page", "POST", "/kernels/{private_kernel}/evaluate/",
@@ -239,6 +244,12 @@ CASES = [
     Case("leaderboard grid", "GET", "/leaderboard/grid/?platform=h100", everyone(200)),
     Case("runs page", "GET", "/runs/", everyone(200)),
     Case("run form", "GET", "/runs/new/", page_role(200)),
+    # Only her own kernels are a person's to start from (admins' too): to anyone else the form says it is not theirs.
+    Case("launch a run from a private run's kernel on the page", "POST", "/runs/new/",
+         {**page_role(200), "owner": 302}, body=lambda w: {
+             "problem": str(w["problem"]), "start": str(w["private_kernel"]), "platform": "h100",
+             "backend": "triton-interpreter", "agent": "offline", "iterations": 1, "beam_width": 1,
+             "plans_per_candidate": 1, "samples_per_plan": 1, "memory_size": 0, "seed": 0, "strategy": "beam"}),
     Case("run form from a private run's kernel", "GET", "/runs/new/?problem={problem}&kernel={private_kernel}",
          page_role(200)),
     Case("private run page", "GET", "/runs/{run}/", private()),
@@ -251,8 +262,9 @@ CASES = [
          {**own_write(302, page=True), "anonymous": 404, "viewer": 404}, body={}),
     *[Case(f"private run {part}", "GET", f"/runs/{{run}}/{part}/", private())
       for part in ("state", "chart", "badge", "tree", "memory", "queue")],
-    Case("cancel a private run on the page", "POST", "/runs/{run}/cancel/",
-         {**own_write(302, page=True), "anonymous": 404, "viewer": 404}, body={}),
+    *[Case(f"{action} a private run on the page", "POST", f"/runs/{{run}}/{action}/",
+           {**own_write(302, page=True), "anonymous": 404, "viewer": 404}, body={})
+      for action in ("cancel", "pause", "resume")],
     Case("private kernel diff", "GET", "/runs/{run}/kernels/{private_kernel}/diff/", private()),
     Case("private transcript", "GET", "/runs/{run}/kernels/{private_kernel}/transcript/", private()),
     Case("memory page", "GET", "/memory/", page_role(200)),
@@ -263,19 +275,29 @@ CASES = [
          {**private_lesson(302, page=True, curate=True), "other": 403}, body={}),
     Case("undo a private run's lesson's merge", "POST", "/memory/merges/{private_entry}/undo/",
          {**private_lesson(302, page=True, curate=True), "other": 403}, body={}),
-    Case("merge two of a private run's lessons", "POST", "/memory/proposals/{private_proposal}/accept/",
-         {**private_lesson(302, page=True, curate=True), "other": 403}, body={}),
+    *[Case(f"{decision} the merge of two of a private run's lessons", "POST",
+           f"/memory/proposals/{{private_proposal}}/{decision}/",
+           {**private_lesson(302, page=True, curate=True), "other": 403}, body={}) for decision in ("accept", "reject")],
     Case("prune a private run's lesson on the page", "POST", "/memory/{private_entry}/prune/",
          {**private_lesson(302, page=True, curate=True), "other": 403}, body={}),
+    *[Case(f"{action} on the page", "POST", f"/memory/{{entry}}/{action}/", page_role(302, CURATOR), body={})
+      for action in ("unpin", "restore", "accept", "transfers", "stays")],
     Case("memory edit page", "GET", "/memory/{entry}/edit/", page_role(200, CURATOR)),
+    Case("edit a memory entry on the page", "POST", "/memory/{entry}/edit/", page_role(302, CURATOR),
+         body={"title": "tile it better", "summary": "s"}),
     Case("memory import page", "GET", "/memory/import/", page_role(200, CURATOR)),
+    Case("import memory on the page", "POST", "/memory/import/", page_role(302, CURATOR), multipart=True,
+         body={"file": [("experience.json", b"[]")]}),
     Case("memory export download", "GET", "/memory/export/", page_role(200)),
     Case("memory bulk prune on the page", "POST", "/memory/prune/", page_role(302, CURATOR),
          body=lambda w: {"ids": [str(w["entry"])]}),
     Case("campaign form", "GET", "/campaigns/new/", page_role(200)),
+    # Without problems: the form again, saying what is missing, for whoever may launch one.
+    Case("launch a campaign on the page", "POST", "/campaigns/new/", page_role(200), body={"name": "mine"}),
     Case("campaign form's estimate", "GET", "/campaigns/new/estimate/", page_role(200)),
     Case("private campaign's progress", "GET", "/campaigns/{campaign}/progress/", private()),
-    Case("export an unfinished private campaign on the page", "GET", "/campaigns/{campaign}/export.json", private(409)),
+    *[Case(f"export an unfinished private campaign on the page as {fmt}", "GET",
+           f"/campaigns/{{campaign}}/export.{fmt}", private(409)) for fmt in ("json", "csv")],
     Case("campaign comparison", "GET", "/campaigns/compare/", everyone(200)),
     # Anyone signed in makes tokens of their own (the page shows the new one once).
     Case("new API token", "POST", "/accounts/tokens/", {**everyone(201), "anonymous": 302}, body={"name": "t"}),
@@ -286,6 +308,9 @@ CASES = [
          {**own_write(302, page=True), "anonymous": 404, "viewer": 404}, body={}),
     Case("profile", "GET", "/accounts/me/", {**everyone(200), "anonymous": 302}),
     Case("password form", "GET", "/accounts/password/", {**everyone(200), "anonymous": 302}),
+    # A wrong current password: the form again, for anyone signed in; nobody's password changes.
+    Case("change one's password", "POST", "/accounts/password/", {**everyone(200), "anonymous": 302},
+         body={"old_password": "wrong", "new_password1": "a-new-Passw0rd", "new_password2": "a-new-Passw0rd"}),
     # Only one's own tokens: anyone else's answers 404, admins' included (they revoke them in /admin/).
     Case("revoke erin's API token", "POST", "/accounts/tokens/{token}/revoke/",
          {**everyone(404), "anonymous": 302, "owner": 302}, body={}),
@@ -372,7 +397,8 @@ def world(make_user: Callable[..., Any], monkeypatch: pytest.MonkeyPatch) -> dic
 
 
 def _client(world: dict[str, Any], role: str, case: Case) -> tuple[Client, dict[str, str]]:
-    client = Client()
+    # A script with a token never has a CSRF token: every API route must answer it with CSRF checks on.
+    client = Client(enforce_csrf_checks=case.api)
     if role == "anonymous":
         return client, {}
     user = world["users"][role]
@@ -387,14 +413,13 @@ def _request(client: Client, headers: dict[str, str], case: Case, world: dict[st
     body = case.body(world) if callable(case.body) else case.body
     if case.method == "GET":
         return client.get(path, headers=headers)
-    if case.multipart:
-        data = {key: value for key, value in body.items() if key != "files"}
-        files = []
-        for name, content in body.get("files", []):
-            from django.core.files.uploadedfile import SimpleUploadedFile
+    if case.multipart:  # a field whose value is a list of (name, content) pairs holds files
+        from django.core.files.uploadedfile import SimpleUploadedFile
 
-            files.append(SimpleUploadedFile(name, content))
-        return client.post(path, {**data, "files": files}, headers=headers)
+        data = {key: [SimpleUploadedFile(name, content) for name, content in value]
+                if isinstance(value, list) and value and isinstance(value[0], tuple) else value
+                for key, value in body.items()}
+        return client.post(path, data, headers=headers)
     if case.api:
         return client.generic(case.method, path, json.dumps(body), content_type="application/json", headers=headers)
     return client.generic(case.method, path, _form(body), content_type="application/x-www-form-urlencoded",
@@ -417,9 +442,30 @@ def _leaks(world: dict[str, Any], content: bytes) -> list[str]:
     return found + [trace for trace in traces if trace in text]
 
 
+# The matrix's placeholders and the schema's path parameters they fill.
+SCHEMA_PARAMETERS = (("{problem}", "{reference}"), ("{kernel}", "{kernel_id}"), ("{private_kernel}", "{kernel_id}"),
+                     ("{private_evaluation}", "{evaluation_id}"), ("{held}", "{evaluation_id}"),
+                     ("{private_held}", "{evaluation_id}"), ("{entry}", "{entry_id}"), ("{private_entry}", "{entry_id}"),
+                     ("{run}", "{run_id}"), ("{campaign}", "{campaign_id}"))
+
+
+def _schema_route(case: Case) -> tuple[str, str]:
+    """The (method, path) an API case calls, as the OpenAPI schema names it."""
+    template = case.path
+    for name, param in SCHEMA_PARAMETERS:
+        template = template.replace(name, param)
+    return case.method, template
+
+
+def _declared_statuses(case: Case) -> set[str]:
+    method, path = _schema_route(case)
+    return {str(status) for status in api.get_openapi_schema()["paths"][path][method.lower()]["responses"]}
+
+
 @pytest.mark.parametrize("case", CASES, ids=[case.name for case in CASES])
 def test_each_person_gets_what_their_role_allows(case: Case, world: dict[str, Any]) -> None:
     wrong = []
+    declared = _declared_statuses(case) if case.api else set()
     for role in ROLES:
         with transaction.atomic():
             client, headers = _client(world, role, case)
@@ -427,6 +473,8 @@ def test_each_person_gets_what_their_role_allows(case: Case, world: dict[str, An
             got = response.status_code
             if got != case.expected[role]:
                 wrong.append(f"{role}: {got}, expected {case.expected[role]} ({response.content[:160]!r})")
+            elif case.api and str(got) not in declared:
+                wrong.append(f"{role}: {got}, a status the OpenAPI schema does not list ({sorted(declared)})")
             elif got < 300 and role not in case.sees_private and (leaks := _leaks(world, response.content)):
                 wrong.append(f"{role}: the answer shows erin's private run's work: {leaks}")
             elif case.check is not None:
@@ -442,20 +490,34 @@ def test_the_matrix_covers_every_api_route() -> None:
     """A new endpoint must join the matrix: its schema's paths are the matrix's, no more, no fewer."""
     schema = api.get_openapi_schema()
     routes = {(method.upper(), path) for path, operations in schema["paths"].items() for method in operations}
-    covered = set()
-    for case in CASES:
-        if not case.api:
-            continue
-        template = case.path
-        for name, param in (("{problem}", "{reference}"), ("{kernel}", "{kernel_id}"),
-                            ("{private_kernel}", "{kernel_id}"), ("{private_evaluation}", "{evaluation_id}"),
-                            ("{held}", "{evaluation_id}"), ("{private_held}", "{evaluation_id}"),
-                            ("{entry}", "{entry_id}"), ("{private_entry}", "{entry_id}"), ("{run}", "{run_id}"), ("{campaign}", "{campaign_id}")):
-            template = template.replace(name, param)
-        covered.add((case.method, template))
+    covered = {_schema_route(case) for case in CASES if case.api}
     solution_path = ("GET", "/api/flashinfer/solutions/{reference}")
     assert routes - covered == set(), f"routes missing from the matrix: {sorted(routes - covered)}"
     assert solution_path in covered
+
+
+# Answers beyond the matrix's, each from a route that gives it (method, path, the schema's path, status): the
+# schema must list them too.
+API_ANSWERS = [
+    ("GET", "/api/runs?status=bogus", "/api/runs", 400),
+    ("GET", "/api/memory?polarity=bogus", "/api/memory", 400),
+    ("GET", "/api/problems/nkibench/:", "/api/problems/{reference}", 400),
+    ("GET", "/api/campaigns/{campaign}/export.csv", "/api/campaigns/{campaign_id}/export.csv", 200),  # finished
+    ("GET", "/api/runs/{run}/events?after=x", "/api/runs/{run_id}/events", 422),
+    ("GET", "/api/kernels/999999", "/api/kernels/{kernel_id}", 404),
+]
+
+
+@pytest.mark.parametrize(("method", "path", "route", "status"), API_ANSWERS, ids=[f"{m} {p}" for m, p, _, _ in API_ANSWERS])
+def test_the_schema_lists_what_the_api_answers(world: dict[str, Any], method: str, path: str, route: str,
+                                               status: int) -> None:
+    Campaign.objects.filter(pk=world["campaign"]).update(finished=timezone.now())
+    token = create_token(world["users"]["superuser"], "schema").secret
+    response = Client().generic(method, path.format(**world), "{}", content_type="application/json",
+                                headers={"Authorization": f"Bearer {token}"})
+    assert response.status_code == status, response.content
+    declared = api.get_openapi_schema()["paths"][route][method.lower()]["responses"]
+    assert status in {int(key) for key in declared}, f"{method} {path} answers {status}, unlisted in its schema"
 
 
 # --- the same source as a private run's kernel ------------------------------------------------------------
@@ -564,6 +626,44 @@ def test_the_matrix_covers_every_page_route() -> None:
     assert not set(PAGES_NOT_IN_MATRIX) & covered, "a route both in the matrix and excused from it"
 
 
+# Routes whose last part names what they do (the keyword that holds it, and every value a view takes): each
+# value is a case of its own.
+ROUTE_ACTIONS = {
+    "runs/<int:pk>/<str:action>/": ("action", ("cancel", "pause", "resume")),  # optimizer.views.run_action
+    "memory/<int:pk>/<str:action>/": ("action", tuple(MEMORY_ACTIONS)),
+    "memory/proposals/<int:pk>/<str:decision>/": ("decision", ("accept", "reject")),
+    "campaigns/<int:pk>/export.<str:fmt>": ("fmt", ("json", "csv")),
+}
+
+
+def test_the_matrix_covers_every_page_action(make_user: Callable[..., Any]) -> None:
+    """Each method a page route answers (its 405's Allow header names them) and each action of a route that names
+    one must be a case: a form's POST is an action of its own, not covered by the GET that shows the form."""
+    from collections import defaultdict
+    from urllib.parse import urlsplit
+
+    from django.urls import resolve
+
+    client = Client()
+    client.force_login(get_user_model().objects.create_superuser("root", "root@example.com", "x"))
+    wanted = set()
+    for route in _page_routes() - set(PAGES_NOT_IN_MATRIX):
+        allow = client.options("/" + re.sub(r"<int:\w+>", "1", re.sub(r"<str:\w+>", "x", route))).headers.get("Allow")
+        assert allow, f"{route}: its view names no methods (require_GET, require_POST or require_http_methods)"
+        methods = {method.strip() for method in allow.split(",")} - {"HEAD", "OPTIONS", "PUT"}  # PUT: a form's POST
+        _, actions = ROUTE_ACTIONS.get(route, ("", ("",)))
+        wanted |= {(route, method, action) for method in methods for action in actions}
+    ids: defaultdict[str, int] = defaultdict(lambda: 1)
+    covered = set()
+    for case in CASES:
+        if not case.api:
+            match = resolve(urlsplit(case.path.format_map(ids)).path)
+            keyword, _ = ROUTE_ACTIONS.get(match.route, ("", ()))
+            covered.add((match.route, case.method, match.kwargs.get(keyword, "")))
+    missing = sorted(wanted - covered)
+    assert not missing, f"page actions missing from the matrix: {missing}"
+
+
 def test_private_runs_nobody_owns_share_their_kernels_and_no_one_elses(world: dict[str, Any]) -> None:
     """A management command's private runs (no owner) are seen by admins only, all of them: a repeated command
     campaign finds the first one's kernels and results; erin's private kernel stays hers."""
@@ -576,3 +676,83 @@ def test_private_runs_nobody_owns_share_their_kernels_and_no_one_elses(world: di
     assert services.create_kernel(problem, source, origin=KernelOrigin.GENERATED, run_id=second.pk)[0] == written
     theirs, _ = services.create_kernel(problem, private_kernel.source, origin=KernelOrigin.GENERATED, run_id=second.pk)
     assert theirs.pk != private_kernel.pk
+
+
+def test_a_public_run_never_shows_a_private_problem_or_a_private_runs_code(world: dict[str, Any]) -> None:
+    """A public run shows everyone its starting kernel (its diff and transcript pages) and its problem's reference
+    (its prompts): one from erin's private run's kernel, or on a private problem, is refused, saying why; launched
+    private, the same run is hers to start."""
+    token = create_token(world["users"]["owner"], "public run").secret
+    headers = {"Authorization": f"Bearer {token}"}
+
+    def launch(path: str, body: dict[str, Any]) -> Any:
+        return Client().post(path, json.dumps(body), content_type="application/json", headers=headers)
+
+    from_private_kernel = {**_run_from_private_kernel(world), "is_public": True}
+    refused = launch("/api/runs", from_private_kernel)
+    assert refused.status_code == 400
+    assert refused.json()["detail"] == (f"kernel {world['private_kernel']} was written by a private run: a public run "
+                                        "starting from it would show it to everyone; launch this run private, or "
+                                        "start from another kernel")
+    assert launch("/api/runs", {**from_private_kernel, "is_public": False}).status_code == 201
+
+    problem = world["problem_row"]
+    problem.visibility = Visibility.PRIVATE
+    problem.save(update_fields=["visibility"])
+    on_private_problem = {"problem": str(problem.pk), "platform": "h100", "backend": "triton-interpreter",
+                          "is_public": True}
+    refused = launch("/api/runs", on_private_problem)
+    assert refused.status_code == 400 and f"{problem.address} is a private problem" in refused.json()["detail"]
+    campaign = launch("/api/campaigns", {"problems": [str(problem.pk)], "platform": "h100",
+                                         "backend": "triton-interpreter", "is_public": True})
+    assert campaign.status_code == 400 and "cannot be public" in campaign.json()["detail"]
+    assert not Run.objects.filter(is_public=True).exists()
+
+
+# What the Content-Security-Policy (script-src 'self') forbids a page: a script in the page itself (a JSON data block
+# is no script), an inline event handler (htmx's hx-on included), a javascript: address.
+INLINE_SCRIPT = re.compile(r"<script\b(?![^>]*\bsrc=)(?![^>]*\btype=[\"']application/json)[^>]*>", re.IGNORECASE)
+INLINE_HANDLER = re.compile(r"<[a-z][^>]*\s(on[a-z]+|hx-on[^\s=]*)\s*=", re.IGNORECASE)
+SCRIPT_ADDRESS = re.compile(r"\b(?:href|src|action|formaction)\s*=\s*[\"']?\s*javascript:", re.IGNORECASE)
+ADMIN_PAGES = ("/admin/", "/admin/auth/user/", "/admin/auth/user/{admin}/change/", "/admin/auth/group/add/",
+               "/admin/benchmark/kernel/{private_kernel}/change/")
+
+
+def test_no_page_needs_what_the_content_security_policy_forbids(world: dict[str, Any]) -> None:
+    """Every page the matrix reads, as a superuser sees it (everything shown), and the admin's forms: nothing on them
+    runs only if the policy allows inline script, so each works under it as it is."""
+    # A run with an iteration done: its page and chart fragment draw a Plotly figure.
+    Run.objects.filter(pk=world["run"]).update(start_latency_ms=0.01)
+    Iteration.objects.filter(run_id=world["run"], index=1).update(finished=timezone.now(), best_latency_ms=0.005)
+    client = Client()
+    client.force_login(world["users"]["superuser"])
+    paths = [case.path for case in CASES if not case.api and case.method == "GET"] + list(ADMIN_PAGES)
+    found, figures = [], 0
+    for path in paths:
+        response = client.get(path.format(**world))
+        if response.status_code != 200 or not response["Content-Type"].startswith("text/html"):
+            continue
+        assert "script-src 'self'" in response["Content-Security-Policy"], path
+        html = response.content.decode()
+        figures += html.count("data-plotly-figure")
+        found += [f"{path}: {match.group(0)[:80]}" for pattern in (INLINE_SCRIPT, INLINE_HANDLER, SCRIPT_ADDRESS)
+                  for match in pattern.finditer(html)]
+    assert not found, "what the policy blocks:\n" + "\n".join(found)
+    assert figures, "no page drew a Plotly figure: the check above saw none of them"
+
+
+def test_the_evaluation_queue_names_a_cancelled_private_run_only_to_who_may_see_it(world: dict[str, Any]) -> None:
+    """An evaluation stopped with erin's private run is listed on /ops/evaluations/ for everyone (the queue is
+    shared), but the reason naming her run only for those who may see it."""
+    # As benchmark's cancel_pending_evaluations stores it when the run is cancelled.
+    Evaluation.objects.filter(pk=world["private_evaluation"]).update(
+        error_kind=ErrorKind.INFRASTRUCTURE_ERROR, finished=timezone.now(),
+        error_message=f"{services.CANCELLED_PREFIX}run {world['run']} was cancelled")
+    for role in ROLES:
+        client = Client()
+        if role != "anonymous":
+            client.force_login(world["users"][role])
+        rows = client.get("/ops/evaluations/?format=json").json()["cancelled"]
+        assert len(rows) == 1
+        named = rows[0]["reason"] == f"run {world['run']} was cancelled"
+        assert named == (role in SEES_PRIVATE_RUN), f"{role}: {rows[0]}"

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from accounts.quotas import QuotaExceeded
 from benchmark import services
 from benchmark.models import Evaluation, EvaluationStatus, Problem
 from optimizer.models import Run, RunStatus
@@ -126,3 +127,36 @@ def test_the_admin_sees_who_is_near_a_limit(client, engineer, teammate, site_adm
     assert "1 of 5" in tom_row and "near" not in tom_row
     assert page.index('data-user="erin"') < page.index('data-user="tom"')  # fullest first
     assert "ACCELOPT_QUOTA_RUNS_IN_FLIGHT</span> = 5" in page
+
+
+def test_the_evaluate_button_is_refused_past_the_quota_naming_it(client, engineer, make_token, silu, queue_only,
+                                                                 settings):
+    settings.ACCELOPT_QUOTA_QUEUED_EVALUATIONS = 1
+    headers = {"Authorization": f"Bearer {make_token(engineer)}"}
+    assert client.post("/api/kernels", {"problem": "silu:mini", "source": _kernel(1)},
+                       content_type="application/json", headers=headers).status_code == 201
+    unevaluated = client.post("/api/kernels", {"problem": "silu:mini", "source": _kernel(2), "evaluate": False},
+                              content_type="application/json", headers=headers).json()["kernel"]["id"]
+    client.force_login(engineer)
+    page = client.post(f"/kernels/{unevaluated}/evaluate/", follow=True)
+    assert "over the limit of 1 per person (ACCELOPT_QUOTA_QUEUED_EVALUATIONS)" in page.content.decode()
+    assert not Evaluation.objects.filter(kernel_id=unevaluated).exists()
+
+
+def test_a_launch_made_while_another_was_being_prepared_counts(engineer, silu, settings, monkeypatch):
+    """Two launches at once by one person: the second's run is queued while the first is still being prepared (its
+    first check passed). The first counts again as it stores its run, and is refused (issue 36)."""
+    from optimizer import services as optimizer_services
+    from optimizer.services import launch
+
+    settings.ACCELOPT_QUOTA_RUNS_IN_FLIGHT = 1
+    parse_budget = launch.parse_budget  # called between the first check and storing the run
+
+    def meanwhile(*args, **kwargs):
+        Run.objects.create(problem=silu, start_kernel=silu.baseline_kernel, owner=engineer)  # the other launch
+        return parse_budget(*args, **kwargs)
+
+    monkeypatch.setattr(launch, "parse_budget", meanwhile)
+    with pytest.raises(QuotaExceeded, match=r"over the limit of 1 per person \(ACCELOPT_QUOTA_RUNS_IN_FLIGHT\)"):
+        optimizer_services.create_run(engineer, silu, search={"iterations": 1})
+    assert Run.objects.filter(owner=engineer).count() == 1
