@@ -24,7 +24,7 @@ def test_one_bit_anywhere_is_a_difference_and_equal_bits_are_not():
 
 
 def test_other_threads_keep_running_while_a_large_output_is_compared():
-    a = np.random.default_rng(0).standard_normal(1 << 25, dtype=np.float32).reshape(4096, -1)  # 128 MiB
+    a = np.random.default_rng(0).random(1 << 26, dtype=np.float32).reshape(4096, -1)  # 256 MiB
     b = a.copy()
     finished, gaps = threading.Event(), []
 
@@ -44,6 +44,7 @@ def test_other_threads_keep_running_while_a_large_output_is_compared():
     finally:
         finished.set()
         beating.join()
-    # Before: two whole-array copies and a bytes comparison, each holding the GIL (230-320 ms each here on an
-    # idle 2-core VM); now 16 MiB slices compared by numpy, which releases it (the longest gap 5-12 ms).
-    assert max(gaps) < 0.1, f"another thread waited {max(gaps) * 1000:.0f} ms for the GIL"
+    # Before: two whole-array copies and a bytes comparison, each holding the GIL (230-320 ms per 128 MiB on
+    # the idle 2-core VM); now 16 MiB slices compared by numpy, which releases it (the longest gap 5-12 ms
+    # there). The bound leaves room for a busy machine's scheduling.
+    assert max(gaps) < 0.2, f"another thread waited {max(gaps) * 1000:.0f} ms for the GIL"
