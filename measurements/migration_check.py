@@ -15,8 +15,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from engine.evaluator.reference_pipeline import evaluate  # noqa: E402
 from engine.platforms.nki.migration import MigrationError, migrate_source  # noqa: E402
-from engine.platforms.nki.pipeline import evaluate  # noqa: E402
 from engine.platforms.nki.suites.loader import load_suite  # noqa: E402
 
 SEEDS = (1, 2, 3)

@@ -38,6 +38,7 @@ from engine import evaluator as pipeline
 from engine.evaluator.executors import local_cuda_unavailable
 from engine.evaluator.result import ErrorKind
 from engine.platforms.registry import (
+    BACKENDS,
     DEFAULT_PLATFORM,
     FLASHINFER_FORMAT,
     TESTING,
@@ -45,6 +46,7 @@ from engine.platforms.registry import (
     Platform,
     get_definition,
     load_part,
+    load_reference,
 )
 
 if TYPE_CHECKING:
@@ -275,30 +277,25 @@ def _check_platform_and_backend(platform: str, backend: str | None) -> str:
 
 
 def backend_unavailable(backend: str, platform: str) -> str | None:
-    """Why `backend` cannot evaluate `platform` kernels on this server (None: it can). The hardware backend
-    needs a Neuron device, the compiler and the profiler here; pages show it disabled with this reason, and
-    requests are refused with it (issue 20). The cuda backend needs a GPU where evaluations run (issue 24):
-    this host's NVIDIA device nodes with the local executor, a node declaring Ray `GPU` resources with a
-    Ray cluster (ACCELOPT_RAY_ADDRESS), whatever the web host has."""
-    if backend in (Backend.CUDA, Backend.TRITON_INTERPRETER) and not conf.ray_address():
-        # PyTorch and Triton (the `triton` extra) missing here: refused with the install command before anything
-        # is queued. On a Ray cluster the node that runs the evaluation decides (triton_pipeline says it there).
-        from engine.evaluator.requirements import triton_unavailable
-
-        missing = triton_unavailable()
+    """Why `backend` cannot evaluate `platform` kernels on this server (None: it can), from what its registry
+    definition says it needs: Python packages (asked here unless a Ray cluster runs the evaluations), an NVIDIA
+    GPU where evaluations run (this host's device nodes with the local executor, a node declaring Ray `GPU`
+    resources on a cluster), its own checks of this host (the neuron backend: device, compiler, profiler).
+    Pages show it disabled with this reason, and requests are refused with it."""
+    definition = BACKENDS.get(backend)
+    if definition is None:
+        return None
+    if definition.packages and not conf.ray_address():
+        # Refused with the install command before anything is queued; on a Ray cluster the node that runs the
+        # evaluation decides (the evaluation says so there).
+        missing = load_reference(definition.packages)()
         if missing:
             return missing
-    if backend == Backend.CUDA:
-        return _cuda_unavailable()
-    if backend != Backend.NEURON:
-        return None
-    from engine.platforms.nki.neuron.host import NeuronHost  # the hardware backend's own checks
-
-    try:
-        problems = NeuronHost.from_environment(platform).problems()
-    except ValueError as error:
-        problems = [f"misconfigured: {error}"]
-    return f"the neuron backend cannot run here: {'; '.join(problems)}" if problems else None
+    if definition.needs_gpu:
+        return _gpu_unavailable(backend)
+    if definition.host_check:
+        return load_reference(definition.host_check)(platform)
+    return None
 
 
 def platform_unavailable(platform: str) -> str | None:
@@ -332,18 +329,18 @@ def backend_options(problem: Problem) -> list[BackendOption]:
     ]
 
 
-def _cuda_unavailable() -> str | None:
+def _gpu_unavailable(backend: str) -> str | None:
     try:
         executor = get_executor()
     except Exception as error:  # noqa: BLE001 - e.g. the Ray cluster cannot be reached: say so, refuse
-        return f"the cuda backend cannot run: the Ray cluster at {conf.ray_address()} cannot be reached ({error})"
+        return f"the {backend} backend cannot run: the Ray cluster at {conf.ray_address()} cannot be reached ({error})"
 
     ask = getattr(executor, "cuda_unavailable", None)  # a test double may not say: then this host decides
     reason = ask() if ask is not None else local_cuda_unavailable()
     if reason is None:
         return None
     where = "on the cluster" if getattr(executor, "kind", "local") == "ray" else "here"
-    return f"the cuda backend cannot run {where}: {reason}"
+    return f"the {backend} backend cannot run {where}: {reason}"
 
 
 def check_platform_for(problem: Problem, platform: str) -> None:

@@ -32,7 +32,12 @@ from engine.evaluator.sandbox.process import Limits
 from engine.evaluator.sizing import ReferenceCheck
 from engine.evaluator.sizing import check_reference as run_reference_check
 from engine.evaluator.static_check import MAX_SOURCE_BYTES
-from engine.platforms.registry import FLASHINFER_FORMAT, get_definition, platforms_for
+from engine.platforms.registry import (
+    FLASHINFER_FORMAT,
+    REFERENCE_FORMAT,
+    get_definition,
+    platforms_storing,
+)
 
 
 def kernel_source_limit() -> int:
@@ -138,9 +143,10 @@ def _refuse_broken_reference(checked: ReferenceCheck) -> None:
 
 def create_custom_problem(
     user: Any, reference_source: str, *, name: str = "", peak_counts: tuple[int, int, int] | None = None,
-    checked: ReferenceCheck | None = None,
+    checked: ReferenceCheck | None = None, language: str = DEFAULT_LANGUAGE,
 ) -> Problem:
-    """A private problem from a user's own reference file (NKIBench's reference format).
+    """A private problem from a user's own reference file (NKIBench's reference format), for kernels in `language`
+    (one whose platforms store their problems as reference files).
 
     When it is created its size is measured by running the reference once in the sandbox (`hbm_bytes`:
     the bytes of its inputs and outputs), so its evaluations get the limits of its size. Its peak counts
@@ -164,6 +170,7 @@ def create_custom_problem(
         defaults={
             "title": Path(name).stem if name else "Uploaded reference",
             "reference_source": reference_source,
+            "language": language,
             "visibility": Visibility.PRIVATE,
             "owner": user if user is not None and user.is_authenticated else None,
         },
@@ -210,11 +217,16 @@ def upload_kernel(
     if problem is None:
         if reference_source is None:
             raise ValidationError("choose a problem, or upload your own reference file")
-        if platform is not None and platform not in platforms_for(DEFAULT_LANGUAGE):
+        # The problem's language is its platform's (NKI's without one), which must store its problems as reference
+        # files; a FlashInfer-Bench platform's problems are imported definitions.
+        storing = platforms_storing(REFERENCE_FORMAT)
+        if platform is not None and platform not in storing:
             raise ValidationError(
-                f"a reference file in NKIBench's format is an NKI problem, not for {platform}; for Triton, "
-                "import a FlashInfer-Bench definition (manage.py import_flashinfer or /problems/import-flashinfer/)"
+                f"a reference file in NKIBench's format is a problem for {', '.join(storing)}, not for {platform}; "
+                f"for {', '.join(platforms_storing(FLASHINFER_FORMAT))}, import a FlashInfer-Bench definition "
+                "(manage.py import_flashinfer or /problems/import-flashinfer/)"
             )
+        language = get_definition(platform).language if platform is not None else DEFAULT_LANGUAGE
         new_problem = not _custom_problem_exists(user, reference_source, reference_name)
         checked = check_reference(reference_source) if new_problem else None
         if checked is not None:
@@ -222,7 +234,7 @@ def upload_kernel(
         # The problem and its kernel together: a kernel refused here (empty, too big) leaves no problem behind.
         with transaction.atomic():
             problem = create_custom_problem(user, reference_source, name=reference_name, peak_counts=peak_counts,
-                                            checked=checked)
+                                            checked=checked, language=language)
             platform = platform or problem.default_platform
             check_platform_for(problem, platform)
             kernel, created = create_kernel(problem, kernel_source, origin=KernelOrigin.UPLOADED, author=user,

@@ -19,11 +19,10 @@ from benchmark.services.evaluations import backend_version
 from engine.platforms.registry import (
     DEFAULT_BACKEND,
     DEFAULT_PLATFORM,
-    NKI,
     PREDICTED,
     TESTING,
+    find_part,
     get_definition,
-    platforms_for,
 )
 
 
@@ -64,23 +63,16 @@ def kernel_row_sort_key(row: dict[str, Any]) -> tuple[float, int]:
 
 
 def theoretical_peaks(problem: Problem) -> dict[str, float | None]:
-    """Theoretical peak latency (ms) per platform, or None where the problem has no peak counts."""
-    # Imported here: engine.platforms.nki.perf loads numpy, which a web process otherwise never needs to import.
-    from engine.platforms.nki.perf.peak import theoretical_peak_ms
-
-    peaks: dict[str, float | None] = {}
-    # NKIBench's peak counts are against a NeuronCore; a GPU platform's roofline is the Triton backend's.
-    for platform in platforms_for(NKI):
-        if not problem.has_peak_counts:
-            peaks[platform] = None
-            continue
-        peaks[platform] = theoretical_peak_ms(
-            platform,
-            vector_flops=problem.vector_flops,
-            matmul_flops=problem.matmul_flops,
-            hbm_bytes=problem.hbm_bytes,
-        )
-    return peaks
+    """Theoretical peak latency (ms) on each of the problem's platforms, priced by its language's "peak" part
+    from the problem's counts; None where the problem has no counts or its language no peak (Triton's roofline
+    is its backend's, per evaluation)."""
+    # Found on first use: NKI's peak loads numpy, which a web process otherwise never needs to import.
+    peak_of = find_part(problem.language, "peak") if problem.has_peak_counts else None
+    return {
+        platform: peak_of(platform, vector_flops=problem.vector_flops, matmul_flops=problem.matmul_flops,
+                          hbm_bytes=problem.hbm_bytes) if peak_of is not None else None
+        for platform in problem.platforms
+    }
 
 
 def current_evaluations(platform: str | None = None, backend: str = DEFAULT_BACKEND) -> QuerySet[Evaluation]:

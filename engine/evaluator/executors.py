@@ -60,7 +60,7 @@ def evaluation_key(kernel_sha256: str, reference_sha256: str, platform: str, bac
 def evaluate(kernel_source: str, reference_source: str, *, platform: str = DEFAULT_PLATFORM,
              **options: Any) -> EvaluationResult:
     """Evaluate a kernel source against a reference file on `platform`, by the `evaluate` part its kernel
-    language registers (NKI's: `engine.platforms.nki.pipeline.evaluate`, whose keyword options it takes:
+    language registers (the shared `engine.evaluator.reference_pipeline.evaluate`, whose keyword options it takes:
     backend, peak_counts, seeds, kernel_name, limits, tolerance, distributions). ValueError for an unknown
     platform or a language whose problems are not reference files (Triton's: `TritonEvaluationRequest`)."""
     language = get_definition(platform).language

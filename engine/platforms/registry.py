@@ -73,6 +73,15 @@ class BackendDefinition:
     label: str
     implementation: str
     latency: str  # PREDICTED, MEASURED, CORRECTNESS_ONLY or TESTING
+    # What it needs to run, asked before anything is queued (`benchmark.services.backend_unavailable`); each a
+    # "module:function" returning why not (a sentence) or None:
+    #   packages    () -> the Python packages it needs that this process lacks; asked here unless a Ray cluster
+    #               runs the evaluations (its nodes then say so themselves)
+    #   host_check  (platform) -> what this host lacks for it (devices, tools)
+    packages: str = ""
+    host_check: str = ""
+    # It runs on an NVIDIA GPU where the evaluations run: the executor says whether there is one.
+    needs_gpu: bool = False
 
 
 # How a platform's problems are stored, and so which request evaluates them: a reference file in NKIBench's
@@ -106,15 +115,21 @@ _NKI_BACKENDS = (Backend.SIMULATOR, Backend.NEURON, Backend.NULL)
 # The interpreter is the default: every machine has it; cuda needs a GPU (and is what ranks).
 _TRITON_BACKENDS = (Backend.CUDA, Backend.TRITON_INTERPRETER)
 
+# PyTorch and Triton (the `triton` extra), which both Triton backends import.
+_TRITON_PACKAGES = "engine.evaluator.requirements:triton_unavailable"
+
 BACKENDS: dict[str, BackendDefinition] = {
     backend.name: backend for backend in (
         BackendDefinition(Backend.SIMULATOR, Backend.SIMULATOR.label, "engine.platforms.nki.backend:SimulatorBackend",
                           PREDICTED),
-        BackendDefinition(Backend.NEURON, Backend.NEURON.label, "engine.platforms.nki.neuron:NeuronBackend", MEASURED),
+        BackendDefinition(Backend.NEURON, Backend.NEURON.label, "engine.platforms.nki.neuron:NeuronBackend", MEASURED,
+                          host_check="engine.platforms.nki.neuron.host:neuron_unavailable"),
         BackendDefinition(Backend.NULL, Backend.NULL.label, "engine.evaluator.backends:NullBackend", TESTING),
         BackendDefinition(Backend.TRITON_INTERPRETER, Backend.TRITON_INTERPRETER.label,
-                          "engine.platforms.triton.backends:TritonInterpreterBackend", CORRECTNESS_ONLY),
-        BackendDefinition(Backend.CUDA, Backend.CUDA.label, "engine.platforms.triton.backends:CudaBackend", MEASURED),
+                          "engine.platforms.triton.backends:TritonInterpreterBackend", CORRECTNESS_ONLY,
+                          packages=_TRITON_PACKAGES),
+        BackendDefinition(Backend.CUDA, Backend.CUDA.label, "engine.platforms.triton.backends:CudaBackend", MEASURED,
+                          packages=_TRITON_PACKAGES, needs_gpu=True),
     )
 }
 
@@ -178,14 +193,21 @@ def get_backend_definition(backend: str) -> BackendDefinition:
 
 # Where each kernel language's parts live in its platform folder ("module:attribute"), imported on first use:
 #   evaluate   the evaluation of a kernel source against a reference file (REFERENCE_FORMAT problems):
-#              evaluate(kernel_source, reference_source, *, platform, backend, ...) -> EvaluationResult
+#              evaluate(kernel_source, reference_source, *, platform, backend, ...) -> EvaluationResult;
+#              the shared reference-file pipeline, `engine.evaluator.reference_pipeline:evaluate`, for both
+#   attempt    that pipeline's steps for a language whose backend records the kernel's program: a subclass of
+#              `engine.evaluator.reference_pipeline.Attempt` with the language's verifier (optional)
+#   peak       the platform's theoretical peak in ms from a problem's counts (optional; the pipeline's peak
+#              fraction and the problem pages): peak(platform, vector_flops=, matmul_flops=, hbm_bytes=)
 #   prompts    what the agents' prompts say about the language (`engine.agents.prompting.LanguagePrompts`)
 #   rewrites   the offline agent's catalog of rewrites (a tuple of `engine.agents.rewrites.Rewrite`)
 #   flashinfer_request
 #              the evaluation of a kernel of a FLASHINFER_FORMAT problem, as the request an executor runs:
 #              Class(solution=, definition=, workloads=, platform=, backend=, limits=, seeds=None) with run() and key
 LANGUAGE_PARTS: dict[str, dict[str, str]] = {
-    NKI: {"evaluate": "engine.platforms.nki.pipeline:evaluate",
+    NKI: {"evaluate": "engine.evaluator.reference_pipeline:evaluate",
+          "attempt": "engine.platforms.nki.pipeline:NkiAttempt",
+          "peak": "engine.platforms.nki.perf.peak:theoretical_peak_ms",
           "prompts": "engine.platforms.nki.prompting:PROMPTS",
           "rewrites": "engine.platforms.nki.rewrites.catalog:CATALOG"},
     TRITON: {"prompts": "engine.platforms.triton.prompting:PROMPTS",
@@ -206,6 +228,12 @@ def load_part(language: str, part: str) -> Any:
     except KeyError:
         raise ValueError(f"kernel language {language!r} has no {part!r}; known: {sorted(LANGUAGE_PARTS)}") from None
     return load_reference(reference)
+
+
+def find_part(language: str, part: str) -> Any | None:
+    """A language's optional part ("attempt", "peak"), or None where it registers none."""
+    reference = LANGUAGE_PARTS.get(language, {}).get(part)
+    return load_reference(reference) if reference else None
 
 
 def load_reference(reference: str) -> Any:
@@ -244,7 +272,7 @@ def register_backend(backend: BackendDefinition) -> Backend:
 def register_platform(definition: PlatformDefinition, label: str = "",
                       parts: dict[str, str] | None = None) -> Platform:
     """Add a platform: its value becomes a `Platform` (a valid `Evaluation.platform`, a page's choice), its
-    definition answers `get_definition`, and `parts` ("evaluate", "prompts", "rewrites": "module:attribute")
+    definition answers `get_definition`, and `parts` ("evaluate", "prompts", "rewrites", ...: "module:attribute")
     are its language's, unless the language has them already. ValueError for a platform that exists or a
     backend that does not."""
     unknown = [b for b in definition.backends if b not in BACKENDS]

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from engine.evaluator import ErrorKind, evaluate
+from engine.evaluator import reference_pipeline as pipeline
 from engine.evaluator.checks import OutputComparison, relative_l2
-from engine.platforms.nki import pipeline
 from tests.evaluation.conftest import ADD_REFERENCE, FAST_LIMITS
 
 

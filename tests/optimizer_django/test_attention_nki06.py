@@ -10,9 +10,9 @@ from __future__ import annotations
 import pytest
 
 from benchmark.models import Problem
+from engine.evaluator.reference_pipeline import evaluate
 from engine.platforms.nki.generations import CURRENT
 from engine.platforms.nki.migration import migrate_source
-from engine.platforms.nki.pipeline import evaluate
 
 pytestmark = pytest.mark.django_db
 

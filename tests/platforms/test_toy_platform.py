@@ -15,9 +15,10 @@ from django.urls import reverse
 
 from benchmark.leaderboard import build_board
 from benchmark.models import Evaluation, Platform, Problem
-from benchmark.services import upload_kernel
+from benchmark.services import theoretical_peaks, upload_kernel
 from engine.agents import prompting
 from engine.agents.base import KernelView, PlanRequest, ProblemContext
+from engine.evaluator import ErrorKind, evaluate
 from engine.platforms import toy
 from engine.platforms.registry import Backend, PlatformDefinition, register_platform, registered
 from optimizer.models import Run, RunStatus
@@ -58,9 +59,12 @@ def toy_platform():
 def test_a_registered_toy_platform_is_uploaded_evaluated_optimized_offline_and_ranked(toy_platform, engineer,
                                                                                        settings, client):
     settings.ACCELOPT_EVALUATION_INLINE = True
+    # Its counts: 128 multiplies, 512 bytes in and 512 out; priced by the toy's own peak part.
     problem = Problem.objects.create(suite="toys", slug="double", case="full", language=toy.LANGUAGE,
-                                     title="Double a matrix", reference_source=REFERENCE)
+                                     title="Double a matrix", reference_source=REFERENCE, vector_flops=128,
+                                     matmul_flops=0, hbm_bytes=1024)
     assert problem.platforms == (toy.PLATFORM,) and problem.default_platform == toy.PLATFORM
+    assert theoretical_peaks(problem) == {toy.PLATFORM: pytest.approx(128 / toy.TOY_CPU.flops_per_ms)}
 
     # Upload: stored and evaluated on the toy platform's own backend, in the sandbox.
     baseline, _, evaluation = upload_kernel(engineer, kernel_source=BASELINE, problem=problem, wait=True)
@@ -68,6 +72,7 @@ def test_a_registered_toy_platform_is_uploaded_evaluated_optimized_offline_and_r
                                                                                      "toy-model-1")
     assert evaluation.correct, evaluation.error_message
     assert evaluation.latency_ms > 0 and evaluation.is_rankable
+    assert evaluation.peak_fraction == pytest.approx(128 / toy.TOY_CPU.flops_per_ms / evaluation.latency_ms)
     problem.baseline_kernel = baseline
     problem.save()
 
@@ -106,9 +111,34 @@ def test_a_registered_toy_platform_is_uploaded_evaluated_optimized_offline_and_r
     problem_page = client.get(problem.get_absolute_url()).content.decode()
     assert '<dd data-testid="problem-language">toy numpy, on toy-cpu</dd>' in problem_page
     assert "NKI, on" not in problem_page and "export-solution" not in problem_page
+    assert "Peak latency on toy-cpu" in problem_page and "Peak latency on trn1" not in problem_page
+    # Its device backend is offered greyed out, with the reason its own host check gives.
     kernel_page = client.get(baseline.get_absolute_url()).content.decode()
-    assert '<select name="backend"' not in kernel_page  # one backend: nothing to choose
+    assert ('<option value="toy-device" disabled title="no toy device is attached for toy-cpu">Toy device '
+            '(measured) (unavailable here)</option>') in kernel_page
     assert "with the current performance model is reused" in kernel_page
+
+
+def test_an_uploaded_reference_for_the_toy_platform_is_a_toy_problem(toy_platform, engineer, settings):
+    """A reference file uploaded for a platform is a problem in that platform's language, evaluated by its backend."""
+    settings.ACCELOPT_EVALUATION_INLINE = True
+    kernel, _, evaluation = upload_kernel(engineer, kernel_source=BASELINE, reference_source=REFERENCE,
+                                          platform=toy.PLATFORM, wait=True)
+    assert (kernel.problem.language, kernel.problem.platforms) == (toy.LANGUAGE, (toy.PLATFORM,))
+    assert (evaluation.backend, evaluation.correct) == (toy.BACKEND, True), evaluation.error_message
+
+
+def test_a_recording_backend_of_a_language_without_a_verifier_is_refused(toy_platform):
+    """A backend that records the kernel's program (NKI's simulator) is trusted only with its language's verifier:
+    on a platform whose language registers none, the evaluation stops before any child runs the kernel."""
+    recorded = PlatformDefinition(platform="toy-recorded", language=toy.LANGUAGE, language_name="toy numpy",
+                                  hardware_name="the toy CPU", hardware=toy.TOY_CPU, backends=(Backend.SIMULATOR,),
+                                  default_backend=Backend.SIMULATOR)
+    with registered((recorded,)):
+        result = evaluate(BASELINE, REFERENCE, platform="toy-recorded", backend=Backend.SIMULATOR)
+    assert result.error_kind is ErrorKind.INFRASTRUCTURE_ERROR and not result.correct
+    assert result.error_message == ("backend 'simulator' records the kernel's program, but the language of "
+                                    "platform 'toy-recorded' registers no verifier for it")
 
 
 def test_a_platform_naming_a_backend_nobody_registered_is_refused(toy_platform):

@@ -66,7 +66,7 @@ def test_a_kernel_is_uploaded_for_its_problems_platforms_only(triton_problem, nk
     kernel, created, _ = services.upload_kernel(engineer, kernel_source="def run(x, y):\n    return x\n",
                                                 problem=triton_problem, evaluate=False)
     assert created and kernel.entry_point == "main.py::run"
-    with pytest.raises(ValidationError, match="NKIBench's format is an NKI problem"):
+    with pytest.raises(ValidationError, match="NKIBench's format is a problem for trn1, trn2, trn3, not for h200; for h100, h200, import"):
         services.upload_kernel(engineer, kernel_source="# k\n", reference_source="# ref\n", platform="h200",
                                evaluate=False)
 

@@ -22,7 +22,13 @@ from typing import Any
 
 import numpy as np
 
-from engine.evaluator.result import ErrorKind
+from engine.evaluator.kernel_replies import (
+    Layout,
+    ReplyCheck,
+    failure_problem,
+    output_count_problem,
+    outputs_bytes,
+)
 from engine.platforms.nki.simulator.trace import ACCESS_COLUMNS, INSTRUCTION_COLUMNS
 
 PROGRAM_PREFIX = "program."
@@ -31,14 +37,6 @@ PROGRAM_REPLY_BYTES = 1024**3  # and for the recorded program (first seed)
 
 
 PROGRAM_BASE_BYTES = 256 * 1024**2  # the recorded program's JSON and constants, beyond what the shapes allow
-# Outputs beyond the expected count that a reply may name (a wrong count is `incorrect`, with the shapes).
-EXTRA_OUTPUTS = 8
-
-
-def kernel_reply_budget(inputs: list[np.ndarray], expected: list[np.ndarray]) -> int:
-    """A kernel child's reply: outputs (up to twice the expected size: a wrong dtype is reported, not refused),
-    inputs after the run, a trace."""
-    return _outputs_bytes(expected) + sum(a.nbytes for a in inputs) + TRACE_REPLY_BYTES + 1024**2
 
 
 def program_budget(inputs: list[np.ndarray], expected: list[np.ndarray]) -> int:
@@ -50,50 +48,34 @@ def program_budget(inputs: list[np.ndarray], expected: list[np.ndarray]) -> int:
 
 def record_reply_budget(inputs: list[np.ndarray], expected: list[np.ndarray]) -> int:
     """The recording run's reply: outputs, the trace and the program (no inputs: the verifier checks those)."""
-    return _outputs_bytes(expected) + TRACE_REPLY_BYTES + program_budget(inputs, expected) + 1024**2
+    return outputs_bytes(expected) + TRACE_REPLY_BYTES + program_budget(inputs, expected) + 1024**2
 
 
-# -- what a kernel child's reply may hold -----------------------------------------------------------------
-# The kernel's process writes its replies, so the parent reads nothing it does not expect: every header field
-# and array is known, and each part of the reply has its own budget from the problem's declared shapes. A
-# reply that names anything else is refused before any array is read (the kernel's runtime_error).
-_FAILURE_FIELDS = frozenset({"ok", "kind", "message", "line", "detail", "retry"})
-_RUN_FIELDS = frozenset({"ok", "output_count", "latency_ms", "trace"})
+# -- what the recording run's reply may hold ----------------------------------------------------------------
+# As a plain run's (engine.evaluator.kernel_replies), with the trace's columns and the program's arrays in
+# place of the inputs after the run, each with its own budget.
 _TRACE_META_FIELDS = frozenset({"op_names", "dtype_names", "tensors", "loops", "loop_contexts"})
 
-Layout = list[tuple[str, np.dtype, tuple[int, ...]]]
 
+def record_reply_check(inputs: list[np.ndarray], expected: list[np.ndarray]) -> ReplyCheck:
+    """The check `ChildProcess.receive` applies to the simulator's recording run reply (outputs, trace,
+    program) before reading its arrays."""
 
-def kernel_reply_check(inputs: list[np.ndarray], expected: list[np.ndarray], *,
-                       record: bool) -> Callable[[dict[str, Any], Layout], str | None]:
-    """The check `ChildProcess.receive` applies to a kernel child's `run` reply before reading its arrays.
-    `record`: the simulator's recording run (outputs, trace, program); else outputs and inputs after."""
-
-    kinds = {k.value for k in ErrorKind}
-    after = {f"after{k}" for k in range(len(inputs))}
     columns = {f"trace.col.{c}" for c in INSTRUCTION_COLUMNS} | {f"trace.acc.{c}" for c in ACCESS_COLUMNS}
-    out_budget = _outputs_bytes(expected) + 1024
+    out_budget = outputs_bytes(expected) + 1024
     program_limit = program_budget(inputs, expected)
 
     def check(header: dict[str, Any], layout: Layout) -> str | None:
         if header.get("ok") is not True:
-            unknown = set(header) - _FAILURE_FIELDS
-            if unknown or header.get("kind") not in kinds or not isinstance(header.get("message", ""), str) \
-                    or not isinstance(header.get("detail", ""), str) or layout:
-                return f"a failure reply with fields {sorted(header)[:8]}, kind {str(header.get('kind'))[:40]!r}"
-            line = header.get("line")
-            return None if line is None or (isinstance(line, int) and not isinstance(line, bool)) else "a bad line"
-        unknown = set(header) - _RUN_FIELDS
-        if unknown:
-            return f"unknown fields {sorted(unknown)[:8]}"
-        count = header.get("output_count")
-        if not isinstance(count, int) or isinstance(count, bool) or not 0 <= count <= len(expected) + EXTRA_OUTPUTS:
-            return f"an output count of {str(count)[:40]}"
-        if record != isinstance(header.get("trace"), dict) or (record and set(header["trace"]) != _TRACE_META_FIELDS):
-            return "a trace description that is missing or malformed" if record else "a trace it should not have"
-        if header.get("latency_ms") is not None and (record or not isinstance(header["latency_ms"], (int, float))):
+            return failure_problem(header, layout)
+        problem = output_count_problem(header, expected)
+        if problem:
+            return problem
+        if not isinstance(header.get("trace"), dict) or set(header["trace"]) != _TRACE_META_FIELDS:
+            return "a trace description that is missing or malformed"
+        if header.get("latency_ms") is not None:
             return "a latency it cannot claim"
-        outputs = {f"out{k}" for k in range(count)}
+        outputs = {f"out{k}" for k in range(header["output_count"])}
         sizes = {"outputs": 0, "trace": 0, "program": 0}
         lengths: dict[str, set[int]] = {"trace.col.": set(), "trace.acc.": set()}
         names = [name for name, _dtype, _shape in layout]
@@ -105,14 +87,12 @@ def kernel_reply_check(inputs: list[np.ndarray], expected: list[np.ndarray], *,
             nbytes = math.prod(shape) * dtype.itemsize
             if name in outputs:
                 sizes["outputs"] += nbytes
-            elif not record and name in after:
-                sizes["outputs"] += nbytes
-            elif record and name in columns:
+            elif name in columns:
                 if len(shape) != 1 or dtype.kind not in "iub":
                     return f"array {name!r} is {dtype.str}{list(shape)}"
                 lengths[name[:10]].add(shape[0])
                 sizes["trace"] += nbytes
-            elif record and (name == f"{PROGRAM_PREFIX}json" or name.startswith(f"{PROGRAM_PREFIX}const")) \
+            elif (name == f"{PROGRAM_PREFIX}json" or name.startswith(f"{PROGRAM_PREFIX}const")) \
                     and name in {f"{PROGRAM_PREFIX}json"} | {f"{PROGRAM_PREFIX}const{k}" for k in constants}:
                 if name == f"{PROGRAM_PREFIX}json" and (len(shape) != 1 or dtype != np.uint8):
                     return f"array {name!r} is {dtype.str}{list(shape)}"
@@ -121,13 +101,10 @@ def kernel_reply_check(inputs: list[np.ndarray], expected: list[np.ndarray], *,
                 return f"an unknown array {name[:80]!r}"
         if not all(name in names for name in outputs):
             return "fewer outputs than it announces"
-        if record and (not columns <= set(names) or f"{PROGRAM_PREFIX}json" not in names
-                       or constants != list(range(len(constants))) or any(len(v) > 1 for v in lengths.values())):
+        if (not columns <= set(names) or f"{PROGRAM_PREFIX}json" not in names
+                or constants != list(range(len(constants))) or any(len(v) > 1 for v in lengths.values())):
             return "an incomplete or inconsistent trace or program"
-        if not record and not after <= set(names):
-            return "not every input after the run"
-        limits = {"outputs": out_budget + (sum(a.nbytes for a in inputs) if not record else 0),
-                  "trace": TRACE_REPLY_BYTES, "program": program_limit}
+        limits = {"outputs": out_budget, "trace": TRACE_REPLY_BYTES, "program": program_limit}
         for part, size in sizes.items():
             if size > limits[part]:
                 return f"{size} bytes of {part}, over its budget of {limits[part]} bytes"
@@ -138,11 +115,7 @@ def kernel_reply_check(inputs: list[np.ndarray], expected: list[np.ndarray], *,
 
 def replay_reply_budget(expected: list[np.ndarray]) -> int:
     """A replay's reply: the outputs (inputs are checked in the verifier, not sent back)."""
-    return _outputs_bytes(expected) + 1024**2
-
-
-def _outputs_bytes(expected: list[np.ndarray]) -> int:
-    return 2 * sum(e.size * e.dtype.itemsize for e in expected)
+    return outputs_bytes(expected) + 1024**2
 
 
 def record(kernel: Callable[..., Any], inputs: Sequence[Any], platform: str) -> tuple[Any, dict[str, np.ndarray]]:

@@ -172,6 +172,16 @@ class NeuronHost:
         return found
 
 
+def neuron_unavailable(platform: str) -> str | None:
+    """Why the neuron backend cannot evaluate `platform` kernels on this host (None: it can): the backend's
+    host check, which its registry definition names and the pages ask before offering it."""
+    try:
+        problems = NeuronHost.from_environment(platform).problems()
+    except ValueError as error:
+        problems = [f"misconfigured: {error}"]
+    return f"the neuron backend cannot run here: {'; '.join(problems)}" if problems else None
+
+
 def artefact_root(host: NeuronHost) -> Path:
     """The directory holding per-attempt artefact directories; traversable by the children's uids, not listable."""
     root = Path(host.artefact_root)
