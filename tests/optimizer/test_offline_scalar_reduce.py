@@ -10,8 +10,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from engine.evaluator.reference_pipeline import evaluate
 from engine.platforms.nki.perf import estimate
-from engine.platforms.nki.pipeline import evaluate
 from engine.platforms.nki.rewrites import BY_NAME
 from engine.platforms.nki.simulator import simulate
 from engine.platforms.nki.simulator.semantics import namespaces
