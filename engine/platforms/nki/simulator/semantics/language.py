@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from engine.platforms.nki.simulator.errors import NKICompileError, unsupported
-from engine.platforms.nki.simulator.semantics import alu, host_reads
+from engine.platforms.nki.simulator.semantics import alu, axis_views, host_reads
 from engine.platforms.nki.simulator.semantics import dtypes as dt
 from engine.platforms.nki.simulator.semantics import isa as _isa
 from engine.platforms.nki.simulator.semantics.indexing import IndexExpr, arange, ds, mgrid  # noqa: F401  (re-exported as nl.arange, ...)
@@ -589,6 +589,7 @@ def _install_operators() -> None:
     View.__setitem__ = view_setitem
     Derived.reshape = t_reshape
     host_reads.install()
+    axis_views.install()
 
 
 _install_operators()
