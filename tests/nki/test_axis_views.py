@@ -138,3 +138,19 @@ def test_invalid_views_are_refused_with_the_operation_and_the_line(make, message
     with pytest.raises(NKICompileError, match=message) as err:
         simulate(kernel, [np.zeros((128, 64), np.float32)])
     assert err.value.line > 0
+
+
+def test_an_isa_destination_can_be_a_view(rng):
+    def kernel(a):
+        t = _on_chip(a)
+        nisa.memset(dst=t.slice(1, 0, 8, 2), value=-1.0)  # every other column of the first eight
+        nisa.tensor_copy(dst=t.select(1, 9), src=t.select(1, 10))  # column 10 over column 9
+        out = _hbm(a.shape)
+        nisa.dma_copy(dst=out, src=t)
+        return out
+
+    a = rng.standard_normal((16, 12)).astype(np.float32)
+    expected = a.copy()
+    expected[:, 0:8:2] = -1.0
+    expected[:, 9] = a[:, 10]
+    np.testing.assert_array_equal(simulate(kernel, [a]).outputs[0], expected)
