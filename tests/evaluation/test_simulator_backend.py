@@ -88,7 +88,9 @@ def test_reading_uninitialised_memory_is_a_runtime_error_at_its_line() -> None:
                                  "tile = nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.sbuf)")
     result = run(kernel)
     assert result.error_kind is ErrorKind.RUNTIME_ERROR, result.error_message
-    assert result.error_line == line_of(kernel, "nisa.activation")  # the first read of the tile
+    # Unwritten partitions may flow into a fresh tile (AWS's simulator: NaN placeholders, nki-sim 1.6); the
+    # error is where they would reach memory that counts: the store of the product.
+    assert result.error_line == line_of(kernel, "nl.store(out[t]")
     assert "uninitialised" in result.error_message
 
 

@@ -151,7 +151,7 @@ def test_a_program_reading_memory_it_never_wrote_is_incorrect_naming_the_tensor_
     forged = run(SKIPS_ITS_MEMSET, NO_GUARDS)
     assert forged.error_kind is ErrorKind.INCORRECT and not forged.correct
     assert "reads memory of" in forged.error_message and "that nothing wrote before it" in forged.error_message
-    assert forged.error_line == 15, forged.error_message
+    assert forged.error_line == 17, forged.error_message  # nki-sim 1.6: where the unwritten values reach a write
     assert forged.latency_ms is None
 
 

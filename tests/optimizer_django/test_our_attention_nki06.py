@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from asgiref.sync import async_to_sync
 
-import engine.platforms.nki.pipeline as nki_pipeline
+import engine.evaluator.reference_pipeline as reference_pipeline
 from benchmark.models import Kernel, Problem
 from benchmark.templatetags.benchmark_extras import milliseconds
 from engine.platforms.nki.generations import CURRENT
@@ -39,7 +39,7 @@ def uploaded(client, engineer, settings, monkeypatch):
     from benchmark.services import load_suite
 
     settings.ACCELOPT_EVALUATION_INLINE = True
-    monkeypatch.setattr(nki_pipeline, "draw_seeds", lambda count: SEEDS[:count])
+    monkeypatch.setattr(reference_pipeline, "draw_seeds", lambda count: SEEDS[:count])
     load_suite("nkibench", evaluate_cases=())
     problem = Problem.objects.get(slug="gqa_full", case="mini")
     client.force_login(engineer)
